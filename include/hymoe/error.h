@@ -1,0 +1,40 @@
+// Errors: every failure the library reports is a hymoe::Error carrying a message that names the file, field,
+// shape or value at fault. The library never prints and never exits; the command-line tool turns an Error into
+// a message and a non-zero exit status.
+#pragma once
+
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+namespace hymoe {
+
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+namespace detail {
+template <typename... Args>
+std::string concat(const Args&... args) {
+  std::ostringstream out;
+  (out << ... << args);
+  return out.str();
+}
+[[noreturn]] void fail_check(const char* file, int line, const char* condition, const std::string& message);
+}  // namespace detail
+
+// Throws hymoe::Error with the concatenation of the arguments (streamed with operator<<).
+template <typename... Args>
+[[noreturn]] void fail(const Args&... args) {
+  throw Error(detail::concat(args...));
+}
+
+}  // namespace hymoe
+
+// Internal invariant, always checked (also in release builds): a failure names the source location. Use it for
+// conditions that only a bug in hymoe can break; user input gets a hymoe::fail with a message for the user.
+#define HYMOE_CHECK(cond, ...)                                                                    \
+  do {                                                                                            \
+    if (!(cond)) ::hymoe::detail::fail_check(__FILE__, __LINE__, #cond, ::hymoe::detail::concat("" __VA_OPT__(, ) __VA_ARGS__)); \
+  } while (0)

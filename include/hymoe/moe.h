@@ -1,0 +1,163 @@
+// The Mixture-of-Experts layer: KempnerForge's kempnerforge.model.moe in C++ (docs/semantics.md states every
+// rule). A router picks top_k experts per token, each routed expert MLP runs on exactly its tokens (a ragged
+// grouped batch: nothing padded to the busiest expert), outputs are combined with the routing weights, and an
+// optional shared expert sees every token.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "hymoe/rng.h"
+#include "hymoe/safetensors.h"
+#include "hymoe/tensor.h"
+
+namespace hymoe {
+
+// Exactly build_moe's arguments.
+struct MoEConfig {
+  int64_t dim = 0;
+  int64_t hidden_dim = 0;
+  int64_t num_experts = 0;
+  int64_t top_k = 0;
+  std::string activation = "silu";  // "silu" (SwiGLU) | "gelu" | "relu"
+  std::string router_type = "softmax_topk";  // "softmax_topk" | "sigmoid_topk"
+  int64_t shared_experts = 0;  // > 0 builds one shared MLP of hidden_dim
+  double capacity_factor = 0.0;  // 0 = no capacity limit
+  bool gradient_scale = false;
+  double sequence_aux_loss_weight = 0.0;  // sigmoid router only
+  std::string bias_schedule = "constant";  // "constant" | "cosine_decay" | "linear_warmup"
+  bool packed_experts = false;
+
+  // Throws hymoe::Error naming the field, its value and the allowed range.
+  void validate() const;
+};
+
+// Parses a JSON object holding MoEConfig fields (missing fields keep their defaults; unknown fields are an error,
+// except those listed in `extra_fields`, which are ignored here). `label` names the source in messages.
+MoEConfig parse_moe_config(std::string_view json_text, const std::string& label,
+                           std::span<const std::string_view> extra_fields = {});
+
+enum class Mode { kTrain, kEval };
+
+// What a router decided for T tokens, plus everything the losses and the backward pass need.
+struct Routing {
+  int64_t num_tokens = 0;
+  int64_t top_k = 0;
+  int64_t num_experts = 0;
+  std::vector<int32_t> indices;       // (T, K) selected experts, slot 0 = highest score
+  std::vector<float> router_weights;  // (T, K) normalized routing weights
+  std::vector<float> weights;         // (T, K) after capacity zeroing (== router_weights without capacity)
+  std::vector<uint8_t> dropped;       // (T, K) 1 where capacity dropped the assignment
+  std::vector<float> logits;          // (T, E) gate logits, without any bias
+  std::vector<float> scores;          // (T, E) softmax probabilities or biased sigmoid scores
+  Tensor expert_counts;               // (E) top-k assignments per expert before drops, as float
+  float aux_loss = 0.0f;
+  float z_loss = 0.0f;
+};
+
+// A router: owns its parameters and state, names them as PyTorch does relative to the router module.
+class Router {
+ public:
+  virtual ~Router() = default;
+  virtual std::string_view type() const = 0;
+  // Routes x (T, dim). In train mode a stateful router updates its state after selecting.
+  virtual Routing route(const Tensor& x, Mode mode) = 0;
+  // Training progress for schedules (sigmoid router); others ignore it.
+  virtual void set_step(int64_t /*step*/, int64_t /*max_steps*/) {}
+  // Parameters and buffers: ("gate.weight", ...), ("expert_bias", ...), ("expert_ema", ...).
+  virtual std::vector<std::pair<std::string, Tensor*>> named_tensors() = 0;
+};
+
+using RouterFactory = std::function<std::unique_ptr<Router>(const MoEConfig&)>;
+// Registers a router under `name` (replacing nothing: a duplicate name is an error).
+void register_router(const std::string& name, RouterFactory factory);
+std::unique_ptr<Router> make_router(const MoEConfig& config);
+std::vector<std::string> router_names();
+
+// The activation of an expert MLP.
+enum class MlpActivation { kSwiGLU, kGelu, kRelu };
+
+// One expert (or shared-expert) MLP, weights in nn.Linear (out, in) layout; no biases.
+// SwiGLU: down(silu(gate x) * up x). Standard: down(act(up x)).
+struct ExpertMlp {
+  MlpActivation activation = MlpActivation::kSwiGLU;
+  Tensor gate_proj;  // (hidden, dim), empty unless SwiGLU
+  Tensor up_proj;    // (hidden, dim)
+  Tensor down_proj;  // (dim, hidden)
+  int64_t dim() const { return up_proj.dim(1); }
+  int64_t hidden() const { return up_proj.dim(0); }
+  std::vector<std::pair<std::string, Tensor*>> named_tensors();  // "gate_proj.weight", ...
+};
+
+using MlpFactory = std::function<ExpertMlp(int64_t dim, int64_t hidden_dim)>;
+// MLP registry: "swiglu", "standard_gelu", "standard_relu" are built in.
+void register_mlp(const std::string& name, MlpFactory factory);
+ExpertMlp make_mlp(const std::string& name, int64_t dim, int64_t hidden_dim);
+std::vector<std::string> mlp_names();
+// The registry key for a config activation: "silu" -> "swiglu", "gelu" -> "standard_gelu", "relu" -> "standard_relu".
+std::string mlp_name_for_activation(const std::string& activation);
+
+// Runs experts[e] on rows [offsets[e], offsets[e+1]) of x_sorted (R, dim), offsets being the exclusive scan of
+// tokens_per_expert. Returns (R, dim) in the same order. Zero-token experts cost nothing.
+Tensor grouped_expert_forward(const Tensor& x_sorted, std::span<const int64_t> tokens_per_expert,
+                              std::span<const ExpertMlp> experts);
+// The same over packed (E, in, out) weights: up_w (E, dim, H), down_w (E, H, dim), gate_w (E, dim, H) for SwiGLU
+// (nullptr otherwise).
+Tensor grouped_expert_forward_packed(const Tensor& x_sorted, std::span<const int64_t> tokens_per_expert,
+                                     const Tensor& up_w, const Tensor& down_w, const Tensor* gate_w,
+                                     MlpActivation activation);
+// Multiplies each expert's rows of expert_out (sorted by expert, R rows) by avg/max(count, 1), avg = R/num_experts.
+Tensor scale_by_expert_load(const Tensor& expert_out, std::span<const int64_t> tokens_per_expert, int64_t num_experts);
+
+class MoELayer {
+ public:
+  explicit MoELayer(const MoEConfig& config);
+  ~MoELayer();
+  MoELayer(MoELayer&&) noexcept;
+  MoELayer& operator=(MoELayer&&) noexcept;
+
+  const MoEConfig& config() const { return config_; }
+
+  // x (B, L, dim) -> y (B, L, dim). Token t = b*L + l. For sigmoid routers the schedule progress is
+  // step/max(max_steps, 1). Non-finite inputs are an error.
+  Tensor forward(const Tensor& x, Mode mode, int64_t step = 0, int64_t max_steps = 1);
+
+  // Results of the last forward, like the Python properties.
+  float aux_loss() const { return routing_.aux_loss; }
+  float z_loss() const { return routing_.z_loss; }
+  const Tensor& expert_counts() const { return routing_.expert_counts; }
+  const Routing& last_routing() const { return routing_; }
+
+  Router& router() { return *router_; }
+
+  // Every parameter and buffer under its PyTorch state_dict name. Non-const access marks the weights as changed
+  // (kernels re-prepare their packed copies on the next forward).
+  std::vector<std::pair<std::string, Tensor*>> named_tensors();
+  // Loads every tensor from `file`, names prefixed with `prefix` (e.g. "model.layers.3.mlp."). Missing or
+  // misshapen tensors are errors naming the file, the tensor and the shapes; the layer is unchanged on error.
+  void load(const SafetensorsFile& file, const std::string& prefix = "");
+  // All tensors into a writer under their PyTorch names.
+  void save(SafetensorsWriter& writer, const std::string& prefix = "") const;
+  // PyTorch-like initialization: nn.Linear's U(-1/sqrt(in), 1/sqrt(in)); bias 0, EMA 1/E.
+  void init_random(Rng& rng);
+
+  // Bytes of weights the experts hold (routed + shared).
+  int64_t expert_weight_bytes() const;
+
+ private:
+  struct Impl;
+  MoEConfig config_;
+  std::unique_ptr<Router> router_;
+  Routing routing_;
+  std::unique_ptr<Impl> impl_;
+};
+
+std::unique_ptr<MoELayer> build_moe(const MoEConfig& config);
+
+}  // namespace hymoe

@@ -1,0 +1,88 @@
+// The ragged grouped expert-MLP kernel interface. Knows nothing of experts, routers or tokens: it runs G
+// independent MLPs, group g on rows [offsets[g], offsets[g+1]) of a row-major activation matrix.
+//
+// Data contract of the ragged batch (see docs/kernels.md):
+//   offsets  (G+1)       exclusive scan of rows per group; offsets[0] = 0, non-decreasing; empty groups legal
+//   x        (R, dim)    rows grouped by group, R = offsets[G]
+//   scale    (R)         optional per-row factor applied to the output row (routing weight x load scale)
+//   y        (R, dim)    overwritten with scale[r] * mlp_g(x[r])
+// Implementations are chosen once (make_grouped_ffn) and may pack the weights in their own layout then; running
+// never allocates shared state and gives the same bits for any thread count.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "hymoe/dtype.h"
+#include "kernels/activation.h"
+#include "kernels/isa.h"
+
+namespace hymoe::kernels {
+
+// How a weight matrix W used as y = x . B (B of logical shape (K, N): K inputs, N outputs) is stored.
+enum class WeightLayout {
+  kOutIn,  // (N, K) row-major: PyTorch nn.Linear.weight, used as x @ W^T
+  kInOut,  // (K, N) row-major: the packed (E, in, out) layout, used as x @ W
+};
+
+struct MatrixView {
+  const void* data = nullptr;
+  DType dtype = DType::kF32;  // kF32 or kBF16
+  WeightLayout layout = WeightLayout::kOutIn;
+  int64_t k = 0;  // inputs
+  int64_t n = 0;  // outputs
+  // B(kk, nn) widened to float; for references and tests, not hot loops.
+  float at(int64_t kk, int64_t nn) const {
+    const int64_t i = layout == WeightLayout::kOutIn ? nn * k + kk : kk * n + nn;
+    if (dtype == DType::kBF16) return bf16_to_float(static_cast<const uint16_t*>(data)[i]);
+    return static_cast<const float*>(data)[i];
+  }
+};
+
+// One expert MLP's weights: gate (dim->hidden, gated activations only), up (dim->hidden), down (hidden->dim).
+struct MlpWeightsView {
+  MatrixView gate;  // data == nullptr when the activation is not gated
+  MatrixView up;
+  MatrixView down;
+};
+
+struct GroupedFfnShape {
+  int64_t num_groups = 0;
+  int64_t dim = 0;
+  int64_t hidden = 0;
+  Activation activation = Activation::kSwiGLU;
+};
+
+struct GroupedFfnArgs {
+  const int64_t* offsets = nullptr;  // (G+1)
+  const float* x = nullptr;          // (R, dim)
+  const float* scale = nullptr;      // (R) or nullptr for 1
+  float* y = nullptr;                // (R, dim)
+  // Optional, for the backward pass: pre-activation gate and up projections, (R, hidden) each. saved_gate is
+  // only written for gated activations.
+  float* saved_gate = nullptr;
+  float* saved_up = nullptr;
+};
+
+class GroupedFfn {
+ public:
+  virtual ~GroupedFfn() = default;
+  virtual void run(const GroupedFfnArgs& args) const = 0;
+  virtual const GroupedFfnShape& shape() const = 0;
+  // Kernel name following docs/kernels.md, e.g. "grouped_ffn_f32w_f32__ref".
+  virtual const char* name() const = 0;
+};
+
+// Plain reference: double accumulation, no SIMD, no threads. The yardstick for every other implementation.
+std::unique_ptr<GroupedFfn> make_grouped_ffn_ref(const GroupedFfnShape& shape, std::span<const MlpWeightsView> weights);
+// The implementation for `isa` (the fastest available one for that ISA). Weights must outlive the result unless
+// the implementation packs them (documented per implementation).
+std::unique_ptr<GroupedFfn> make_grouped_ffn(const GroupedFfnShape& shape, std::span<const MlpWeightsView> weights,
+                                             Isa isa = active_isa());
+
+// Checks the args against the shape (offsets monotone, pointers present); used by every implementation.
+void validate_grouped_ffn_args(const GroupedFfnShape& shape, const GroupedFfnArgs& args);
+void validate_grouped_ffn_weights(const GroupedFfnShape& shape, std::span<const MlpWeightsView> weights);
+
+}  // namespace hymoe::kernels

@@ -1,0 +1,35 @@
+// Argument validation shared by all grouped-FFN implementations, and the ISA dispatch.
+#include "hymoe/error.h"
+#include "kernels/grouped_ffn.h"
+#include "kernels/grouped_ffn_impl.h"
+
+namespace hymoe::kernels {
+
+void validate_grouped_ffn_weights(const GroupedFfnShape& shape, std::span<const MlpWeightsView> weights) {
+  HYMOE_CHECK(shape.num_groups >= 0 && shape.dim > 0 && shape.hidden > 0);
+  HYMOE_CHECK(static_cast<int64_t>(weights.size()) == shape.num_groups, weights.size(), " weight sets for ",
+              shape.num_groups, " groups");
+  for (const auto& w : weights) {
+    HYMOE_CHECK(w.up.data && w.down.data);
+    HYMOE_CHECK(w.up.k == shape.dim && w.up.n == shape.hidden);
+    HYMOE_CHECK(w.down.k == shape.hidden && w.down.n == shape.dim);
+    if (is_gated(shape.activation)) HYMOE_CHECK(w.gate.data && w.gate.k == shape.dim && w.gate.n == shape.hidden);
+    for (const MatrixView* m : {&w.gate, &w.up, &w.down})
+      HYMOE_CHECK(!m->data || m->dtype == DType::kF32 || m->dtype == DType::kBF16);
+  }
+}
+
+void validate_grouped_ffn_args(const GroupedFfnShape& shape, const GroupedFfnArgs& args) {
+  HYMOE_CHECK(args.offsets);
+  HYMOE_CHECK(args.offsets[0] == 0);
+  for (int64_t g = 0; g < shape.num_groups; ++g) HYMOE_CHECK(args.offsets[g + 1] >= args.offsets[g]);
+  if (args.offsets[shape.num_groups] > 0) HYMOE_CHECK(args.x && args.y);
+}
+
+std::unique_ptr<GroupedFfn> make_grouped_ffn(const GroupedFfnShape& shape, std::span<const MlpWeightsView> weights,
+                                             Isa isa) {
+  (void)isa;  // Only the portable implementation exists so far; ISA-specific ones register here.
+  return make_grouped_ffn_portable(shape, weights);
+}
+
+}  // namespace hymoe::kernels

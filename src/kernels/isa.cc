@@ -1,0 +1,59 @@
+// CPU feature detection. Built without -mavx* flags: it only executes cpuid/xgetbv through compiler builtins.
+#include "kernels/isa.h"
+
+#include <cstdlib>
+#include <string>
+
+#include "hymoe/error.h"
+
+namespace hymoe::kernels {
+
+std::string_view isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::kScalar: return "scalar";
+    case Isa::kAvx2: return "avx2";
+    case Isa::kAvx512: return "avx512";
+  }
+  return "?";
+}
+
+Isa detect_best_isa() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+      __builtin_cpu_supports("fma"))
+    return Isa::kAvx512;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Isa::kAvx2;
+#endif
+  return Isa::kScalar;
+}
+
+std::vector<Isa> supported_isas() {
+  std::vector<Isa> out{Isa::kScalar};
+  const Isa best = detect_best_isa();
+  if (best >= Isa::kAvx2) out.push_back(Isa::kAvx2);
+  if (best >= Isa::kAvx512) out.push_back(Isa::kAvx512);
+  return out;
+}
+
+namespace {
+Isa resolve_active_isa() {
+  const char* forced = std::getenv("HYMOE_ISA");
+  const Isa best = detect_best_isa();
+  if (!forced || !*forced) return best;
+  const std::string name = forced;
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+    if (isa_name(isa) != name) continue;
+    if (isa > best) fail("HYMOE_ISA=", name, " but this CPU supports at most ", isa_name(best));
+    return isa;
+  }
+  fail("HYMOE_ISA=", name, " is not one of scalar, avx2, avx512");
+}
+}  // namespace
+
+Isa active_isa() {
+  static const Isa isa = resolve_active_isa();
+  return isa;
+}
+
+}  // namespace hymoe::kernels

@@ -1,0 +1,55 @@
+// Dispatch and combine. The combine is a gather (each token reads its own rows), not a scatter-add, so it needs no
+// atomics and has one fixed summation order.
+#include "moe/dispatch.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace hymoe {
+
+Dispatch build_dispatch(const Routing& routing) {
+  const int64_t T = routing.num_tokens, K = routing.top_k, E = routing.num_experts;
+  Dispatch d;
+  d.offsets.assign(static_cast<size_t>(E + 1), 0);
+  for (int64_t i = 0; i < T * K; ++i)
+    if (!routing.dropped[static_cast<size_t>(i)]) ++d.offsets[static_cast<size_t>(routing.indices[static_cast<size_t>(i)] + 1)];
+  for (int64_t e = 0; e < E; ++e) d.offsets[static_cast<size_t>(e + 1)] += d.offsets[static_cast<size_t>(e)];
+  const int64_t R = d.offsets.back();
+  d.row_token.resize(static_cast<size_t>(R));
+  d.row_slot.resize(static_cast<size_t>(R));
+  d.position.assign(static_cast<size_t>(T * K), -1);
+  std::vector<int64_t> next(d.offsets.begin(), d.offsets.end() - 1);
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t k = 0; k < K; ++k) {
+      const size_t i = static_cast<size_t>(t * K + k);
+      if (routing.dropped[i]) continue;
+      const int64_t row = next[static_cast<size_t>(routing.indices[i])]++;
+      d.row_token[static_cast<size_t>(row)] = t;
+      d.row_slot[static_cast<size_t>(row)] = k;
+      d.position[i] = row;
+    }
+  return d;
+}
+
+std::vector<float> gather_rows(const float* x, int64_t dim, const Dispatch& dispatch) {
+  std::vector<float> out(static_cast<size_t>(dispatch.rows() * dim));
+  for (int64_t r = 0; r < dispatch.rows(); ++r)
+    std::memcpy(out.data() + r * dim, x + dispatch.row_token[static_cast<size_t>(r)] * dim, sizeof(float) * static_cast<size_t>(dim));
+  return out;
+}
+
+void combine_rows(const float* expert_out, int64_t dim, const Dispatch& dispatch, int64_t num_tokens, int64_t top_k,
+                  float* y) {
+  std::fill(y, y + num_tokens * dim, 0.0f);
+  for (int64_t t = 0; t < num_tokens; ++t) {
+    float* yt = y + t * dim;
+    for (int64_t k = 0; k < top_k; ++k) {
+      const int64_t row = dispatch.position[static_cast<size_t>(t * top_k + k)];
+      if (row < 0) continue;
+      const float* src = expert_out + row * dim;
+      for (int64_t d = 0; d < dim; ++d) yt[d] += src[d];
+    }
+  }
+}
+
+}  // namespace hymoe

@@ -1,0 +1,78 @@
+// Shared router arithmetic. Reductions accumulate in double so results sit within float rounding of PyTorch's
+// float32 reductions whatever their order.
+#include "moe/router_common.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+namespace hymoe::router_detail {
+
+std::vector<float> gate_logits(const Tensor& x, const Tensor& gate) {
+  const int64_t T = x.dim(0), D = x.dim(1), E = gate.dim(0);
+  std::vector<float> logits(static_cast<size_t>(T * E));
+  for (int64_t t = 0; t < T; ++t) {
+    const float* xr = x.data() + t * D;
+    for (int64_t e = 0; e < E; ++e) {
+      const float* w = gate.data() + e * D;
+      double acc = 0.0;
+      for (int64_t d = 0; d < D; ++d) acc += static_cast<double>(xr[d]) * w[d];
+      logits[static_cast<size_t>(t * E + e)] = static_cast<float>(acc);
+    }
+  }
+  return logits;
+}
+
+void select_top_k(const std::vector<float>& scores, int64_t T, int64_t E, int64_t K, Routing& routing) {
+  routing.indices.assign(static_cast<size_t>(T * K), 0);
+  routing.router_weights.assign(static_cast<size_t>(T * K), 0.0f);
+  std::vector<int32_t> order(static_cast<size_t>(E));
+  for (int64_t t = 0; t < T; ++t) {
+    const float* s = scores.data() + t * E;
+    std::iota(order.begin(), order.end(), 0);
+    std::partial_sort(order.begin(), order.begin() + K, order.end(), [s](int32_t a, int32_t b) {
+      return s[a] != s[b] ? s[a] > s[b] : a < b;
+    });
+    float sum = 0.0f;
+    for (int64_t k = 0; k < K; ++k) sum += s[order[static_cast<size_t>(k)]];
+    for (int64_t k = 0; k < K; ++k) {
+      const int32_t e = order[static_cast<size_t>(k)];
+      routing.indices[static_cast<size_t>(t * K + k)] = e;
+      routing.router_weights[static_cast<size_t>(t * K + k)] = s[e] / sum;
+    }
+  }
+}
+
+Tensor count_assignments(const Routing& routing) {
+  Tensor counts(Shape{routing.num_experts});
+  for (int32_t e : routing.indices) counts[e] += 1.0f;
+  return counts;
+}
+
+float z_loss(const std::vector<float>& logits, int64_t T, int64_t E) {
+  double total = 0.0;
+  for (int64_t t = 0; t < T; ++t) {
+    const float* l = logits.data() + t * E;
+    const double m = *std::max_element(l, l + E);
+    double s = 0.0;
+    for (int64_t e = 0; e < E; ++e) s += std::exp(static_cast<double>(l[e]) - m);
+    const double lse = m + std::log(s);
+    total += lse * lse;
+  }
+  return static_cast<float>(total / static_cast<double>(T));
+}
+
+float switch_balance_loss(const std::vector<float>& scores, const Tensor& counts, int64_t T, int64_t K) {
+  const int64_t E = counts.numel();
+  std::vector<double> mean(static_cast<size_t>(E), 0.0);
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t e = 0; e < E; ++e) mean[static_cast<size_t>(e)] += scores[static_cast<size_t>(t * E + e)];
+  double loss = 0.0;
+  for (int64_t e = 0; e < E; ++e) {
+    const double f = static_cast<double>(counts[e]) / static_cast<double>(T * K);
+    loss += f * (mean[static_cast<size_t>(e)] / static_cast<double>(T));
+  }
+  return static_cast<float>(static_cast<double>(E) * loss);
+}
+
+}  // namespace hymoe::router_detail

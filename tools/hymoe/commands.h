@@ -1,0 +1,17 @@
+// The hymoe command's subcommands. Each registers itself on the CLI11 app and returns the action to run once the
+// command line is parsed; main() turns a hymoe::Error into a message and exit status 1.
+#pragma once
+
+#include <functional>
+
+#include <CLI/CLI.hpp>
+
+namespace hymoe::tool {
+
+using Action = std::function<int()>;
+
+Action add_demo_command(CLI::App& app);
+Action add_forward_command(CLI::App& app);
+Action add_inspect_command(CLI::App& app);
+
+}  // namespace hymoe::tool

@@ -1,0 +1,37 @@
+// hymoe: the command-line front end. Parses the command line, runs one subcommand, reports errors.
+#include <cstdio>
+#include <vector>
+
+#include "commands.h"
+#include "hymoe/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"hymoe: Mixture-of-Experts layers on the CPU (forward, inspection, placement, benchmarks)"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "hymoe 0.1.0");
+  std::vector<std::pair<CLI::App*, hymoe::tool::Action>> commands;
+  auto add = [&](auto adder) {
+    const size_t before = app.get_subcommands({}).size();
+    hymoe::tool::Action action = adder(app);
+    commands.emplace_back(app.get_subcommands({})[before], std::move(action));
+  };
+  add(hymoe::tool::add_demo_command);
+  add(hymoe::tool::add_forward_command);
+  add(hymoe::tool::add_inspect_command);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    for (auto& [sub, action] : commands)
+      if (sub->parsed()) return action();
+  } catch (const hymoe::Error& e) {
+    std::fprintf(stderr, "hymoe: error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "hymoe: error: %s\n", e.what());
+    return 1;
+  }
+  return 2;
+}
