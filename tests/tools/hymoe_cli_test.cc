@@ -50,6 +50,24 @@ TEST_F(ForwardCli, SucceedsOnAValidCase) {
   EXPECT_TRUE(f.contains("route.indices"));
 }
 
+TEST_F(ForwardCli, ReadsALayerOutOfAWholeModelCheckpointByPrefix) {
+  // The layer's tensors under "model.layers.3.mlp." beside an unrelated tensor, as in a whole-model file.
+  const auto w = SafetensorsFile::open(case_ + "/weights.safetensors");
+  SafetensorsWriter writer;
+  for (const auto& t : w.tensors()) writer.add("model.layers.3.mlp." + t.name, w.read_f32(t.name));
+  writer.add("model.embed_tokens.weight", Tensor(Shape{4, 4}));
+  writer.write(dir_ + "/model.safetensors");
+  std::string log;
+  ASSERT_EQ(forward(dir_ + "/model.safetensors", case_ + "/input.safetensors", &log, "--prefix model.layers.3.mlp."), 0)
+      << log;
+  const auto got = SafetensorsFile::open(out());
+  const auto exp = SafetensorsFile::open(case_ + "/expected.safetensors");
+  EXPECT_TRUE(all_close(got.read_f32("y"), exp.read_f32("y"), 1e-4, 1e-4));
+  fs::remove(out());
+  expect_failure(forward(dir_ + "/model.safetensors", case_ + "/input.safetensors", &log), log,
+                 "missing tensor 'router.gate.weight'");
+}
+
 TEST_F(ForwardCli, MissingWeightTensor) {
   const auto w = SafetensorsFile::open(case_ + "/weights.safetensors");
   SafetensorsWriter writer;
