@@ -28,8 +28,14 @@ void validate_grouped_ffn_args(const GroupedFfnShape& shape, const GroupedFfnArg
 
 std::unique_ptr<GroupedFfn> make_grouped_ffn(const GroupedFfnShape& shape, std::span<const MlpWeightsView> weights,
                                              Isa isa) {
-  (void)isa;  // Only the portable implementation exists so far; ISA-specific ones register here.
-  return make_grouped_ffn_portable(shape, weights);
+  if (isa == Isa::kScalar) return make_grouped_ffn_portable(shape, weights);
+  // Mixed dtypes within one layer have no packed kernel; the portable path widens everything to f32.
+  const bool gated = is_gated(shape.activation);
+  for (const auto& w : weights)
+    if (w.down.dtype != w.up.dtype || (gated && w.gate.dtype != w.up.dtype) ||
+        (!weights.empty() && w.up.dtype != weights[0].up.dtype))
+      return make_grouped_ffn_portable(shape, weights);
+  return make_grouped_ffn_packed(shape, weights, isa);
 }
 
 }  // namespace hymoe::kernels

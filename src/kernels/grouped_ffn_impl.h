@@ -10,4 +10,9 @@ namespace hymoe::kernels {
 std::unique_ptr<GroupedFfn> make_grouped_ffn_portable(const GroupedFfnShape& shape,
                                                       std::span<const MlpWeightsView> weights);
 
+// ISA micro-kernels over weights packed at construction (f32 or bf16, all matrices one dtype), one schedule of
+// (group, row-block, column-block) tiles over the thread pool. `isa` must not be Isa::kScalar.
+std::unique_ptr<GroupedFfn> make_grouped_ffn_packed(const GroupedFfnShape& shape,
+                                                    std::span<const MlpWeightsView> weights, Isa isa);
+
 }  // namespace hymoe::kernels

@@ -1,10 +1,10 @@
-// Reference grouped GEMMs (the definitions), plus the portable fallbacks the dispatchers use until ISA kernels
-// cover these forms.
+// Reference grouped GEMMs (the definitions), plus the portable fallbacks the dispatchers use for Isa::kScalar.
 #include <algorithm>
 #include <vector>
 
 #include "hymoe/error.h"
 #include "kernels/grouped_gemm.h"
+#include "kernels/grouped_gemm_impl.h"
 
 namespace hymoe::kernels {
 
@@ -36,8 +36,6 @@ void grouped_weight_grad_gemm_ref(const GroupedWeightGradGemm& p) {
       }
   }
 }
-
-namespace {
 
 // Portable rows form: B widened to a (k, n) f32 block per group so the inner loop is a contiguous axpy.
 void grouped_rows_gemm_portable(const GroupedRowsGemm& p) {
@@ -82,10 +80,5 @@ void grouped_weight_grad_gemm_portable(const GroupedWeightGradGemm& p) {
       }
   }
 }
-
-}  // namespace
-
-void grouped_rows_gemm(const GroupedRowsGemm& p) { grouped_rows_gemm_portable(p); }
-void grouped_weight_grad_gemm(const GroupedWeightGradGemm& p) { grouped_weight_grad_gemm_portable(p); }
 
 }  // namespace hymoe::kernels

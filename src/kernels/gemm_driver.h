@@ -1,0 +1,106 @@
+// The grouped GEMM driver: blocks and schedules many independent GEMMs (one per group, e.g. per expert) as one
+// pool of (group, row-block, column-block) tiles, so a layer where most groups have few rows still keeps every
+// thread busy. Each tile runs the ISA's micro-kernel over K blocks into a per-thread scratch tile and hands the
+// finished tile to an epilogue (activation, scale, store). ISA-free: it calls the kernels through IsaKernels.
+//
+// Regimes: a group with at most kMaxRowBlock rows is one row block, so each of its weight panels is read from
+// memory exactly once (the decode path: T of 1-8 streams the weights); larger groups are split into row blocks
+// of at most that many rows, each reusing a KC x NC weight block from L2 (the GEMM path).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "hymoe/threads.h"
+#include "kernels/gemm_kernels.h"
+#include "kernels/thread_pool.h"
+
+namespace hymoe::kernels {
+
+// One GEMM of the batch: C (m, panels * NR) = A (m, k) . P where P is `panels` packed panels of (k, NR).
+struct GemmGroup {
+  const float* a = nullptr;
+  int64_t lda = 0;
+  int64_t m = 0;
+  int64_t k = 0;
+  const void* b = nullptr;  // (panels, k, NR), dtype given to run_gemm_groups
+  int64_t panels = 0;
+};
+
+struct GemmTile {
+  int64_t group, r0, rows, p0, np;
+};
+
+// Blocking. KC * NR * 4 bytes = 16 KiB of a f32 panel stays in L1 while the row block's micro-tiles sweep it;
+// a row block of A (at most kMaxRowBlock x KC floats) and a KC x NC weight block live in L2.
+constexpr int64_t kKc = 256;
+constexpr int64_t kNcColumns = 128;
+constexpr int64_t kMaxRowBlockTiles = 16;  // row block <= 16 * MR rows
+
+// Splits every group into tiles; shrinks the column block when there would be too few tiles for the threads.
+inline std::vector<GemmTile> plan_tiles(const IsaKernels& ik, const std::vector<GemmGroup>& groups, int threads,
+                                        int64_t& max_rows, int64_t& max_panels) {
+  const int64_t max_block = kMaxRowBlockTiles * ik.mr;
+  int64_t nc = std::max<int64_t>(1, kNcColumns / ik.nr);
+  auto count = [&](int64_t ncp) {
+    int64_t n = 0;
+    for (const auto& g : groups)
+      if (g.m > 0) n += ((g.m + max_block - 1) / max_block) * ((g.panels + ncp - 1) / ncp);
+    return n;
+  };
+  while (nc > 1 && count(nc) < 8 * threads) nc /= 2;
+  std::vector<GemmTile> tiles;
+  max_rows = 0;
+  max_panels = nc;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const int64_t m = groups[g].m;
+    if (m == 0) continue;
+    const int64_t blocks = (m + max_block - 1) / max_block;
+    const int64_t per = ((m + blocks - 1) / blocks + ik.mr - 1) / ik.mr * ik.mr;
+    for (int64_t r0 = 0; r0 < m; r0 += per)
+      for (int64_t p0 = 0; p0 < groups[g].panels; p0 += nc) {
+        tiles.push_back({static_cast<int64_t>(g), r0, std::min(per, m - r0), p0, std::min(nc, groups[g].panels - p0)});
+        max_rows = std::max(max_rows, std::min(per, m - r0));
+      }
+  }
+  return tiles;
+}
+
+// Runs every tile; epilogue(tile, c, ldc) receives the finished (rows, np * NR) tile. Bits do not depend on the
+// thread count or the tiling: each C element is one FMA chain over k in order.
+template <typename Epilogue>
+void run_gemm_groups(const IsaKernels& ik, DType wdtype, const std::vector<GemmGroup>& groups, Epilogue&& epilogue) {
+  const int threads = num_threads();
+  int64_t max_rows = 0, max_panels = 0;
+  const std::vector<GemmTile> tiles = plan_tiles(ik, groups, threads, max_rows, max_panels);
+  if (tiles.empty()) return;
+  const int64_t ldc = max_panels * ik.nr;
+  const int64_t scratch_floats = max_rows * ldc;
+  std::unique_ptr<float[]> scratch(new float[static_cast<size_t>(scratch_floats * threads)]);
+  parallel_for(static_cast<int64_t>(tiles.size()), [&](int64_t t, int thread) {
+    const GemmTile& tile = tiles[static_cast<size_t>(t)];
+    const GemmGroup& g = groups[static_cast<size_t>(tile.group)];
+    float* c = scratch.get() + thread * scratch_floats;
+    const int64_t panel_elems = g.k * ik.nr;
+    for (int64_t k0 = 0; k0 < g.k; k0 += kKc) {
+      const int64_t kc = std::min(kKc, g.k - k0);
+      for (int64_t p = 0; p < tile.np; ++p) {
+        const int64_t off = (tile.p0 + p) * panel_elems + k0 * ik.nr;
+        for (int64_t r = 0; r < tile.rows; r += ik.mr) {
+          const int m = static_cast<int>(std::min<int64_t>(ik.mr, tile.rows - r));
+          const float* a = g.a + (tile.r0 + r) * g.lda + k0;
+          float* cc = c + r * ldc + p * ik.nr;
+          if (wdtype == DType::kBF16)
+            ik.gemm_bf16w(m, kc, a, g.lda, static_cast<const uint16_t*>(g.b) + off, cc, ldc, k0 > 0);
+          else
+            ik.gemm_f32w(m, kc, a, g.lda, static_cast<const float*>(g.b) + off, cc, ldc, k0 > 0);
+        }
+      }
+    }
+    epilogue(tile, c, ldc);
+  });
+}
+
+}  // namespace hymoe::kernels

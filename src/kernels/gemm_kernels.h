@@ -1,0 +1,76 @@
+// The GEMM stages below the grouped drivers: packing (weights into micro-panels, once at load), the per-ISA
+// micro-kernels (one MR x NR tile over a K block: no blocking loops, no threads, no allocation) and their scalar
+// references. Knows nothing of experts, routing or the MLP; the drivers (grouped_ffn_packed.cc,
+// grouped_gemm.cc) do the blocking and scheduling.
+//
+// Packed layout (docs/kernels.md): a (K, N) weight matrix becomes ceil(N / NR) panels of (K, NR), columns past N
+// zero-padded, stored one after another: // (N/NR, K, NR). Packing keeps the dtype (f32 stays f32, bf16 stays
+// bf16 and is widened in registers). A gate/up pair is packed interleaved: panel p holds gate columns
+// [p*NR/2, (p+1)*NR/2) then up columns of the same range, so one tile produces both halves of SwiGLU's input.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "hymoe/dtype.h"
+#include "kernels/grouped_ffn.h"
+#include "kernels/isa.h"
+
+namespace hymoe::kernels {
+
+struct PackedMatrix {
+  DType dtype = DType::kF32;  // kF32 or kBF16
+  int nr = 0;                 // panel width in columns
+  int64_t k = 0;              // rows of every panel
+  int64_t n = 0;              // logical columns (for a gate/up pair: the hidden width, each panel holds nr/2 of it)
+  int64_t panels = 0;
+  bool gate_up = false;
+  std::vector<float> f32;      // (panels, k, nr) when dtype == kF32
+  std::vector<uint16_t> bf16;  // (panels, k, nr) when dtype == kBF16
+
+  const void* data() const { return dtype == DType::kBF16 ? static_cast<const void*>(bf16.data()) : f32.data(); }
+  size_t bytes() const { return f32.size() * sizeof(float) + bf16.size() * sizeof(uint16_t); }
+};
+
+// Packs b (logical (K, N), any layout, f32 or bf16) into panels of nr columns.
+PackedMatrix pack_matrix(const MatrixView& b, int nr);
+// Packs gate and up (both (K, H), same dtype) interleaved, nr/2 columns of each per panel.
+PackedMatrix pack_gate_up(const MatrixView& gate, const MatrixView& up, int nr);
+// Packs a plain row-major f32 (K, N) matrix with leading dimension ldb (the backward's activation gradients).
+void pack_rows_f32(const float* b, int64_t ldb, int64_t k, int64_t n, int nr, float* out);
+
+// Micro-kernel contract: C[m, 0:NR] (=, or += when accumulate) A[m, 0:kc] . P[0:kc, 0:NR], where m in 1..MR, A is
+// row-major with leading dimension lda, P one packed panel's rows [k0, k0 + kc) (contiguous, NR per row), and C
+// row-major with leading dimension ldc. Every C element is one float FMA chain in increasing k, so blocking K and
+// splitting rows never change the bits.
+using GemmF32wFn = void (*)(int m, int64_t kc, const float* a, int64_t lda, const float* b, float* c, int64_t ldc,
+                            bool accumulate);
+using GemmBf16wFn = void (*)(int m, int64_t kc, const float* a, int64_t lda, const uint16_t* b, float* c,
+                             int64_t ldc, bool accumulate);
+// h[i] = silu(g[i]) * u[i] for i < n (n a multiple of the vector width).
+using SwigluFn = void (*)(int64_t n, const float* g, const float* u, float* h);
+
+// One ISA's kernels and tile.
+struct IsaKernels {
+  Isa isa;
+  int mr, nr;
+  GemmF32wFn gemm_f32w;
+  GemmBf16wFn gemm_bf16w;
+  SwigluFn swiglu;
+  const char* gemm_f32w_name;   // e.g. "gemm_f32w_f32_6x16__avx2"
+  const char* gemm_bf16w_name;  // e.g. "gemm_bf16w_f32_6x16__avx2"
+};
+
+// The kernels of `isa`, or nullptr for Isa::kScalar (which uses the portable implementations).
+const IsaKernels* isa_kernels(Isa isa);
+const IsaKernels& isa_kernels_avx2();
+const IsaKernels& isa_kernels_avx512();
+
+// Scalar references of the micro-kernel contract for any tile width nr (double accumulation).
+void gemm_f32w_f32__ref(int m, int nr, int64_t kc, const float* a, int64_t lda, const float* b, float* c,
+                        int64_t ldc, bool accumulate);
+void gemm_bf16w_f32__ref(int m, int nr, int64_t kc, const float* a, int64_t lda, const uint16_t* b, float* c,
+                         int64_t ldc, bool accumulate);
+void swiglu__ref(int64_t n, const float* g, const float* u, float* h);
+
+}  // namespace hymoe::kernels

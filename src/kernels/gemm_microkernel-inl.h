@@ -1,0 +1,92 @@
+// The micro-kernel and epilogue bodies, written once over a vector-traits type V and instantiated by each ISA's
+// translation unit (gemm_avx2.cc, gemm_avx512.cc) with its own V and compiler flags. Include it only inside an
+// anonymous namespace after defining V, so no instantiation can leak to another ISA's unit through the linker.
+// It deliberately uses nothing from std: an inline std function compiled with AVX-512 flags could otherwise be
+// the copy the linker keeps for an AVX2 caller.
+//
+// V provides: vec, kWidth, zero(), load(const float*), load_bf16(const uint16_t*) (kWidth bf16 widened to f32),
+// broadcast(const float*), store(float*, vec), fma(a, b, c) = a*b+c, add, sub, mul, div, min, max, set1(float),
+// round_nearest(vec), pow2(vec n) (2^n for integral n in [-126, 127]).
+
+// Register budget: MR*2 accumulators + 2 panel vectors + 1 broadcast must fit the register file (AVX2: 6*2+3 =
+// 15 of 16 ymm; AVX-512: 12*2+3 = 27 of 32 zmm).
+constexpr int kNr = 2 * V::kWidth;
+
+template <typename W>
+inline typename V::vec load_w(const W* p) {
+  if constexpr (sizeof(W) == 2) return V::load_bf16(p);
+  else return V::load(p);
+}
+
+// Every loop over rows is fully unrolled (the pragmas): that is what lets the compiler keep acc0/acc1 in registers
+// instead of spilling the arrays to the stack on every k.
+template <int M, typename W>
+void gemm_tile(int64_t kc, const float* a, int64_t lda, const W* b, float* c, int64_t ldc, bool accumulate) {
+  typename V::vec acc0[M], acc1[M];
+#pragma GCC unroll 16
+  for (int i = 0; i < M; ++i) {
+    acc0[i] = accumulate ? V::load(c + i * ldc) : V::zero();
+    acc1[i] = accumulate ? V::load(c + i * ldc + V::kWidth) : V::zero();
+  }
+  const float* ar[M];
+#pragma GCC unroll 16
+  for (int i = 0; i < M; ++i) ar[i] = a + i * lda;
+#pragma GCC unroll 4
+  for (int64_t k = 0; k < kc; ++k) {
+    const typename V::vec b0 = load_w(b + k * kNr);
+    const typename V::vec b1 = load_w(b + k * kNr + V::kWidth);
+#pragma GCC unroll 16
+    for (int i = 0; i < M; ++i) {
+      const typename V::vec av = V::broadcast(ar[i] + k);
+      acc0[i] = V::fma(av, b0, acc0[i]);
+      acc1[i] = V::fma(av, b1, acc1[i]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < M; ++i) {
+    V::store(c + i * ldc, acc0[i]);
+    V::store(c + i * ldc + V::kWidth, acc1[i]);
+  }
+}
+
+// m in 1..kMr picks the instantiation with exactly m rows, so tails cost no masking.
+template <typename W, int M = kMr>
+void gemm_rows(int m, int64_t kc, const float* a, int64_t lda, const W* b, float* c, int64_t ldc, bool accumulate) {
+  if constexpr (M >= 1) {
+    if (m == M) return gemm_tile<M, W>(kc, a, lda, b, c, ldc, accumulate);
+    return gemm_rows<W, M - 1>(m, kc, a, lda, b, c, ldc, accumulate);
+  }
+}
+
+// exp(x) by range reduction to [-ln2/2, ln2/2] and a degree-6 polynomial (the Cephes expf coefficients): about
+// 1 ulp on [-87, 88]; inputs are clamped there, which only affects values whose silu is 0 or x to float precision.
+inline typename V::vec exp_approx(typename V::vec x) {
+  x = V::min(V::max(x, V::set1(-87.0f)), V::set1(88.0f));
+  const typename V::vec n = V::round_nearest(V::mul(x, V::set1(1.44269504088896341f)));
+  x = V::fma(n, V::set1(-0.693359375f), x);
+  x = V::fma(n, V::set1(2.12194440e-4f), x);
+  typename V::vec p = V::set1(1.9875691500e-4f);
+  p = V::fma(p, x, V::set1(1.3981999507e-3f));
+  p = V::fma(p, x, V::set1(8.3334519073e-3f));
+  p = V::fma(p, x, V::set1(4.1665795894e-2f));
+  p = V::fma(p, x, V::set1(1.6666665459e-1f));
+  p = V::fma(p, x, V::set1(5.0000001201e-1f));
+  p = V::fma(p, V::mul(x, x), V::add(x, V::set1(1.0f)));
+  return V::mul(p, V::pow2(n));
+}
+
+// silu(g) * u = g * u / (1 + exp(-g)).
+void swiglu(int64_t n, const float* g, const float* u, float* h) {
+  for (int64_t i = 0; i < n; i += V::kWidth) {
+    const typename V::vec gv = V::load(g + i);
+    const typename V::vec den = V::add(V::set1(1.0f), exp_approx(V::sub(V::zero(), gv)));
+    V::store(h + i, V::div(V::mul(gv, V::load(u + i)), den));
+  }
+}
+
+void gemm_f32w(int m, int64_t kc, const float* a, int64_t lda, const float* b, float* c, int64_t ldc, bool acc) {
+  gemm_rows<float>(m, kc, a, lda, b, c, ldc, acc);
+}
+void gemm_bf16w(int m, int64_t kc, const float* a, int64_t lda, const uint16_t* b, float* c, int64_t ldc, bool acc) {
+  gemm_rows<uint16_t>(m, kc, a, lda, b, c, ldc, acc);
+}

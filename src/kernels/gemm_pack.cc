@@ -1,0 +1,152 @@
+// Packing of weights into micro-kernel panels, the scalar references of the micro-kernel contract, and the
+// table of per-ISA kernels. Built without ISA flags: it only picks function pointers, never runs vector code.
+#include <algorithm>
+
+#include "hymoe/error.h"
+#include "kernels/gemm_kernels.h"
+#include "kernels/thread_pool.h"
+
+namespace hymoe::kernels {
+namespace {
+
+// Element (kk, nn) of b in its stored dtype (bf16 bits stay bits: packing never rounds).
+template <typename T>
+T stored(const MatrixView& b, int64_t kk, int64_t nn) {
+  const int64_t i = b.layout == WeightLayout::kOutIn ? nn * b.k + kk : kk * b.n + nn;
+  return static_cast<const T*>(b.data)[i];
+}
+
+// Fills panel p of out: for each k, nr values; column j of the panel comes from column_of(j) of a source
+// (-1: zero padding).
+template <typename T, typename ColumnOf>
+void fill_panel(int64_t k, int nr, T* panel, ColumnOf&& column_of, const MatrixView& gate, const MatrixView& up) {
+  for (int j = 0; j < nr; ++j) {
+    const auto [which, col] = column_of(j);  // which: 0 = gate, 1 = up/plain, col < 0: padding
+    const MatrixView& src = which == 0 ? gate : up;
+    if (col < 0) {
+      for (int64_t kk = 0; kk < k; ++kk) panel[kk * nr + j] = T(0);
+    } else if (src.layout == WeightLayout::kOutIn) {  // column col is contiguous over k
+      const T* s = static_cast<const T*>(src.data) + col * src.k;
+      for (int64_t kk = 0; kk < k; ++kk) panel[kk * nr + j] = s[kk];
+    } else {
+      for (int64_t kk = 0; kk < k; ++kk) panel[kk * nr + j] = stored<T>(src, kk, col);
+    }
+  }
+}
+
+template <typename T>
+std::vector<T>& storage(PackedMatrix& p);
+template <>
+std::vector<float>& storage<float>(PackedMatrix& p) { return p.f32; }
+template <>
+std::vector<uint16_t>& storage<uint16_t>(PackedMatrix& p) { return p.bf16; }
+
+template <typename T, typename ColumnOf>
+void pack_panels(PackedMatrix& out, const MatrixView& gate, const MatrixView& up, ColumnOf column_of) {
+  auto& buf = storage<T>(out);
+  buf.resize(static_cast<size_t>(out.panels * out.k * out.nr));
+  const int64_t panel_size = out.k * out.nr;
+  parallel_for(out.panels, [&](int64_t p, int) {
+    fill_panel<T>(out.k, out.nr, buf.data() + p * panel_size, [&](int j) { return column_of(p, j); }, gate, up);
+  });
+}
+
+void check_packable(const MatrixView& b, int nr) {
+  HYMOE_CHECK(b.data && b.k > 0 && b.n > 0 && nr > 0 && nr % 2 == 0);
+  HYMOE_CHECK(b.dtype == DType::kF32 || b.dtype == DType::kBF16, "weights must be f32 or bf16");
+}
+
+}  // namespace
+
+PackedMatrix pack_matrix(const MatrixView& b, int nr) {
+  check_packable(b, nr);
+  PackedMatrix out;
+  out.dtype = b.dtype;
+  out.nr = nr;
+  out.k = b.k;
+  out.n = b.n;
+  out.panels = (b.n + nr - 1) / nr;
+  auto column_of = [&](int64_t p, int j) {
+    const int64_t col = p * nr + j;
+    return std::pair<int, int64_t>{1, col < b.n ? col : -1};
+  };
+  if (b.dtype == DType::kBF16) pack_panels<uint16_t>(out, b, b, column_of);
+  else pack_panels<float>(out, b, b, column_of);
+  return out;
+}
+
+PackedMatrix pack_gate_up(const MatrixView& gate, const MatrixView& up, int nr) {
+  check_packable(gate, nr);
+  check_packable(up, nr);
+  HYMOE_CHECK(gate.k == up.k && gate.n == up.n && gate.dtype == up.dtype);
+  PackedMatrix out;
+  out.dtype = up.dtype;
+  out.nr = nr;
+  out.k = up.k;
+  out.n = up.n;
+  out.gate_up = true;
+  const int half = nr / 2;
+  out.panels = (up.n + half - 1) / half;
+  auto column_of = [&](int64_t p, int j) {
+    const int64_t col = p * half + j % half;
+    return std::pair<int, int64_t>{j < half ? 0 : 1, col < up.n ? col : -1};
+  };
+  if (up.dtype == DType::kBF16) pack_panels<uint16_t>(out, gate, up, column_of);
+  else pack_panels<float>(out, gate, up, column_of);
+  return out;
+}
+
+void pack_rows_f32(const float* b, int64_t ldb, int64_t k, int64_t n, int nr, float* out) {
+  const int64_t panels = (n + nr - 1) / nr;
+  for (int64_t p = 0; p < panels; ++p) {
+    float* panel = out + p * k * nr;
+    const int64_t width = std::min<int64_t>(nr, n - p * nr);
+    for (int64_t kk = 0; kk < k; ++kk) {
+      const float* src = b + kk * ldb + p * nr;
+      float* dst = panel + kk * nr;
+      for (int64_t j = 0; j < width; ++j) dst[j] = src[j];
+      for (int64_t j = width; j < nr; ++j) dst[j] = 0.0f;
+    }
+  }
+}
+
+namespace {
+template <typename W>
+void gemm_ref(int m, int nr, int64_t kc, const float* a, int64_t lda, const W* b, float* c, int64_t ldc,
+              bool accumulate) {
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < nr; ++j) {
+      double acc = accumulate ? c[i * ldc + j] : 0.0;
+      for (int64_t kk = 0; kk < kc; ++kk) {
+        float w;
+        if constexpr (sizeof(W) == 2) w = bf16_to_float(b[kk * nr + j]);
+        else w = b[kk * nr + j];
+        acc += static_cast<double>(a[i * lda + kk]) * w;
+      }
+      c[i * ldc + j] = static_cast<float>(acc);
+    }
+}
+}  // namespace
+
+void gemm_f32w_f32__ref(int m, int nr, int64_t kc, const float* a, int64_t lda, const float* b, float* c,
+                        int64_t ldc, bool accumulate) {
+  gemm_ref(m, nr, kc, a, lda, b, c, ldc, accumulate);
+}
+void gemm_bf16w_f32__ref(int m, int nr, int64_t kc, const float* a, int64_t lda, const uint16_t* b, float* c,
+                         int64_t ldc, bool accumulate) {
+  gemm_ref(m, nr, kc, a, lda, b, c, ldc, accumulate);
+}
+void swiglu__ref(int64_t n, const float* g, const float* u, float* h) {
+  for (int64_t i = 0; i < n; ++i) h[i] = static_cast<float>(silu(static_cast<double>(g[i])) * u[i]);
+}
+
+const IsaKernels* isa_kernels(Isa isa) {
+  switch (isa) {
+    case Isa::kScalar: return nullptr;
+    case Isa::kAvx2: return &isa_kernels_avx2();
+    case Isa::kAvx512: return &isa_kernels_avx512();
+  }
+  return nullptr;
+}
+
+}  // namespace hymoe::kernels

@@ -1,0 +1,117 @@
+// The fast grouped FFN: weights packed once at construction into the ISA's panels (gate and up interleaved), then
+// per run two phases of tiles over all groups together: gate/up with the fused activation epilogue writing the
+// hidden rows once, and down with the fused row-scale epilogue writing y. Weights need not outlive the object.
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hymoe/error.h"
+#include "kernels/gemm_driver.h"
+#include "kernels/grouped_ffn_impl.h"
+
+namespace hymoe::kernels {
+namespace {
+
+class GroupedFfnPacked final : public GroupedFfn {
+ public:
+  GroupedFfnPacked(const GroupedFfnShape& shape, std::span<const MlpWeightsView> weights, const IsaKernels& ik)
+      : shape_(shape), ik_(ik) {
+    validate_grouped_ffn_weights(shape_, weights);
+    const bool gated = is_gated(shape_.activation);
+    dtype_ = weights.empty() ? DType::kF32 : weights[0].up.dtype;
+    for (const auto& w : weights) {
+      HYMOE_CHECK(w.up.dtype == dtype_ && w.down.dtype == dtype_ && (!gated || w.gate.dtype == dtype_),
+                  "all weights of a packed grouped FFN share one dtype");
+      Packed p;
+      p.first = gated ? pack_gate_up(w.gate, w.up, ik_.nr) : pack_matrix(w.up, ik_.nr);
+      p.down = pack_matrix(w.down, ik_.nr);
+      packed_.push_back(std::move(p));
+    }
+    name_ = std::string("grouped_ffn_") + (dtype_ == DType::kBF16 ? "bf16w" : "f32w") + "_f32_" +
+            std::to_string(ik_.mr) + "x" + std::to_string(ik_.nr) + "__" + std::string(isa_name(ik_.isa));
+  }
+
+  void run(const GroupedFfnArgs& args) const override {
+    validate_grouped_ffn_args(shape_, args);
+    const int64_t G = shape_.num_groups, D = shape_.dim, H = shape_.hidden;
+    const int64_t R = args.offsets[G];
+    if (R == 0) return;
+    const bool gated = is_gated(shape_.activation);
+    const int nr = ik_.nr, half = nr / 2;
+    std::unique_ptr<float[]> hidden(new float[static_cast<size_t>(R * H)]);
+
+    // Phase 1: hidden = act(x . [gate|up]) per group.
+    std::vector<GemmGroup> groups(static_cast<size_t>(G));
+    for (int64_t g = 0; g < G; ++g) {
+      const PackedMatrix& p = packed_[static_cast<size_t>(g)].first;
+      groups[static_cast<size_t>(g)] = {args.x + args.offsets[g] * D, D, args.offsets[g + 1] - args.offsets[g], D,
+                                        p.data(), p.panels};
+    }
+    run_gemm_groups(ik_, dtype_, groups, [&](const GemmTile& t, const float* c, int64_t ldc) {
+      const int64_t row0 = args.offsets[t.group] + t.r0;
+      float tmp[64];
+      for (int64_t r = 0; r < t.rows; ++r) {
+        const float* cr = c + r * ldc;
+        const int64_t row = row0 + r;
+        float* h = hidden.get() + row * H;
+        for (int64_t j = 0; j < t.np; ++j) {
+          const float* cp = cr + j * nr;
+          if (gated) {
+            const int64_t col = (t.p0 + j) * half, w = std::min<int64_t>(half, H - col);
+            ik_.swiglu(half, cp, cp + half, tmp);
+            std::copy(tmp, tmp + w, h + col);
+            if (args.saved_gate) std::copy(cp, cp + w, args.saved_gate + row * H + col);
+            if (args.saved_up) std::copy(cp + half, cp + half + w, args.saved_up + row * H + col);
+          } else {
+            const int64_t col = (t.p0 + j) * nr, w = std::min<int64_t>(nr, H - col);
+            if (args.saved_up) std::copy(cp, cp + w, args.saved_up + row * H + col);
+            for (int64_t i = 0; i < w; ++i) h[col + i] = apply_activation(shape_.activation, cp[i]);
+          }
+        }
+      }
+    });
+
+    // Phase 2: y = scale * (hidden . down) per group.
+    for (int64_t g = 0; g < G; ++g) {
+      const PackedMatrix& p = packed_[static_cast<size_t>(g)].down;
+      groups[static_cast<size_t>(g)] = {hidden.get() + args.offsets[g] * H, H,
+                                        args.offsets[g + 1] - args.offsets[g], H, p.data(), p.panels};
+    }
+    run_gemm_groups(ik_, dtype_, groups, [&](const GemmTile& t, const float* c, int64_t ldc) {
+      const int64_t row0 = args.offsets[t.group] + t.r0;
+      const int64_t col0 = t.p0 * nr, w = std::min<int64_t>(t.np * nr, D - col0);
+      for (int64_t r = 0; r < t.rows; ++r) {
+        const float s = args.scale ? args.scale[row0 + r] : 1.0f;
+        const float* cr = c + r * ldc;
+        float* y = args.y + (row0 + r) * D + col0;
+        for (int64_t i = 0; i < w; ++i) y[i] = s * cr[i];
+      }
+    });
+  }
+
+  const GroupedFfnShape& shape() const override { return shape_; }
+  const char* name() const override { return name_.c_str(); }
+
+ private:
+  struct Packed {
+    PackedMatrix first;  // gate/up interleaved (gated) or up: // (H / (NR/2) or H / NR, dim, NR)
+    PackedMatrix down;   // (dim / NR, hidden, NR)
+  };
+  GroupedFfnShape shape_;
+  const IsaKernels& ik_;
+  DType dtype_ = DType::kF32;
+  std::vector<Packed> packed_;
+  std::string name_;
+};
+
+}  // namespace
+
+std::unique_ptr<GroupedFfn> make_grouped_ffn_packed(const GroupedFfnShape& shape,
+                                                    std::span<const MlpWeightsView> weights, Isa isa) {
+  const IsaKernels* ik = isa_kernels(isa);
+  HYMOE_CHECK(ik, "no packed kernels for isa ", isa_name(isa));
+  return std::make_unique<GroupedFfnPacked>(shape, weights, *ik);
+}
+
+}  // namespace hymoe::kernels

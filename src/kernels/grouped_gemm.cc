@@ -1,0 +1,88 @@
+// The fast grouped GEMM forms of the backward pass (and the router's logits), on the same micro-kernels and
+// driver as the forward's grouped FFN, plus their dispatch by the active ISA.
+#include <algorithm>
+#include <memory>
+#include <vector>
+
+#include "hymoe/error.h"
+#include "kernels/gemm_driver.h"
+#include "kernels/grouped_gemm_impl.h"
+
+namespace hymoe::kernels {
+
+void grouped_rows_gemm_packed(const GroupedRowsGemm& p, Isa isa) {
+  const IsaKernels* ik = isa_kernels(isa);
+  HYMOE_CHECK(ik && p.offsets && p.offsets[0] == 0 && p.k > 0 && p.n > 0);
+  std::vector<PackedMatrix> packed(static_cast<size_t>(p.num_groups));
+  std::vector<GemmGroup> groups(static_cast<size_t>(p.num_groups));
+  DType dtype = DType::kF32;
+  bool first = true;
+  for (int64_t g = 0; g < p.num_groups; ++g) {
+    const int64_t rows = p.offsets[g + 1] - p.offsets[g];
+    HYMOE_CHECK(rows >= 0 && p.b[g].k == p.k && p.b[g].n == p.n);
+    if (rows == 0) continue;
+    if (!first && p.b[g].dtype != dtype) return grouped_rows_gemm_portable(p);  // mixed dtypes: no packed kernel
+    dtype = p.b[g].dtype;
+    first = false;
+    packed[static_cast<size_t>(g)] = pack_matrix(p.b[g], ik->nr);
+    groups[static_cast<size_t>(g)] = {p.a + p.offsets[g] * p.k, p.k, rows, p.k, packed[static_cast<size_t>(g)].data(),
+                                      packed[static_cast<size_t>(g)].panels};
+  }
+  run_gemm_groups(*ik, dtype, groups, [&](const GemmTile& t, const float* c, int64_t ldc) {
+    const int64_t col0 = t.p0 * ik->nr, w = std::min<int64_t>(t.np * ik->nr, p.n - col0);
+    for (int64_t r = 0; r < t.rows; ++r) {
+      float* out = p.c + (p.offsets[t.group] + t.r0 + r) * p.n + col0;
+      const float* cr = c + r * ldc;
+      if (p.accumulate) for (int64_t i = 0; i < w; ++i) out[i] += cr[i];
+      else std::copy(cr, cr + w, out);
+    }
+  });
+}
+
+void grouped_weight_grad_gemm_packed(const GroupedWeightGradGemm& p, Isa isa) {
+  const IsaKernels* ik = isa_kernels(isa);
+  HYMOE_CHECK(ik && p.offsets && p.offsets[0] == 0 && p.k > 0 && p.n > 0);
+  const int64_t R = p.offsets[p.num_groups], K = p.k, N = p.n, nr = ik->nr;
+  // dW_g = A_g^T . G_g as a GEMM with M = K: A_g transposed to (K, rows_g), G_g packed as panels of (rows_g, NR).
+  std::unique_ptr<float[]> at(new float[static_cast<size_t>(std::max<int64_t>(R * K, 1))]);
+  const int64_t panels = (N + nr - 1) / nr;
+  std::unique_ptr<float[]> gp(new float[static_cast<size_t>(std::max<int64_t>(R * panels * nr, 1))]);
+  std::vector<GemmGroup> groups(static_cast<size_t>(p.num_groups));
+  for (int64_t g = 0; g < p.num_groups; ++g) {
+    const int64_t r0 = p.offsets[g], rows = p.offsets[g + 1] - r0;
+    HYMOE_CHECK(rows >= 0);
+    if (rows == 0) {  // an empty group's gradient is zero
+      if (!p.accumulate) std::fill(p.dw[g], p.dw[g] + K * N, 0.0f);
+      continue;
+    }
+    float* a_t = at.get() + r0 * K;  // (K, rows)
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t i = 0; i < K; ++i) a_t[i * rows + r] = p.a[(r0 + r) * K + i];
+    float* g_packed = gp.get() + r0 * panels * nr;
+    pack_rows_f32(p.g + r0 * N, N, rows, N, static_cast<int>(nr), g_packed);
+    groups[static_cast<size_t>(g)] = {a_t, rows, K, rows, g_packed, panels};
+  }
+  run_gemm_groups(*ik, DType::kF32, groups, [&](const GemmTile& t, const float* c, int64_t ldc) {
+    float* dw = p.dw[t.group];
+    const int64_t col0 = t.p0 * nr, w = std::min<int64_t>(t.np * nr, N - col0);
+    for (int64_t r = 0; r < t.rows; ++r) {
+      const int64_t i = t.r0 + r;
+      for (int64_t j = 0; j < w; ++j) {
+        float& out = p.layout == WeightLayout::kOutIn ? dw[(col0 + j) * K + i] : dw[i * N + col0 + j];
+        out = (p.accumulate ? out : 0.0f) + c[r * ldc + j];
+      }
+    }
+  });
+}
+
+void grouped_rows_gemm(const GroupedRowsGemm& p) {
+  if (active_isa() == Isa::kScalar) return grouped_rows_gemm_portable(p);
+  grouped_rows_gemm_packed(p, active_isa());
+}
+
+void grouped_weight_grad_gemm(const GroupedWeightGradGemm& p) {
+  if (active_isa() == Isa::kScalar) return grouped_weight_grad_gemm_portable(p);
+  grouped_weight_grad_gemm_packed(p, active_isa());
+}
+
+}  // namespace hymoe::kernels

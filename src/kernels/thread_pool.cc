@@ -1,0 +1,160 @@
+// Persistent thread pool: workers sleep on a condition variable between jobs and claim tasks from an atomic
+// counter during one. Sized by hymoe::set_num_threads (default: physical cores or HYMOE_THREADS).
+#include "kernels/thread_pool.h"
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <fstream>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "hymoe/error.h"
+#include "hymoe/threads.h"
+
+namespace hymoe::kernels {
+namespace {
+
+thread_local bool t_inside_task = false;
+
+class Pool {
+ public:
+  explicit Pool(int threads) { resize(threads); }
+  ~Pool() { stop_workers(); }
+
+  int size() const { return size_; }
+
+  void resize(int threads) {
+    stop_workers();
+    size_ = threads;
+    stopping_ = false;
+    // A new worker must not mistake the last finished job for a new one.
+    const uint64_t current = generation_;
+    for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i, current] { worker_loop(i, current); });
+  }
+
+  void run(int64_t num_tasks, const std::function<void(int64_t, int)>& fn) {
+    if (num_tasks <= 0) return;
+    if (size_ == 1 || num_tasks == 1 || t_inside_task) {
+      const bool outer = t_inside_task;
+      t_inside_task = true;
+      for (int64_t t = 0; t < num_tasks; ++t) fn(t, 0);
+      t_inside_task = outer;
+      return;
+    }
+    std::lock_guard<std::mutex> serial(run_mutex_);  // one job at a time from different callers
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      fn_ = &fn;
+      num_tasks_ = num_tasks;
+      next_.store(0, std::memory_order_relaxed);
+      busy_ = static_cast<int>(workers_.size());
+      ++generation_;
+    }
+    wake_.notify_all();
+    work(0);
+    std::unique_lock<std::mutex> lock(mutex_);
+    done_.wait(lock, [this] { return busy_ == 0; });
+    fn_ = nullptr;
+    if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+  }
+
+ private:
+  void work(int thread) {
+    t_inside_task = true;
+    try {
+      for (int64_t t; (t = next_.fetch_add(1, std::memory_order_relaxed)) < num_tasks_;) (*fn_)(t, thread);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!error_) error_ = std::current_exception();
+      next_.store(num_tasks_, std::memory_order_relaxed);
+    }
+    t_inside_task = false;
+  }
+
+  void worker_loop(int thread, uint64_t seen) {
+    for (;;) {
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        wake_.wait(lock, [&] { return stopping_ || generation_ != seen; });
+        if (stopping_) return;
+        seen = generation_;
+      }
+      work(thread);
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (--busy_ == 0) done_.notify_one();
+    }
+  }
+
+  void stop_workers() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    for (auto& w : workers_) w.join();
+    workers_.clear();
+  }
+
+  int size_ = 1;
+  std::vector<std::thread> workers_;
+  std::mutex run_mutex_, mutex_;
+  std::condition_variable wake_, done_;
+  bool stopping_ = false;
+  uint64_t generation_ = 0;
+  int busy_ = 0;
+  const std::function<void(int64_t, int)>* fn_ = nullptr;
+  int64_t num_tasks_ = 0;
+  std::atomic<int64_t> next_{0};
+  std::exception_ptr error_;
+};
+
+Pool& pool() {
+  static Pool p(default_num_threads());
+  return p;
+}
+
+}  // namespace
+
+int physical_cores() {
+  std::set<std::pair<std::string, std::string>> cores;
+  for (int cpu = 0;; ++cpu) {
+    const std::string dir = "/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology/";
+    std::ifstream core(dir + "core_id"), package(dir + "physical_package_id");
+    std::string c, p;
+    if (!(core >> c)) break;
+    package >> p;
+    cores.emplace(p, c);
+  }
+  if (!cores.empty()) return static_cast<int>(cores.size());
+  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+}
+
+void parallel_for(int64_t num_tasks, const std::function<void(int64_t, int)>& fn) { pool().run(num_tasks, fn); }
+
+}  // namespace hymoe::kernels
+
+namespace hymoe {
+
+int default_num_threads() {
+  if (const char* env = std::getenv("HYMOE_THREADS"); env && *env) {
+    char* end = nullptr;
+    const long v = std::strtol(env, &end, 10);
+    if (*end != '\0' || v < 1 || v > 1024) fail("HYMOE_THREADS=", env, " must be an integer in [1, 1024]");
+    return static_cast<int>(v);
+  }
+  return kernels::physical_cores();
+}
+
+void set_num_threads(int threads) {
+  if (threads < 1 || threads > 1024) fail("set_num_threads: threads=", threads, " must be in [1, 1024]");
+  kernels::pool().resize(threads);
+}
+
+int num_threads() { return kernels::pool().size(); }
+
+}  // namespace hymoe

@@ -1,0 +1,47 @@
+// Helpers for the kernel tests: the ISAs to sweep (skipping those the CPU lacks) and error bounds derived from the
+// dtype and the reduction length instead of guessed tolerances.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "hymoe/dtype.h"
+#include "hymoe/rng.h"
+#include "kernels/isa.h"
+
+namespace hymoe::test {
+
+// Unit roundoff of float32: every product-sum the kernels do rounds to float.
+constexpr double kF32Eps = 1.0 / (1 << 24);
+
+// Bound on |float FMA chain - exact| for a dot product of length k whose terms have absolute sum abs_sum: the
+// classic gamma_k = k*u/(1-k*u) bound, with one extra rounding for storing and a floor for denormal noise.
+inline double dot_error_bound(int64_t k, double abs_sum) {
+  const double ku = static_cast<double>(k + 1) * kF32Eps;
+  return ku / (1.0 - ku) * abs_sum + 1e-30;
+}
+
+inline bool isa_supported(kernels::Isa isa) {
+  for (kernels::Isa s : kernels::supported_isas())
+    if (s == isa) return true;
+  return false;
+}
+
+inline std::string isa_param_name(const ::testing::TestParamInfo<kernels::Isa>& info) {
+  return std::string(kernels::isa_name(info.param));
+}
+
+// uniform(-1, 1) values; for bf16 weights already rounded to bf16 so the reference sees the same numbers.
+inline std::vector<float> random_values(Rng& rng, int64_t n, bool bf16_exact = false) {
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& x : v) {
+    x = static_cast<float>(2.0 * rng.uniform() - 1.0);
+    if (bf16_exact) x = bf16_to_float(float_to_bf16(x));
+  }
+  return v;
+}
+
+}  // namespace hymoe::test

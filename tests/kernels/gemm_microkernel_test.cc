@@ -1,0 +1,136 @@
+// The pack and micro-kernel stages against their scalar references, exhaustively over tiny shapes, on every ISA
+// this CPU has (the others are skipped, not failed).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "fast_kernel_test_util.h"
+#include "kernels/gemm_kernels.h"
+
+namespace hymoe::kernels {
+namespace {
+
+using test::dot_error_bound;
+using test::random_values;
+
+class MicroKernelTest : public ::testing::TestWithParam<Isa> {
+ protected:
+  void SetUp() override {
+    if (!test::isa_supported(GetParam())) GTEST_SKIP() << "CPU lacks " << isa_name(GetParam());
+    ik_ = isa_kernels(GetParam());
+    ASSERT_NE(ik_, nullptr);
+  }
+  const IsaKernels* ik_ = nullptr;
+};
+
+// Every m in 1..MR, K around the unroll and the K block and primes, both dtypes, with and without accumulate.
+TEST_P(MicroKernelTest, MatchesReferenceOnEveryTileShape) {
+  Rng rng(7);
+  const int mr = ik_->mr, nr = ik_->nr;
+  for (bool bf16 : {false, true})
+    for (int64_t kc : {1, 2, 3, 4, 5, 7, 8, 9, 13, 16, 17, 31, 32, 33, 97, 255, 256, 257}) {
+      const int64_t lda = kc + 3, ldc = nr + 5;
+      const auto a = random_values(rng, mr * lda);
+      const auto bf = random_values(rng, kc * nr, bf16);
+      std::vector<uint16_t> bb(bf.size());
+      for (size_t i = 0; i < bf.size(); ++i) bb[i] = float_to_bf16(bf[i]);
+      const auto c0 = random_values(rng, mr * ldc);
+      for (int m = 1; m <= mr; ++m)
+        for (bool acc : {false, true}) {
+          std::vector<float> got = c0, want = c0;
+          if (bf16) {
+            ik_->gemm_bf16w(m, kc, a.data(), lda, bb.data(), got.data(), ldc, acc);
+            gemm_bf16w_f32__ref(m, nr, kc, a.data(), lda, bb.data(), want.data(), ldc, acc);
+          } else {
+            ik_->gemm_f32w(m, kc, a.data(), lda, bf.data(), got.data(), ldc, acc);
+            gemm_f32w_f32__ref(m, nr, kc, a.data(), lda, bf.data(), want.data(), ldc, acc);
+          }
+          for (int i = 0; i < mr; ++i)
+            for (int64_t j = 0; j < ldc; ++j) {
+              const size_t at = static_cast<size_t>(i * ldc + j);
+              if (i >= m || j >= nr) {  // outside the tile: untouched
+                ASSERT_EQ(got[at], c0[at]) << "m=" << m << " kc=" << kc << " wrote outside its tile at " << i << "," << j;
+                continue;
+              }
+              double abs_sum = acc ? std::abs(c0[at]) : 0.0;
+              for (int64_t k = 0; k < kc; ++k) abs_sum += std::abs(a[static_cast<size_t>(i * lda + k)] * bf[static_cast<size_t>(k * nr + j)]);
+              ASSERT_NEAR(got[at], want[at], dot_error_bound(kc + (acc ? 1 : 0), abs_sum))
+                  << (bf16 ? "bf16" : "f32") << " m=" << m << " kc=" << kc << " acc=" << acc << " at " << i << "," << j;
+            }
+        }
+    }
+}
+
+TEST_P(MicroKernelTest, SwigluMatchesReference) {
+  std::vector<float> g, u;
+  for (int i = -2000; i <= 2000; ++i) {
+    g.push_back(static_cast<float>(i) * 0.05f);  // [-100, 100]: both clamps of the exp and the linear regions
+    u.push_back(1.0f + static_cast<float>(i % 7) * 0.25f);
+  }
+  while (g.size() % static_cast<size_t>(ik_->nr)) {
+    g.push_back(0.5f);
+    u.push_back(-2.0f);
+  }
+  std::vector<float> got(g.size()), want(g.size());
+  ik_->swiglu(static_cast<int64_t>(g.size()), g.data(), u.data(), got.data());
+  swiglu__ref(static_cast<int64_t>(g.size()), g.data(), u.data(), want.data());
+  // exp within a few ulp, then a multiply, an add and a divide; below g = -87 the exp argument is clamped, which
+  // leaves an absolute error of at most |g u| e^-87 (about 1.7e-38 |g u|).
+  for (size_t i = 0; i < g.size(); ++i)
+    ASSERT_NEAR(got[i], want[i], 8 * test::kF32Eps * std::abs(want[i]) + 1.7e-38 * std::abs(g[i] * u[i]))
+        << "g=" << g[i] << " u=" << u[i];
+}
+
+INSTANTIATE_TEST_SUITE_P(Isas, MicroKernelTest, ::testing::Values(Isa::kAvx2, Isa::kAvx512), test::isa_param_name);
+
+// Packing is pure data movement: every packed value is the source value (bits), padding is zero.
+TEST(PackTest, PanelsHoldTheSourceColumnsInBothLayoutsAndDtypes) {
+  Rng rng(3);
+  for (int nr : {16, 32})
+    for (WeightLayout layout : {WeightLayout::kOutIn, WeightLayout::kInOut})
+      for (DType dtype : {DType::kF32, DType::kBF16})
+        for (int64_t n : {1, 7, 16, 17, 40}) {
+          const int64_t k = 5;
+          const auto vals = random_values(rng, k * n);
+          std::vector<uint16_t> bits(vals.size());
+          for (size_t i = 0; i < vals.size(); ++i) bits[i] = float_to_bf16(vals[i]);
+          MatrixView gate{dtype == DType::kBF16 ? static_cast<const void*>(bits.data()) : vals.data(), dtype, layout, k, n};
+          const PackedMatrix p = pack_matrix(gate, nr);
+          ASSERT_EQ(p.panels, (n + nr - 1) / nr);
+          auto packed_at = [&](int64_t panel, int64_t kk, int j) {
+            const size_t i = static_cast<size_t>((panel * k + kk) * nr + j);
+            return dtype == DType::kBF16 ? bf16_to_float(p.bf16[i]) : p.f32[i];
+          };
+          for (int64_t panel = 0; panel < p.panels; ++panel)
+            for (int64_t kk = 0; kk < k; ++kk)
+              for (int j = 0; j < nr; ++j) {
+                const int64_t col = panel * nr + j;
+                ASSERT_EQ(packed_at(panel, kk, j), col < n ? gate.at(kk, col) : 0.0f);
+              }
+          // Interleaved gate/up: up is the same matrix negated, so each half is identifiable.
+          std::vector<float> neg(vals.size());
+          std::vector<uint16_t> neg_bits(vals.size());
+          for (size_t i = 0; i < vals.size(); ++i) {
+            neg[i] = -vals[i];
+            neg_bits[i] = float_to_bf16(neg[i]);
+          }
+          MatrixView up = gate;
+          up.data = dtype == DType::kBF16 ? static_cast<const void*>(neg_bits.data()) : neg.data();
+          const PackedMatrix q = pack_gate_up(gate, up, nr);
+          const int half = nr / 2;
+          ASSERT_EQ(q.panels, (n + half - 1) / half);
+          for (int64_t panel = 0; panel < q.panels; ++panel)
+            for (int64_t kk = 0; kk < k; ++kk)
+              for (int j = 0; j < nr; ++j) {
+                const int64_t col = panel * half + j % half;
+                const size_t i = static_cast<size_t>((panel * k + kk) * nr + j);
+                const float got = dtype == DType::kBF16 ? bf16_to_float(q.bf16[i]) : q.f32[i];
+                const float want = col >= n ? 0.0f : (j < half ? gate.at(kk, col) : up.at(kk, col));
+                ASSERT_EQ(got, want) << "panel " << panel << " k " << kk << " j " << j;
+              }
+        }
+}
+
+}  // namespace
+}  // namespace hymoe::kernels

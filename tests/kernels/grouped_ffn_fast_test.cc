@@ -1,0 +1,252 @@
+// The fast grouped FFN and grouped GEMM forms against their references over ragged batches (empty groups, one
+// group holding every row, a single group, a single row, groups spanning several row blocks), on every ISA this
+// CPU has, with error bounds derived from the float32 rounding of each stage; and identical bits across thread
+// counts.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <vector>
+
+#include "hymoe/error.h"
+#include "hymoe/threads.h"
+#include "fast_kernel_test_util.h"
+#include "kernels/gemm_kernels.h"
+#include "kernels/grouped_ffn_impl.h"
+#include "kernels/grouped_gemm_impl.h"
+
+namespace hymoe::kernels {
+namespace {
+
+using test::dot_error_bound;
+using test::kF32Eps;
+using test::random_values;
+
+struct Problem {
+  GroupedFfnShape shape;
+  DType dtype = DType::kF32;
+  std::vector<int64_t> offsets;
+  std::vector<float> x, scale, gate, up, down;  // weights (E, H, D) / (E, H, D) / (E, D, H): nn.Linear per group
+  std::vector<uint16_t> gate_bits, up_bits, down_bits;
+  std::vector<MlpWeightsView> views;
+
+  Problem(Activation act, DType dt, int64_t dim, int64_t hidden, const std::vector<int64_t>& rows, uint64_t seed)
+      : dtype(dt) {
+    shape = {static_cast<int64_t>(rows.size()), dim, hidden, act};
+    offsets.assign(1, 0);
+    for (int64_t r : rows) offsets.push_back(offsets.back() + r);
+    Rng rng(seed);
+    const int64_t E = shape.num_groups, R = offsets.back();
+    x = random_values(rng, R * dim);
+    scale = random_values(rng, R);
+    const bool bf16 = dt == DType::kBF16;
+    gate = random_values(rng, E * hidden * dim, bf16);
+    up = random_values(rng, E * hidden * dim, bf16);
+    down = random_values(rng, E * dim * hidden, bf16);
+    auto bits = [](const std::vector<float>& v) {
+      std::vector<uint16_t> b(v.size());
+      for (size_t i = 0; i < v.size(); ++i) b[i] = float_to_bf16(v[i]);
+      return b;
+    };
+    gate_bits = bits(gate);
+    up_bits = bits(up);
+    down_bits = bits(down);
+    for (int64_t e = 0; e < E; ++e) {
+      auto view = [&](const std::vector<float>& f, const std::vector<uint16_t>& b, int64_t k, int64_t n) {
+        const int64_t off = e * k * n;
+        return MatrixView{bf16 ? static_cast<const void*>(b.data() + off) : f.data() + off, dt, WeightLayout::kOutIn, k, n};
+      };
+      MlpWeightsView w;
+      if (is_gated(act)) w.gate = view(gate, gate_bits, dim, hidden);
+      w.up = view(up, up_bits, dim, hidden);
+      w.down = view(down, down_bits, hidden, dim);
+      views.push_back(w);
+    }
+  }
+
+  int64_t rows() const { return offsets.back(); }
+
+  // First-order bound on |fast - exact| for y[r, d]: the gate/up dot products (length dim) round, the activation
+  // adds a few ulp (|act'| <= 1.2 for SiLU, GELU and ReLU), the down dot product (length hidden) rounds, and the
+  // scale rounds once more. Doubled to cover the second-order terms.
+  std::vector<double> y_bounds() const {
+    const int64_t D = shape.dim, H = shape.hidden;
+    const bool gated = is_gated(shape.activation);
+    std::vector<double> bound(static_cast<size_t>(rows() * D));
+    for (int64_t e = 0; e < shape.num_groups; ++e)
+      for (int64_t r = offsets[e]; r < offsets[e + 1]; ++r) {
+        std::vector<double> hid(H), dhid(H);
+        for (int64_t h = 0; h < H; ++h) {
+          double g = 0, u = 0, G = 0, U = 0;
+          for (int64_t d = 0; d < D; ++d) {
+            const double xv = x[r * D + d];
+            const size_t wi = static_cast<size_t>((e * H + h) * D + d);
+            g += xv * gate[wi];
+            u += xv * up[wi];
+            G += std::abs(xv * gate[wi]);
+            U += std::abs(xv * up[wi]);
+          }
+          const double eg = dot_error_bound(D, G), eu = dot_error_bound(D, U);
+          const double a = gated ? silu(g) * u : apply_activation(shape.activation, u);
+          hid[h] = std::abs(a);
+          dhid[h] = gated ? 1.2 * eg * std::abs(u) + std::abs(silu(g)) * eu : 1.2 * eu;
+          dhid[h] += 8 * kF32Eps * std::abs(a);
+        }
+        for (int64_t d = 0; d < D; ++d) {
+          double mag = 0, prop = 0;
+          for (int64_t h = 0; h < H; ++h) {
+            const double w = std::abs(down[static_cast<size_t>((e * D + d) * H + h)]);
+            mag += hid[h] * w;
+            prop += dhid[h] * w;
+          }
+          const double s = std::abs(scale[r]);
+          bound[static_cast<size_t>(r * D + d)] = 2 * (s * (dot_error_bound(H, mag) + prop) + kF32Eps * s * mag) + 1e-30;
+        }
+      }
+    return bound;
+  }
+};
+
+struct Outputs {
+  std::vector<float> y, saved_gate, saved_up;
+};
+
+Outputs run(const GroupedFfn& ffn, const Problem& p) {
+  Outputs o;
+  o.y.assign(static_cast<size_t>(p.rows() * p.shape.dim), -7.0f);
+  o.saved_gate.assign(static_cast<size_t>(p.rows() * p.shape.hidden), -7.0f);
+  o.saved_up.assign(o.saved_gate.size(), -7.0f);
+  GroupedFfnArgs args;
+  args.offsets = p.offsets.data();
+  args.x = p.x.data();
+  args.scale = p.scale.data();
+  args.y = o.y.data();
+  args.saved_gate = o.saved_gate.data();
+  args.saved_up = o.saved_up.data();
+  ffn.run(args);
+  return o;
+}
+
+class GroupedFfnFastTest : public ::testing::TestWithParam<Isa> {
+ protected:
+  void SetUp() override {
+    if (!test::isa_supported(GetParam())) GTEST_SKIP() << "CPU lacks " << isa_name(GetParam());
+    mr_ = isa_kernels(GetParam())->mr;
+  }
+  int64_t mr_ = 0;
+};
+
+TEST_P(GroupedFfnFastTest, MatchesReferenceOnRaggedBatches) {
+  const int64_t big = 16 * mr_ + 5;  // more rows than one row block holds
+  const std::vector<std::vector<int64_t>> batches = {
+      {1},                                  // E=1, T=1
+      {0, 3, 0, 0, 14},                     // empty groups
+      {0, 0, big, 0},                       // every row on one group, several row blocks
+      {1, 2, 5, mr_, mr_ + 1, 2 * mr_},     // rows around MR
+  };
+  const std::vector<std::pair<int64_t, int64_t>> dims = {{1, 1}, {17, 9}, {16, 24}, {33, 31}};
+  uint64_t seed = 1;
+  for (Activation act : {Activation::kSwiGLU, Activation::kGelu, Activation::kRelu})
+    for (DType dt : {DType::kF32, DType::kBF16})
+      for (auto [dim, hidden] : dims)
+        for (const auto& rows : batches) {
+          if (rows.size() == 4 && dim > 17) continue;  // the big batch once per dtype/activation is enough
+          const Problem p(act, dt, dim, hidden, rows, seed++);
+          const auto fast = make_grouped_ffn_packed(p.shape, p.views, GetParam());
+          const auto ref = make_grouped_ffn_ref(p.shape, p.views);
+          const Outputs got = run(*fast, p), want = run(*ref, p);
+          const auto bound = p.y_bounds();
+          for (size_t i = 0; i < got.y.size(); ++i)
+            ASSERT_NEAR(got.y[i], want.y[i], bound[i])
+                << fast->name() << " act " << static_cast<int>(act) << " dim " << dim << " hidden " << hidden
+                << " element " << i;
+          for (size_t i = 0; i < got.saved_up.size(); ++i) {
+            ASSERT_NEAR(got.saved_up[i], want.saved_up[i], dot_error_bound(dim, 2.0 * dim));  // |x|,|w| <= 1
+            if (is_gated(act)) ASSERT_NEAR(got.saved_gate[i], want.saved_gate[i], dot_error_bound(dim, 2.0 * dim));
+            else ASSERT_EQ(got.saved_gate[i], -7.0f);  // not written for ungated activations
+          }
+        }
+}
+
+TEST_P(GroupedFfnFastTest, RowsGemmMatchesReference) {
+  Rng rng(11);
+  for (DType dt : {DType::kF32, DType::kBF16})
+    for (WeightLayout layout : {WeightLayout::kOutIn, WeightLayout::kInOut})
+      for (bool acc : {false, true}) {
+        const std::vector<int64_t> offsets = {0, 0, 5, 5, 5 + 2 * mr_ + 1};
+        const int64_t G = 4, K = 19, N = 37, R = offsets.back();
+        const auto a = random_values(rng, R * K);
+        const auto w = random_values(rng, G * K * N, dt == DType::kBF16);
+        std::vector<uint16_t> bits(w.size());
+        for (size_t i = 0; i < w.size(); ++i) bits[i] = float_to_bf16(w[i]);
+        std::vector<MatrixView> b;
+        for (int64_t g = 0; g < G; ++g)
+          b.push_back({dt == DType::kBF16 ? static_cast<const void*>(bits.data() + g * K * N) : w.data() + g * K * N, dt,
+                       layout, K, N});
+        const auto c0 = random_values(rng, R * N);
+        std::vector<float> got = c0, want = c0;
+        GroupedRowsGemm p{G, offsets.data(), K, N, a.data(), b.data(), got.data(), acc};
+        grouped_rows_gemm_packed(p, GetParam());
+        p.c = want.data();
+        grouped_rows_gemm_ref(p);
+        for (size_t i = 0; i < got.size(); ++i)
+          ASSERT_NEAR(got[i], want[i], dot_error_bound(K + 1, K + 1.0)) << "element " << i;  // |a|,|b|,|c0| <= 1
+      }
+}
+
+TEST_P(GroupedFfnFastTest, WeightGradGemmMatchesReference) {
+  Rng rng(12);
+  for (WeightLayout layout : {WeightLayout::kOutIn, WeightLayout::kInOut})
+    for (bool acc : {false, true}) {
+      const std::vector<int64_t> offsets = {0, 3, 3, 3 + 2 * mr_ + 1, 40};
+      const int64_t G = 4, K = 13, N = 35, R = offsets.back();
+      const auto a = random_values(rng, R * K);
+      const auto gr = random_values(rng, R * N);
+      std::vector<std::vector<float>> got(G), want(G);
+      std::vector<float*> got_p, want_p;
+      for (int64_t g = 0; g < G; ++g) {
+        got[g] = want[g] = random_values(rng, K * N);
+        got_p.push_back(got[g].data());
+        want_p.push_back(want[g].data());
+      }
+      GroupedWeightGradGemm p{G, offsets.data(), K, N, a.data(), gr.data(), got_p.data(), layout, acc};
+      grouped_weight_grad_gemm_packed(p, GetParam());
+      p.dw = want_p.data();
+      grouped_weight_grad_gemm_ref(p);
+      for (int64_t g = 0; g < G; ++g)
+        for (size_t i = 0; i < got[g].size(); ++i) {
+          const double rows = static_cast<double>(offsets[g + 1] - offsets[g]);
+          ASSERT_NEAR(got[g][i], want[g][i], dot_error_bound(static_cast<int64_t>(rows) + 1, rows + 1.0))
+              << "group " << g << " element " << i;
+        }
+    }
+}
+
+// Work is split into tiles whose arithmetic does not depend on the thread running them: the same bits for 1, 2
+// and 3 threads, on a batch with enough tiles for every thread to take some.
+TEST_P(GroupedFfnFastTest, IdenticalBitsForAnyThreadCount) {
+  const int before = num_threads();
+  for (DType dt : {DType::kF32, DType::kBF16}) {
+    const Problem p(Activation::kSwiGLU, dt, 70, 90, {5, 0, 40, 1, 120, 9}, 99);
+    const auto fast = make_grouped_ffn_packed(p.shape, p.views, GetParam());
+    std::vector<float> first;
+    for (int threads : {1, 2, 3}) {
+      set_num_threads(threads);
+      const Outputs o = run(*fast, p);
+      if (first.empty()) first = o.y;
+      else ASSERT_EQ(0, std::memcmp(first.data(), o.y.data(), first.size() * sizeof(float))) << threads << " threads";
+    }
+  }
+  set_num_threads(before);
+}
+
+INSTANTIATE_TEST_SUITE_P(Isas, GroupedFfnFastTest, ::testing::Values(Isa::kAvx2, Isa::kAvx512), test::isa_param_name);
+
+TEST(ThreadsTest, SetNumThreadsRejectsNonPositiveCounts) {
+  EXPECT_THROW(set_num_threads(0), Error);
+  EXPECT_GE(default_num_threads(), 1);
+}
+
+}  // namespace
+}  // namespace hymoe::kernels
