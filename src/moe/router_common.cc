@@ -1,25 +1,23 @@
-// Shared router arithmetic. Reductions accumulate in double so results sit within float rounding of PyTorch's
-// float32 reductions whatever their order.
+// Shared router arithmetic. The logits are a float32 GEMM (as PyTorch computes them); the other reductions
+// accumulate in double so results sit within float rounding of PyTorch's float32 reductions whatever their order.
 #include "moe/router_common.h"
 
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 
+#include "kernels/grouped_gemm.h"
+
 namespace hymoe::router_detail {
 
 std::vector<float> gate_logits(const Tensor& x, const Tensor& gate) {
+  // One (T, D) x (D, E) GEMM on the grouped kernels (float accumulation, like PyTorch's float32 matmul): the
+  // router must not cost more than a sliver of the layer.
   const int64_t T = x.dim(0), D = x.dim(1), E = gate.dim(0);
   std::vector<float> logits(static_cast<size_t>(T * E));
-  for (int64_t t = 0; t < T; ++t) {
-    const float* xr = x.data() + t * D;
-    for (int64_t e = 0; e < E; ++e) {
-      const float* w = gate.data() + e * D;
-      double acc = 0.0;
-      for (int64_t d = 0; d < D; ++d) acc += static_cast<double>(xr[d]) * w[d];
-      logits[static_cast<size_t>(t * E + e)] = static_cast<float>(acc);
-    }
-  }
+  const int64_t offsets[2] = {0, T};
+  const kernels::MatrixView w{gate.data(), DType::kF32, kernels::WeightLayout::kOutIn, D, E};
+  kernels::grouped_rows_gemm({1, offsets, D, E, x.data(), &w, logits.data(), false});
   return logits;
 }
 
