@@ -59,6 +59,10 @@ struct IsaKernels {
   SwigluFn swiglu;
   const char* gemm_f32w_name;   // e.g. "gemm_f32w_f32_6x16__avx2"
   const char* gemm_bf16w_name;  // e.g. "gemm_bf16w_f32_6x16__avx2"
+  // Probes of the machine's limits for the benchmarks (not used by the kernels): FLOPs of `iters` steps of 12
+  // independent vector FMA chains, and a single streaming read of n floats (n a multiple of 4 vectors).
+  double (*fma_probe)(int64_t iters, float* sink);
+  float (*sum_probe)(const float* p, int64_t n);
 };
 
 // The kernels of `isa`, or nullptr for Isa::kScalar (which uses the portable implementations).

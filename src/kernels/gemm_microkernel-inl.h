@@ -90,3 +90,37 @@ void gemm_f32w(int m, int64_t kc, const float* a, int64_t lda, const float* b, f
 void gemm_bf16w(int m, int64_t kc, const float* a, int64_t lda, const uint16_t* b, float* c, int64_t ldc, bool acc) {
   gemm_rows<uint16_t>(m, kc, a, lda, b, c, ldc, acc);
 }
+
+// Machine-limit probes for the benchmarks, here because they need the ISA's vectors. fma_probe runs 12
+// independent FMA chains (enough to cover the FMA latency on every current core) for `iters` steps and returns
+// the FLOPs done; sum_probe reads n floats (n a multiple of 4 * kWidth) once.
+double fma_probe(int64_t iters, float* sink) {
+  typename V::vec acc[12];
+  const typename V::vec m = V::set1(0.999999f), a = V::set1(1e-7f);
+#pragma GCC unroll 16
+  for (int i = 0; i < 12; ++i) acc[i] = V::set1(static_cast<float>(i));
+  for (int64_t it = 0; it < iters; ++it) {
+#pragma GCC unroll 16
+    for (int i = 0; i < 12; ++i) acc[i] = V::fma(acc[i], m, a);
+  }
+  typename V::vec total = acc[0];
+#pragma GCC unroll 16
+  for (int i = 1; i < 12; ++i) total = V::add(total, acc[i]);
+  V::store(sink, total);
+  return static_cast<double>(iters) * 12 * V::kWidth * 2;
+}
+
+float sum_probe(const float* p, int64_t n) {
+  typename V::vec s0 = V::zero(), s1 = V::zero(), s2 = V::zero(), s3 = V::zero();
+  for (int64_t i = 0; i < n; i += 4 * V::kWidth) {
+    s0 = V::add(s0, V::load(p + i));
+    s1 = V::add(s1, V::load(p + i + V::kWidth));
+    s2 = V::add(s2, V::load(p + i + 2 * V::kWidth));
+    s3 = V::add(s3, V::load(p + i + 3 * V::kWidth));
+  }
+  float out[V::kWidth];
+  V::store(out, V::add(V::add(s0, s1), V::add(s2, s3)));
+  float total = 0.0f;
+  for (int i = 0; i < V::kWidth; ++i) total += out[i];
+  return total;
+}

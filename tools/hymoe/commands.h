@@ -2,7 +2,10 @@
 // command line is parsed; main() turns a hymoe::Error into a message and exit status 1.
 #pragma once
 
+#include <cstdint>
 #include <functional>
+#include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -13,5 +16,9 @@ using Action = std::function<int()>;
 Action add_demo_command(CLI::App& app);
 Action add_forward_command(CLI::App& app);
 Action add_inspect_command(CLI::App& app);
+Action add_bench_command(CLI::App& app);
+
+// The bench table for one shape (f32, uniform routing, 3 repeats), for the demo.
+int print_bench_summary(const std::string& shape, const std::vector<int64_t>& tokens);
 
 }  // namespace hymoe::tool

@@ -1,0 +1,90 @@
+// Micro-benchmarks of the kernel stages: one micro-kernel call over a K block (operands hot in L1/L2), the
+// packing of one expert, and the grouped FFN on a DeepSeek-V2-Lite-sized expert batch. GFLOP/s in the
+// "FLOPS" counter (2*M*N*K per GEMM).
+#include <benchmark/benchmark.h>
+
+#include <vector>
+
+#include "hymoe/threads.h"
+#include "kernels/gemm_kernels.h"
+#include "kernels/grouped_ffn.h"
+
+namespace hymoe::kernels {
+namespace {
+
+const IsaKernels* kernels_or_skip(benchmark::State& state, Isa isa) {
+  for (Isa s : supported_isas())
+    if (s == isa) return isa_kernels(isa);
+  state.SkipWithError("CPU lacks this ISA");
+  return nullptr;
+}
+
+// One MR x NR tile over kc = range(0), f32 or bf16 weights.
+template <bool kBf16>
+void BM_MicroKernel(benchmark::State& state, Isa isa) {
+  const IsaKernels* ik = kernels_or_skip(state, isa);
+  if (!ik) return;
+  const int64_t kc = state.range(0);
+  std::vector<float> a(static_cast<size_t>(ik->mr * kc), 0.5f), b(static_cast<size_t>(kc * ik->nr), 0.25f);
+  std::vector<uint16_t> bb(b.size(), float_to_bf16(0.25f));
+  std::vector<float> c(static_cast<size_t>(ik->mr * ik->nr));
+  for (auto _ : state) {
+    if constexpr (kBf16) ik->gemm_bf16w(ik->mr, kc, a.data(), kc, bb.data(), c.data(), ik->nr, false);
+    else ik->gemm_f32w(ik->mr, kc, a.data(), kc, b.data(), c.data(), ik->nr, false);
+    benchmark::DoNotOptimize(c.data());
+  }
+  state.counters["FLOPS"] = benchmark::Counter(2.0 * ik->mr * ik->nr * kc, benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(kBf16 ? ik->gemm_bf16w_name : ik->gemm_f32w_name);
+}
+void BM_MicroKernelF32w(benchmark::State& state, Isa isa) { BM_MicroKernel<false>(state, isa); }
+void BM_MicroKernelBf16w(benchmark::State& state, Isa isa) { BM_MicroKernel<true>(state, isa); }
+BENCHMARK_CAPTURE(BM_MicroKernelF32w, avx2, Isa::kAvx2)->Arg(64)->Arg(256)->Arg(1024);
+BENCHMARK_CAPTURE(BM_MicroKernelBf16w, avx2, Isa::kAvx2)->Arg(64)->Arg(256)->Arg(1024);
+BENCHMARK_CAPTURE(BM_MicroKernelF32w, avx512, Isa::kAvx512)->Arg(256);
+BENCHMARK_CAPTURE(BM_MicroKernelBf16w, avx512, Isa::kAvx512)->Arg(256);
+
+// Packing one expert's gate/up pair (dim 2048, hidden 1408) from nn.Linear layout.
+void BM_PackGateUp(benchmark::State& state) {
+  const int64_t D = 2048, H = 1408;
+  std::vector<float> g(static_cast<size_t>(D * H), 0.5f), u(g.size(), 0.25f);
+  const MatrixView gv{g.data(), DType::kF32, WeightLayout::kOutIn, D, H}, uv{u.data(), DType::kF32, WeightLayout::kOutIn, D, H};
+  for (auto _ : state) benchmark::DoNotOptimize(pack_gate_up(gv, uv, 16).f32.data());
+  state.SetBytesProcessed(state.iterations() * 2 * D * H * 4);
+}
+BENCHMARK(BM_PackGateUp)->Unit(benchmark::kMillisecond);
+
+// The grouped FFN on E experts of DeepSeek-V2-Lite size with range(0) rows each (hot: the same weights each
+// iteration; range(1) threads).
+void BM_GroupedFfn(benchmark::State& state) {
+  const int64_t D = 2048, H = 1408, E = 8, rows = state.range(0);
+  set_num_threads(static_cast<int>(state.range(1)));
+  std::vector<float> w(static_cast<size_t>(E * 3 * D * H), 0.01f);
+  std::vector<MlpWeightsView> views;
+  for (int64_t e = 0; e < E; ++e) {
+    const float* base = w.data() + e * 3 * D * H;
+    views.push_back({{base, DType::kF32, WeightLayout::kOutIn, D, H},
+                     {base + D * H, DType::kF32, WeightLayout::kOutIn, D, H},
+                     {base + 2 * D * H, DType::kF32, WeightLayout::kOutIn, H, D}});
+  }
+  const auto ffn = make_grouped_ffn({E, D, H, Activation::kSwiGLU}, views);
+  std::vector<int64_t> offsets;
+  for (int64_t e = 0; e <= E; ++e) offsets.push_back(e * rows);
+  std::vector<float> x(static_cast<size_t>(E * rows * D), 0.5f), y(x.size());
+  GroupedFfnArgs args;
+  args.offsets = offsets.data();
+  args.x = x.data();
+  args.y = y.data();
+  for (auto _ : state) {
+    ffn->run(args);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["FLOPS"] = benchmark::Counter(2.0 * 3 * D * H * E * rows, benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(ffn->name());
+  set_num_threads(default_num_threads());
+}
+BENCHMARK(BM_GroupedFfn)->Args({1, 1})->Args({48, 1})->Args({48, 2})->Args({256, 2})->Unit(benchmark::kMillisecond)->UseRealTime();
+
+}  // namespace
+}  // namespace hymoe::kernels
+
+BENCHMARK_MAIN();

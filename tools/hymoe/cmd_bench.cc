@@ -1,0 +1,523 @@
+// `hymoe bench`: the MoE layer on real model shapes (bench/shapes/*.json) against the machine's own limits,
+// measured in the same run, and against the OpenBLAS-per-expert baseline. Medians of repeated runs; --json
+// writes one object per line per measurement (docs/performance.md describes the method and the fields).
+//
+// The timed layer calls the library's stages in MoELayer::forward's order (router, dispatch/gather, routed
+// grouped FFN, combine, shared expert) but takes its routing from the benchmark (uniform or Zipf) so every
+// configuration routes the same way whatever the random router weights say; the router still runs in full.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <optional>
+
+#include "commands.h"
+#include "hymoe/error.h"
+#include "hymoe/moe.h"
+#include "hymoe/rng.h"
+#include "hymoe/threads.h"
+#include "kernels/gemm_kernels.h"
+#include "kernels/grouped_ffn.h"
+#include "kernels/thread_pool.h"
+#include "moe/dispatch.h"
+
+#ifdef HYMOE_HAVE_OPENBLAS
+#include <cblas.h>
+#endif
+
+namespace hymoe::tool {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+struct BenchShape {
+  std::string name, model;
+  int64_t dim = 0, hidden = 0, experts = 0, top_k = 0, shared = 0;
+};
+
+BenchShape load_shape(const std::filesystem::path& file) {
+  std::ifstream in(file);
+  if (!in) fail(file.string(), ": cannot open");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const std::exception& e) {
+    fail(file.string(), ": not valid JSON: ", e.what());
+  }
+  BenchShape s;
+  auto get = [&](const char* key, auto& out) {
+    if (!j.contains(key)) fail(file.string(), ": missing field '", key, "'");
+    out = j[key].get<std::decay_t<decltype(out)>>();
+  };
+  get("name", s.name);
+  get("model", s.model);
+  get("dim", s.dim);
+  get("expert_hidden", s.hidden);
+  get("experts", s.experts);
+  get("top_k", s.top_k);
+  get("shared_experts", s.shared);
+  if (s.dim < 1 || s.hidden < 1 || s.experts < 1 || s.top_k < 1 || s.top_k > s.experts || s.shared < 0)
+    fail(file.string(), ": inconsistent shape (dim ", s.dim, ", expert_hidden ", s.hidden, ", experts ", s.experts,
+         ", top_k ", s.top_k, ", shared_experts ", s.shared, ")");
+  return s;
+}
+
+// ---- machine limits, measured in this run --------------------------------------------------------------------
+
+struct Limits {
+  double peak_gflops = 0, read_gbps = 0;
+};
+
+Limits measure_limits() {
+  const kernels::IsaKernels* ik = kernels::isa_kernels(kernels::active_isa());
+  if (!ik) ik = kernels::isa_kernels(kernels::Isa::kAvx2);  // the probes only need the CPU to have some vector ISA
+  Limits l;
+  const int threads = num_threads();
+  std::vector<double> peak, bw;
+  std::vector<float> sink(static_cast<size_t>(64 * std::max(threads, 1)));
+  for (int rep = 0; rep < 5; ++rep) {
+    const int64_t tasks = 8 * threads;
+    std::vector<double> flops(static_cast<size_t>(tasks));
+    const auto t0 = Clock::now();
+    kernels::parallel_for(tasks, [&](int64_t t, int thread) {
+      flops[static_cast<size_t>(t)] = ik->fma_probe(2'000'000, sink.data() + 64 * thread);
+    });
+    peak.push_back(std::accumulate(flops.begin(), flops.end(), 0.0) / (ms_since(t0) * 1e6));
+  }
+  // One streaming read of a buffer far beyond the last-level cache, split into chunks over the threads.
+  const int64_t floats = int64_t{1} << 27;  // 512 MiB
+  std::unique_ptr<float[]> buf(new float[static_cast<size_t>(floats)]);
+  const int64_t chunks = 256, chunk = floats / chunks;
+  kernels::parallel_for(chunks, [&](int64_t c, int) { std::fill(buf.get() + c * chunk, buf.get() + (c + 1) * chunk, 1.0f); });
+  for (int rep = 0; rep < 5; ++rep) {
+    std::vector<float> sums(static_cast<size_t>(chunks));
+    const auto t0 = Clock::now();
+    kernels::parallel_for(chunks, [&](int64_t c, int) { sums[static_cast<size_t>(c)] = ik->sum_probe(buf.get() + c * chunk, chunk); });
+    bw.push_back(static_cast<double>(floats) * 4 / (ms_since(t0) * 1e6));
+    if (std::accumulate(sums.begin(), sums.end(), 0.0) != static_cast<double>(floats)) fail("read probe: wrong sum");
+  }
+  l.peak_gflops = median(peak);
+  l.read_gbps = median(bw);
+  return l;
+}
+
+// ---- weights and routings --------------------------------------------------------------------------------------
+
+// Uniform values in [-scale, scale), from a cheap counter hash: filling gigabytes with Box-Muller would dominate.
+void fill_uniform(float* p, int64_t n, float scale, uint64_t seed) {
+  const int64_t chunks = 256, per = (n + chunks - 1) / chunks;
+  kernels::parallel_for(chunks, [&](int64_t c, int) {
+    uint64_t s = seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(c) * 0xBF58476D1CE4E5B9ull + 1;
+    for (int64_t i = c * per; i < std::min(n, (c + 1) * per); ++i) {
+      s ^= s << 13;
+      s ^= s >> 7;
+      s ^= s << 17;
+      p[i] = scale * (static_cast<float>(s >> 40) * 0x1p-23f - 1.0f);
+    }
+  });
+}
+
+// One shape's expert weights in nn.Linear layout: routed experts, then the shared MLP (its hidden width is
+// shared_experts * expert_hidden, as DeepSeek fuses its shared experts). f32 always (the baseline needs it); a
+// bf16 copy when asked.
+struct ShapeWeights {
+  BenchShape shape;
+  int64_t shared_hidden = 0;
+  std::vector<float> routed;   // (E, 3, H*D): gate (H, D), up (H, D), down (D, H)
+  std::vector<float> shared;   // 3 matrices of shared_hidden x D
+  std::vector<uint16_t> routed_bf16, shared_bf16;
+  Tensor router_gate;          // (E, D)
+
+  const float* mat(int64_t e, int which) const { return routed.data() + (e * 3 + which) * shape.hidden * shape.dim; }
+};
+
+std::vector<uint16_t> to_bf16(const std::vector<float>& v) {
+  std::vector<uint16_t> out(v.size());
+  const int64_t n = static_cast<int64_t>(v.size()), chunks = 64, per = (n + chunks - 1) / chunks;
+  kernels::parallel_for(chunks, [&](int64_t c, int) {
+    for (int64_t i = c * per; i < std::min(n, (c + 1) * per); ++i) out[static_cast<size_t>(i)] = float_to_bf16(v[static_cast<size_t>(i)]);
+  });
+  return out;
+}
+
+std::vector<kernels::MlpWeightsView> mlp_views(const void* base, DType dt, int64_t count, int64_t D, int64_t H) {
+  const size_t elem = dt == DType::kBF16 ? 2 : 4;
+  std::vector<kernels::MlpWeightsView> views;
+  for (int64_t e = 0; e < count; ++e) {
+    auto at = [&](int which) { return static_cast<const char*>(base) + static_cast<size_t>((e * 3 + which) * H * D) * elem; };
+    kernels::MlpWeightsView v;
+    v.gate = {at(0), dt, kernels::WeightLayout::kOutIn, D, H};
+    v.up = {at(1), dt, kernels::WeightLayout::kOutIn, D, H};
+    v.down = {at(2), dt, kernels::WeightLayout::kOutIn, H, D};
+    views.push_back(v);
+  }
+  return views;
+}
+
+// top_k distinct experts per token. Uniform, or Zipf: expert e drawn with weight (e+1)^-s, without replacement,
+// s tuned so the most popular expert receives a third of the tokens.
+std::vector<int32_t> make_indices(const BenchShape& s, int64_t T, bool zipf, double zipf_s, uint64_t seed) {
+  Rng rng(seed);
+  std::vector<int32_t> idx(static_cast<size_t>(T * s.top_k));
+  std::vector<double> w(static_cast<size_t>(s.experts));
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t e = 0; e < s.experts; ++e) w[static_cast<size_t>(e)] = zipf ? std::pow(static_cast<double>(e + 1), -zipf_s) : 1.0;
+    for (int64_t k = 0; k < s.top_k; ++k) {
+      double total = 0;
+      for (double x : w) total += x;
+      double u = rng.uniform() * total;
+      int64_t e = 0;
+      while (e + 1 < s.experts && (u -= w[static_cast<size_t>(e)]) >= 0) ++e;
+      while (w[static_cast<size_t>(e)] == 0) e = (e + 1) % s.experts;  // rounding landed on a taken expert
+      idx[static_cast<size_t>(t * s.top_k + k)] = static_cast<int32_t>(e);
+      w[static_cast<size_t>(e)] = 0;
+    }
+  }
+  return idx;
+}
+
+double tune_zipf(const BenchShape& s) {
+  double lo = 0.0, hi = 4.0;
+  for (int it = 0; it < 20; ++it) {
+    const double mid = 0.5 * (lo + hi);
+    const int64_t T = 1024;
+    const auto idx = make_indices(s, T, true, mid, 12345);
+    const double share = static_cast<double>(std::count(idx.begin(), idx.end(), 0)) / static_cast<double>(T);
+    (share < 1.0 / 3.0 ? lo : hi) = mid;
+  }
+  return 0.5 * (lo + hi);
+}
+
+// ---- the timed layer ---------------------------------------------------------------------------------------------
+
+// Runs the routed and shared expert MLPs of one layer: (sorted rows, offsets, scale) -> rows out.
+struct ExpertStep {
+  std::function<void(const Dispatch&, const float* xs, const float* scale, float* out)> routed;
+  std::function<void(int64_t T, const float* x, float* out)> shared;  // empty when the shape has none
+};
+
+struct LayerTimes {
+  double layer_ms = 0, expert_ms = 0;
+};
+
+LayerTimes run_layer(Router& router, const Tensor& x2, const std::vector<int32_t>& indices, int64_t K,
+                     const ExpertStep& step, Tensor& y) {
+  const int64_t T = x2.dim(0), D = x2.dim(1);
+  LayerTimes lt;
+  const auto t0 = Clock::now();
+  Routing routing = router.route(x2, Mode::kEval);
+  routing.indices = indices;  // the benchmark's routing; the router's arithmetic has been paid for
+  routing.weights = routing.router_weights;
+  routing.dropped.assign(indices.size(), 0);
+  const Dispatch dispatch = build_dispatch(routing);
+  const std::vector<float> xs = gather_rows(x2.data(), D, dispatch);
+  std::vector<float> scale(static_cast<size_t>(dispatch.rows()));
+  for (int64_t r = 0; r < dispatch.rows(); ++r)
+    scale[static_cast<size_t>(r)] = routing.weights[static_cast<size_t>(dispatch.row_token[static_cast<size_t>(r)] * K + dispatch.row_slot[static_cast<size_t>(r)])];
+  std::unique_ptr<float[]> out(new float[static_cast<size_t>(std::max<int64_t>(dispatch.rows() * D, 1))]);
+  auto te = Clock::now();
+  step.routed(dispatch, xs.data(), scale.data(), out.get());
+  lt.expert_ms += ms_since(te);
+  combine_rows(out.get(), D, dispatch, T, K, y.data());
+  if (step.shared) {
+    std::unique_ptr<float[]> sh(new float[static_cast<size_t>(T * D)]);
+    te = Clock::now();
+    step.shared(T, x2.data(), sh.get());
+    lt.expert_ms += ms_since(te);
+    for (int64_t i = 0; i < T * D; ++i) y[i] += sh[static_cast<size_t>(i)];
+  }
+  lt.layer_ms = ms_since(t0);
+  return lt;
+}
+
+ExpertStep hymoe_step(const kernels::GroupedFfn& routed, const kernels::GroupedFfn* shared) {
+  ExpertStep s;
+  s.routed = [&routed](const Dispatch& d, const float* xs, const float* scale, float* out) {
+    kernels::GroupedFfnArgs a;
+    a.offsets = d.offsets.data();
+    a.x = xs;
+    a.scale = scale;
+    a.y = out;
+    if (d.rows() > 0) routed.run(a);
+  };
+  if (shared)
+    s.shared = [shared](int64_t T, const float* x, float* out) {
+      const int64_t offsets[2] = {0, T};
+      kernels::GroupedFfnArgs a;
+      a.offsets = offsets;
+      a.x = x;
+      a.y = out;
+      shared->run(a);
+    };
+  return s;
+}
+
+#ifdef HYMOE_HAVE_OPENBLAS
+// What a user without hymoe writes: per expert, cblas_sgemm for gate, up and down, an elementwise SwiGLU and the
+// row scale, on the f32 weights.
+void blas_mlp(int64_t m, int64_t D, int64_t H, const float* x, const float* wg, const float* wu, const float* wd,
+              const float* scale, float* out, std::vector<float>& g, std::vector<float>& u) {
+  g.resize(static_cast<size_t>(m * H));
+  u.resize(static_cast<size_t>(m * H));
+  const int mi = static_cast<int>(m), Di = static_cast<int>(D), Hi = static_cast<int>(H);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, mi, Hi, Di, 1.0f, x, Di, wg, Di, 0.0f, g.data(), Hi);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, mi, Hi, Di, 1.0f, x, Di, wu, Di, 0.0f, u.data(), Hi);
+  for (size_t i = 0; i < g.size(); ++i) g[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, mi, Di, Hi, 1.0f, g.data(), Hi, wd, Hi, 0.0f, out, Di);
+  if (scale)
+    for (int64_t r = 0; r < m; ++r)
+      for (int64_t d = 0; d < D; ++d) out[r * D + d] *= scale[r];
+}
+
+ExpertStep blas_step(const ShapeWeights& w) {
+  ExpertStep s;
+  const int64_t D = w.shape.dim, H = w.shape.hidden;
+  s.routed = [&w, D, H](const Dispatch& d, const float* xs, const float* scale, float* out) {
+    std::vector<float> g, u;
+    for (int64_t e = 0; e < w.shape.experts; ++e) {
+      const int64_t r0 = d.offsets[static_cast<size_t>(e)], m = d.offsets[static_cast<size_t>(e + 1)] - r0;
+      if (m > 0) blas_mlp(m, D, H, xs + r0 * D, w.mat(e, 0), w.mat(e, 1), w.mat(e, 2), scale + r0, out + r0 * D, g, u);
+    }
+  };
+  if (w.shared_hidden > 0)
+    s.shared = [&w, D](int64_t T, const float* x, float* out) {
+      std::vector<float> g, u;
+      const int64_t SH = w.shared_hidden;
+      blas_mlp(T, D, SH, x, w.shared.data(), w.shared.data() + SH * D, w.shared.data() + 2 * SH * D, nullptr, out, g, u);
+    };
+  return s;
+}
+#endif
+
+// ---- the command ---------------------------------------------------------------------------------------------------
+
+struct BenchOptions {
+  std::vector<std::string> shapes;
+  std::vector<int64_t> tokens{1, 8, 32, 128, 512};
+  std::vector<std::string> dtypes{"f32", "bf16"};
+  std::vector<std::string> routings{"uniform"};
+  std::string weights = "cold";
+  int threads = 0;
+  int repeats = 0;
+  bool json = false;
+  bool baseline = true;
+  std::string shapes_dir = HYMOE_BENCH_SHAPES_DIR;
+};
+
+int64_t mem_available_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  int64_t kb = 0;
+  std::string unit;
+  while (in >> key >> kb >> unit)
+    if (key == "MemAvailable:") return kb * 1024;
+  return int64_t{1} << 40;
+}
+
+std::vector<std::string> all_shape_names(const std::string& dir) {
+  std::vector<std::string> names;
+  if (!std::filesystem::is_directory(dir)) fail("--shapes-dir=", dir, " is not a directory");
+  for (const auto& f : std::filesystem::directory_iterator(dir))
+    if (f.path().extension() == ".json") names.push_back(f.path().stem().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+void print_header() {
+  fmt::print("{:<17} {:>5} {:<5} {:<7} {:>9} {:>9} {:>8} {:>7} {:>6} {:>6} {:>9} {:>6} {:>9} {:>6}\n", "shape",
+             "T", "dtype", "routing", "layer ms", "tok/s", "GFLOP/s", "GB/s", "%peak", "%bw", "expert ms", "disp%",
+             "blas ms", "speed");
+}
+
+// Runs every configuration of one shape, printing a table row (and a JSON line) for each.
+void bench_shape(const BenchOptions& o, const BenchShape& s, const Limits& lim, std::vector<nlohmann::json>& out) {
+  const int64_t D = s.dim, H = s.hidden, E = s.experts, K = s.top_k;
+  const int64_t per_mlp = 3 * D * H;
+  // f32 weights + their packed copy, or f32 + a bf16 copy + its packed copy: 8 bytes a weight either way.
+  const double need = static_cast<double>(E + s.shared) * static_cast<double>(per_mlp) * 8;
+  if (need > 0.6 * static_cast<double>(mem_available_bytes())) {
+    fmt::print("{:<17} skipped: needs about {:.1f} GiB of weights, this machine has {:.1f} GiB available\n", s.name,
+               need / (1 << 30), static_cast<double>(mem_available_bytes()) / (1 << 30));
+    return;
+  }
+  ShapeWeights w;
+  w.shape = s;
+  w.shared_hidden = s.shared * H;
+  w.routed.resize(static_cast<size_t>(E * per_mlp));
+  fill_uniform(w.routed.data(), E * per_mlp, 1.0f / std::sqrt(static_cast<float>(D)), 1);
+  w.shared.resize(static_cast<size_t>(3 * D * w.shared_hidden));
+  fill_uniform(w.shared.data(), static_cast<int64_t>(w.shared.size()), 1.0f / std::sqrt(static_cast<float>(D)), 2);
+
+  MoEConfig cfg;
+  cfg.dim = D;
+  cfg.hidden_dim = H;
+  cfg.num_experts = E;
+  cfg.top_k = K;
+  cfg.activation = "silu";
+  cfg.router_type = "softmax_topk";
+  const auto router = make_router(cfg);
+  for (auto& [name, t] : router->named_tensors())
+    if (name == "gate.weight") fill_uniform(t->data(), t->numel(), 1.0f / std::sqrt(static_cast<float>(D)), 3);
+  const double zipf_s = tune_zipf(s);
+
+  for (const std::string& dtype : o.dtypes) {
+    const DType dt = dtype == "bf16" ? DType::kBF16 : DType::kF32;
+    const size_t elem = dt == DType::kBF16 ? 2 : 4;
+    if (dt == DType::kBF16) {
+      w.routed_bf16 = to_bf16(w.routed);
+      w.shared_bf16 = to_bf16(w.shared);
+    }
+    const void* routed_base = dt == DType::kBF16 ? static_cast<const void*>(w.routed_bf16.data()) : w.routed.data();
+    const void* shared_base = dt == DType::kBF16 ? static_cast<const void*>(w.shared_bf16.data()) : w.shared.data();
+    const auto routed_views = mlp_views(routed_base, dt, E, D, H);
+    const auto routed_ffn = kernels::make_grouped_ffn({E, D, H, kernels::Activation::kSwiGLU}, routed_views);
+    std::unique_ptr<kernels::GroupedFfn> shared_ffn;
+    if (w.shared_hidden > 0) {
+      const auto sv = mlp_views(shared_base, dt, 1, D, w.shared_hidden);
+      shared_ffn = kernels::make_grouped_ffn({1, D, w.shared_hidden, kernels::Activation::kSwiGLU}, sv);
+    }
+    // The packed kernels own their weights now: drop the bf16 source (the f32 one feeds the baseline).
+    w.routed_bf16 = {};
+    w.shared_bf16 = {};
+    const ExpertStep fast = hymoe_step(*routed_ffn, shared_ffn.get());
+
+    for (const std::string& routing : o.routings)
+      for (int64_t T : o.tokens) {
+        const bool zipf = routing == "zipf";
+        const int repeats = o.repeats > 0 ? o.repeats : (T <= 32 ? 9 : 5);
+        Tensor x(Shape{T, D});
+        fill_uniform(x.data(), T * D, 1.0f, static_cast<uint64_t>(T) + 7);
+        Tensor y(Shape{T, D});
+        // Cold weights: a fresh routing each repeat, so (with every shape's experts far beyond the LLC) the touched
+        // experts come from memory; hot: one routing repeated.
+        std::vector<std::vector<int32_t>> routings;
+        for (int r = 0; r < repeats + 1; ++r)
+          routings.push_back(make_indices(s, T, zipf, zipf_s, o.weights == "hot" ? 1 : static_cast<uint64_t>(r + 1)));
+        std::vector<double> layer, expert, base, bytes;
+        for (int r = 0; r < repeats + 1; ++r) {  // repeat 0 warms up
+          const LayerTimes lt = run_layer(*router, x, routings[static_cast<size_t>(r)], K, fast, y);
+          std::vector<char> touched(static_cast<size_t>(E), 0);
+          for (int32_t e : routings[static_cast<size_t>(r)]) touched[static_cast<size_t>(e)] = 1;
+          const int64_t distinct = std::count(touched.begin(), touched.end(), 1);
+          if (r == 0) continue;
+          layer.push_back(lt.layer_ms);
+          expert.push_back(lt.expert_ms);
+          bytes.push_back(static_cast<double>((distinct * per_mlp + 3 * D * w.shared_hidden) * static_cast<int64_t>(elem) + E * D * 4));
+        }
+#ifdef HYMOE_HAVE_OPENBLAS
+        if (o.baseline) {
+          openblas_set_num_threads(num_threads());
+          const ExpertStep blas = blas_step(w);
+          for (int r = 0; r < std::min(repeats, 3) + 1; ++r) {
+            const LayerTimes lt = run_layer(*router, x, routings[static_cast<size_t>(r)], K, blas, y);
+            if (r > 0) base.push_back(lt.layer_ms);
+          }
+        }
+#endif
+        const double layer_ms = median(layer), expert_ms = median(expert), weight_bytes = median(bytes);
+        const double flops = 2.0 * static_cast<double>(T) * (static_cast<double>(E * D) + static_cast<double>(K * per_mlp) +
+                                                              static_cast<double>(3 * D * w.shared_hidden));
+        const double gflops = flops / (layer_ms * 1e6), gbps = weight_bytes / (layer_ms * 1e6);
+        const double frac_peak = gflops / lim.peak_gflops, frac_bw = weight_bytes / (lim.read_gbps * 1e6) / layer_ms;
+        const double baseline_ms = base.empty() ? std::nan("") : median(base);
+        nlohmann::json j = {{"shape", s.name}, {"tokens", T}, {"dtype", dtype}, {"threads", num_threads()},
+                            {"routing", routing}, {"weights", o.weights}, {"isa", std::string(kernels::isa_name(kernels::active_isa()))},
+                            {"kernel", routed_ffn->name()}, {"repeats", repeats}, {"layer_ms", layer_ms},
+                            {"expert_ms", expert_ms}, {"flops", flops}, {"weight_bytes", weight_bytes},
+                            {"peak_gflops", lim.peak_gflops}, {"read_gbps", lim.read_gbps}, {"gflops", gflops},
+                            {"weight_gbps", gbps}, {"frac_peak", frac_peak}, {"frac_bandwidth", frac_bw},
+                            {"dispatch_frac", 1.0 - expert_ms / layer_ms}};
+        if (!base.empty()) {
+          j["baseline_ms"] = baseline_ms;
+          j["speedup"] = baseline_ms / layer_ms;
+        } else {
+          j["baseline_ms"] = nullptr;
+        }
+        if (o.json) fmt::print("{}\n", j.dump());
+        else
+          fmt::print("{:<17} {:>5} {:<5} {:<7} {:>9.2f} {:>9.0f} {:>8.1f} {:>7.1f} {:>5.0f}% {:>5.0f}% {:>9.2f} {:>5.1f}% {:>9} {:>6}\n",
+                     s.name, T, dtype, routing, layer_ms, static_cast<double>(T) / (layer_ms / 1e3), gflops, gbps,
+                     100 * frac_peak, 100 * frac_bw, expert_ms, 100 * (1.0 - expert_ms / layer_ms),
+                     base.empty() ? std::string("-") : fmt::format("{:.2f}", baseline_ms),
+                     base.empty() ? std::string("-") : fmt::format("{:.2f}x", baseline_ms / layer_ms));
+        std::fflush(stdout);
+        out.push_back(j);
+      }
+  }
+}
+
+int run_bench(const BenchOptions& o) {
+  if (o.threads < 0) fail("--threads=", o.threads, " must be >= 1 (0: the default, ", default_num_threads(), ")");
+  if (o.threads > 0) set_num_threads(o.threads);
+  for (int64_t T : o.tokens)
+    if (T < 1) fail("--tokens=", T, " must be >= 1");
+  for (const auto& d : o.dtypes)
+    if (d != "f32" && d != "bf16") fail("--dtype=", d, " must be f32 or bf16");
+  for (const auto& r : o.routings)
+    if (r != "uniform" && r != "zipf") fail("--routing=", r, " must be uniform or zipf");
+  if (o.weights != "hot" && o.weights != "cold") fail("--weights=", o.weights, " must be hot or cold");
+  const std::vector<std::string> names = o.shapes.empty() ? all_shape_names(o.shapes_dir) : o.shapes;
+  std::vector<BenchShape> shapes;
+  for (const auto& n : names) {
+    const std::filesystem::path f = std::filesystem::path(o.shapes_dir) / (n + ".json");
+    if (!std::filesystem::exists(f)) {
+      const auto known = all_shape_names(o.shapes_dir);
+      std::string list;
+      for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
+      fail("--shape=", n, " is not in ", o.shapes_dir, " (known: ", list, ")");
+    }
+    shapes.push_back(load_shape(f));
+  }
+  const Limits lim = measure_limits();
+  if (!o.json)
+    fmt::print("hymoe bench: {} threads, isa {}, measured FMA peak {:.1f} GFLOP/s, read bandwidth {:.1f} GB/s; "
+               "{} weights; medians of repeated runs\n",
+               num_threads(), kernels::isa_name(kernels::active_isa()), lim.peak_gflops, lim.read_gbps, o.weights);
+  if (!o.json) print_header();
+  std::vector<nlohmann::json> rows;
+  for (const auto& s : shapes) bench_shape(o, s, lim, rows);
+  return 0;
+}
+
+}  // namespace
+
+Action add_bench_command(CLI::App& app) {
+  auto o = std::make_shared<BenchOptions>();
+  auto* cmd = app.add_subcommand("bench", "Benchmark the MoE layer on model shapes against measured machine limits");
+  cmd->add_option("--shape", o->shapes, "shape name(s) from the shapes directory (default: all)");
+  cmd->add_option("--tokens", o->tokens, "token counts")->capture_default_str();
+  cmd->add_option("--dtype", o->dtypes, "weight dtypes: f32, bf16")->capture_default_str();
+  cmd->add_option("--routing", o->routings, "uniform and/or zipf (one expert takes a third of the tokens)")
+      ->capture_default_str();
+  cmd->add_option("--weights", o->weights, "cold (a fresh routing per repeat) or hot (one routing)")->capture_default_str();
+  cmd->add_option("--threads", o->threads, "threads (default: HYMOE_THREADS or the physical cores)");
+  cmd->add_option("--repeats", o->repeats, "timed repeats per configuration (default 9 for T <= 32, else 5)");
+  cmd->add_flag("--json", o->json, "one JSON object per line per measurement instead of the table");
+  cmd->add_flag("!--no-baseline", o->baseline, "skip the OpenBLAS-per-expert baseline");
+  cmd->add_option("--shapes-dir", o->shapes_dir, "directory of shape JSON files")->capture_default_str();
+  return [o] { return run_bench(*o); };
+}
+
+int print_bench_summary(const std::string& shape, const std::vector<int64_t>& tokens) {
+  BenchOptions o;
+  o.shapes = {shape};
+  o.tokens = tokens;
+  o.dtypes = {"f32"};
+  o.repeats = 3;
+  return run_bench(o);
+}
+
+}  // namespace hymoe::tool
