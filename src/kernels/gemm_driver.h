@@ -68,6 +68,12 @@ inline std::vector<GemmTile> plan_tiles(const IsaKernels& ik, const std::vector<
   return tiles;
 }
 
+inline void prefetch_block(const void* base, DType dtype, int64_t offset, int64_t elems) {
+  const size_t elem = dtype == DType::kBF16 ? 2 : 4;
+  const char* p = static_cast<const char*>(base) + static_cast<size_t>(offset) * elem;
+  for (size_t i = 0; i < static_cast<size_t>(elems) * elem; i += 64) __builtin_prefetch(p + i);
+}
+
 // Runs every tile; epilogue(tile, c, ldc) receives the finished (rows, np * NR) tile. Bits do not depend on the
 // thread count or the tiling: each C element is one FMA chain over k in order.
 template <typename Epilogue>
@@ -79,23 +85,36 @@ void run_gemm_groups(const IsaKernels& ik, DType wdtype, const std::vector<GemmG
   const int64_t ldc = max_panels * ik.nr;
   const int64_t scratch_floats = max_rows * ldc;
   std::unique_ptr<float[]> scratch(new float[static_cast<size_t>(scratch_floats * threads)]);
+  // Activations packed once per run into MR-row panels over the full K, // (rows/MR, K, MR) per group, so no tile
+  // repacks them and the micro-kernel streams them contiguously.
+  std::vector<int64_t> a_off(groups.size() + 1, 0);
+  for (size_t g = 0; g < groups.size(); ++g)
+    a_off[g + 1] = a_off[g] + (groups[g].m + ik.mr - 1) / ik.mr * ik.mr * groups[g].k;
+  std::unique_ptr<float[]> a_packed(new float[static_cast<size_t>(std::max<int64_t>(a_off.back(), 1))]);
+  parallel_for(static_cast<int64_t>(groups.size()), [&](int64_t g, int) {
+    const GemmGroup& gr = groups[static_cast<size_t>(g)];
+    if (gr.m > 0) pack_rows_panel(gr.a, gr.lda, gr.m, gr.k, ik.mr, a_packed.get() + a_off[static_cast<size_t>(g)]);
+  });
   parallel_for(static_cast<int64_t>(tiles.size()), [&](int64_t t, int thread) {
     const GemmTile& tile = tiles[static_cast<size_t>(t)];
     const GemmGroup& g = groups[static_cast<size_t>(tile.group)];
-    float* c = scratch.get() + thread * scratch_floats;
+    float* c = scratch.get() + thread * scratch_floats;  // (rows, np * NR) result tile
+    const float* ap = a_packed.get() + a_off[static_cast<size_t>(tile.group)] + tile.r0 * g.k;
     const int64_t panel_elems = g.k * ik.nr;
     for (int64_t k0 = 0; k0 < g.k; k0 += kKc) {
       const int64_t kc = std::min(kKc, g.k - k0);
       for (int64_t p = 0; p < tile.np; ++p) {
         const int64_t off = (tile.p0 + p) * panel_elems + k0 * ik.nr;
+        // The weights stream from memory: ask for the next panel block while this one's row tiles compute.
+        if (p + 1 < tile.np) prefetch_block(g.b, wdtype, off + panel_elems, kc * ik.nr);
         for (int64_t r = 0; r < tile.rows; r += ik.mr) {
           const int m = static_cast<int>(std::min<int64_t>(ik.mr, tile.rows - r));
-          const float* a = g.a + (tile.r0 + r) * g.lda + k0;
+          const float* a = ap + r * g.k + k0 * ik.mr;
           float* cc = c + r * ldc + p * ik.nr;
           if (wdtype == DType::kBF16)
-            ik.gemm_bf16w(m, kc, a, g.lda, static_cast<const uint16_t*>(g.b) + off, cc, ldc, k0 > 0);
+            ik.gemm_bf16w(m, kc, a, static_cast<const uint16_t*>(g.b) + off, cc, ldc, k0 > 0);
           else
-            ik.gemm_f32w(m, kc, a, g.lda, static_cast<const float*>(g.b) + off, cc, ldc, k0 > 0);
+            ik.gemm_f32w(m, kc, a, static_cast<const float*>(g.b) + off, cc, ldc, k0 > 0);
         }
       }
     }

@@ -40,13 +40,12 @@ PackedMatrix pack_gate_up(const MatrixView& gate, const MatrixView& up, int nr);
 void pack_rows_f32(const float* b, int64_t ldb, int64_t k, int64_t n, int nr, float* out);
 
 // Micro-kernel contract: C[m, 0:NR] (=, or += when accumulate) A[m, 0:kc] . P[0:kc, 0:NR], where m in 1..MR, A is
-// row-major with leading dimension lda, P one packed panel's rows [k0, k0 + kc) (contiguous, NR per row), and C
-// row-major with leading dimension ldc. Every C element is one float FMA chain in increasing k, so blocking K and
-// splitting rows never change the bits.
-using GemmF32wFn = void (*)(int m, int64_t kc, const float* a, int64_t lda, const float* b, float* c, int64_t ldc,
-                            bool accumulate);
-using GemmBf16wFn = void (*)(int m, int64_t kc, const float* a, int64_t lda, const uint16_t* b, float* c,
-                             int64_t ldc, bool accumulate);
+// a packed row panel (element (i, k) at a[k * MR + i], see pack_rows_panel; rows [k0, k0 + kc) of it), P one packed weight panel's
+// rows [k0, k0 + kc) (contiguous, NR per row), and C row-major with leading dimension ldc. Every C element is one
+// float FMA chain in increasing k, so blocking K and splitting rows never change the bits.
+using GemmF32wFn = void (*)(int m, int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate);
+using GemmBf16wFn = void (*)(int m, int64_t kc, const float* a, const uint16_t* b, float* c, int64_t ldc,
+                             bool accumulate);
 // h[i] = silu(g[i]) * u[i] for i < n (n a multiple of the vector width).
 using SwigluFn = void (*)(int64_t n, const float* g, const float* u, float* h);
 
@@ -70,10 +69,16 @@ const IsaKernels* isa_kernels(Isa isa);
 const IsaKernels& isa_kernels_avx2();
 const IsaKernels& isa_kernels_avx512();
 
-// Scalar references of the micro-kernel contract for any tile width nr (double accumulation).
-void gemm_f32w_f32__ref(int m, int nr, int64_t kc, const float* a, int64_t lda, const float* b, float* c,
-                        int64_t ldc, bool accumulate);
-void gemm_bf16w_f32__ref(int m, int nr, int64_t kc, const float* a, int64_t lda, const uint16_t* b, float* c,
+// Packs rows [0, rows) x columns [0, kc) of a row-major A (leading dimension lda) into ceil(rows / mr) row panels
+// of (kc, mr): // (rows/MR, kc, MR); rows past `rows` are zero. The drivers pack activations once per run: rows of a
+// large lda would otherwise alias in the L1 sets (2048 floats = 8 KiB apart), and the micro-kernel reads the
+// panel contiguously.
+void pack_rows_panel(const float* a, int64_t lda, int64_t rows, int64_t kc, int mr, float* out);
+
+// Scalar references of the micro-kernel contract for any tile (mr, nr) (double accumulation).
+void gemm_f32w_f32__ref(int m, int mr, int nr, int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
+                        bool accumulate);
+void gemm_bf16w_f32__ref(int m, int mr, int nr, int64_t kc, const float* a, const uint16_t* b, float* c,
                          int64_t ldc, bool accumulate);
 void swiglu__ref(int64_t n, const float* g, const float* u, float* h);
 

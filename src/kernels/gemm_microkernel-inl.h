@@ -21,23 +21,20 @@ inline typename V::vec load_w(const W* p) {
 // Every loop over rows is fully unrolled (the pragmas): that is what lets the compiler keep acc0/acc1 in registers
 // instead of spilling the arrays to the stack on every k.
 template <int M, typename W>
-void gemm_tile(int64_t kc, const float* a, int64_t lda, const W* b, float* c, int64_t ldc, bool accumulate) {
+void gemm_tile(int64_t kc, const float* a, const W* b, float* c, int64_t ldc, bool accumulate) {
   typename V::vec acc0[M], acc1[M];
 #pragma GCC unroll 16
   for (int i = 0; i < M; ++i) {
     acc0[i] = accumulate ? V::load(c + i * ldc) : V::zero();
     acc1[i] = accumulate ? V::load(c + i * ldc + V::kWidth) : V::zero();
   }
-  const float* ar[M];
-#pragma GCC unroll 16
-  for (int i = 0; i < M; ++i) ar[i] = a + i * lda;
 #pragma GCC unroll 4
   for (int64_t k = 0; k < kc; ++k) {
     const typename V::vec b0 = load_w(b + k * kNr);
     const typename V::vec b1 = load_w(b + k * kNr + V::kWidth);
 #pragma GCC unroll 16
     for (int i = 0; i < M; ++i) {
-      const typename V::vec av = V::broadcast(ar[i] + k);
+      const typename V::vec av = V::broadcast(a + k * kMr + i);
       acc0[i] = V::fma(av, b0, acc0[i]);
       acc1[i] = V::fma(av, b1, acc1[i]);
     }
@@ -51,10 +48,10 @@ void gemm_tile(int64_t kc, const float* a, int64_t lda, const W* b, float* c, in
 
 // m in 1..kMr picks the instantiation with exactly m rows, so tails cost no masking.
 template <typename W, int M = kMr>
-void gemm_rows(int m, int64_t kc, const float* a, int64_t lda, const W* b, float* c, int64_t ldc, bool accumulate) {
+void gemm_rows(int m, int64_t kc, const float* a, const W* b, float* c, int64_t ldc, bool accumulate) {
   if constexpr (M >= 1) {
-    if (m == M) return gemm_tile<M, W>(kc, a, lda, b, c, ldc, accumulate);
-    return gemm_rows<W, M - 1>(m, kc, a, lda, b, c, ldc, accumulate);
+    if (m == M) return gemm_tile<M, W>(kc, a, b, c, ldc, accumulate);
+    return gemm_rows<W, M - 1>(m, kc, a, b, c, ldc, accumulate);
   }
 }
 
@@ -84,11 +81,11 @@ void swiglu(int64_t n, const float* g, const float* u, float* h) {
   }
 }
 
-void gemm_f32w(int m, int64_t kc, const float* a, int64_t lda, const float* b, float* c, int64_t ldc, bool acc) {
-  gemm_rows<float>(m, kc, a, lda, b, c, ldc, acc);
+void gemm_f32w(int m, int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool acc) {
+  gemm_rows<float>(m, kc, a, b, c, ldc, acc);
 }
-void gemm_bf16w(int m, int64_t kc, const float* a, int64_t lda, const uint16_t* b, float* c, int64_t ldc, bool acc) {
-  gemm_rows<uint16_t>(m, kc, a, lda, b, c, ldc, acc);
+void gemm_bf16w(int m, int64_t kc, const float* a, const uint16_t* b, float* c, int64_t ldc, bool acc) {
+  gemm_rows<uint16_t>(m, kc, a, b, c, ldc, acc);
 }
 
 // Machine-limit probes for the benchmarks, here because they need the ISA's vectors. fma_probe runs 12

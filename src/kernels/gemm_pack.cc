@@ -110,9 +110,22 @@ void pack_rows_f32(const float* b, int64_t ldb, int64_t k, int64_t n, int nr, fl
   }
 }
 
+void pack_rows_panel(const float* a, int64_t lda, int64_t rows, int64_t kc, int mr, float* out) {
+  for (int64_t r0 = 0; r0 < rows; r0 += mr) {
+    const int64_t m = std::min<int64_t>(mr, rows - r0);
+    float* panel = out + r0 * kc;  // panel r0/mr starts at (r0/mr) * kc * mr = r0 * kc
+    const float* src = a + r0 * lda;
+    for (int64_t k = 0; k < kc; ++k) {
+      float* dst = panel + k * mr;
+      for (int64_t i = 0; i < m; ++i) dst[i] = src[i * lda + k];
+      for (int64_t i = m; i < mr; ++i) dst[i] = 0.0f;
+    }
+  }
+}
+
 namespace {
 template <typename W>
-void gemm_ref(int m, int nr, int64_t kc, const float* a, int64_t lda, const W* b, float* c, int64_t ldc,
+void gemm_ref(int m, int mr, int nr, int64_t kc, const float* a, const W* b, float* c, int64_t ldc,
               bool accumulate) {
   for (int i = 0; i < m; ++i)
     for (int j = 0; j < nr; ++j) {
@@ -121,20 +134,20 @@ void gemm_ref(int m, int nr, int64_t kc, const float* a, int64_t lda, const W* b
         float w;
         if constexpr (sizeof(W) == 2) w = bf16_to_float(b[kk * nr + j]);
         else w = b[kk * nr + j];
-        acc += static_cast<double>(a[i * lda + kk]) * w;
+        acc += static_cast<double>(a[kk * mr + i]) * w;
       }
       c[i * ldc + j] = static_cast<float>(acc);
     }
 }
 }  // namespace
 
-void gemm_f32w_f32__ref(int m, int nr, int64_t kc, const float* a, int64_t lda, const float* b, float* c,
-                        int64_t ldc, bool accumulate) {
-  gemm_ref(m, nr, kc, a, lda, b, c, ldc, accumulate);
+void gemm_f32w_f32__ref(int m, int mr, int nr, int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
+                        bool accumulate) {
+  gemm_ref(m, mr, nr, kc, a, b, c, ldc, accumulate);
 }
-void gemm_bf16w_f32__ref(int m, int nr, int64_t kc, const float* a, int64_t lda, const uint16_t* b, float* c,
+void gemm_bf16w_f32__ref(int m, int mr, int nr, int64_t kc, const float* a, const uint16_t* b, float* c,
                          int64_t ldc, bool accumulate) {
-  gemm_ref(m, nr, kc, a, lda, b, c, ldc, accumulate);
+  gemm_ref(m, mr, nr, kc, a, b, c, ldc, accumulate);
 }
 void swiglu__ref(int64_t n, const float* g, const float* u, float* h) {
   for (int64_t i = 0; i < n; ++i) h[i] = static_cast<float>(silu(static_cast<double>(g[i])) * u[i]);

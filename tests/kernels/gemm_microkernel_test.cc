@@ -24,6 +24,21 @@ class MicroKernelTest : public ::testing::TestWithParam<Isa> {
   const IsaKernels* ik_ = nullptr;
 };
 
+// Row panels hold A transposed in MR-row groups, zero past the last row.
+TEST(PackTest, RowPanelsHoldTheRowsAndZeroPadding) {
+  Rng rng(5);
+  for (int mr : {6, 12})
+    for (int64_t rows : {1, 5, 6, 7, 13}) {
+      const int64_t kc = 9, lda = 11;
+      const auto a = random_values(rng, rows * lda);
+      std::vector<float> out(static_cast<size_t>((rows + mr - 1) / mr * mr * kc), -1.0f);
+      pack_rows_panel(a.data(), lda, rows, kc, mr, out.data());
+      for (int64_t r = 0; r < (rows + mr - 1) / mr * mr; ++r)
+        for (int64_t k = 0; k < kc; ++k)
+          ASSERT_EQ(out[static_cast<size_t>((r / mr) * kc * mr + k * mr + r % mr)], r < rows ? a[static_cast<size_t>(r * lda + k)] : 0.0f);
+    }
+}
+
 // Every m in 1..MR, K around the unroll and the K block and primes, both dtypes, with and without accumulate.
 TEST_P(MicroKernelTest, MatchesReferenceOnEveryTileShape) {
   Rng rng(7);
@@ -32,6 +47,8 @@ TEST_P(MicroKernelTest, MatchesReferenceOnEveryTileShape) {
     for (int64_t kc : {1, 2, 3, 4, 5, 7, 8, 9, 13, 16, 17, 31, 32, 33, 97, 255, 256, 257}) {
       const int64_t lda = kc + 3, ldc = nr + 5;
       const auto a = random_values(rng, mr * lda);
+      std::vector<float> ap(static_cast<size_t>(mr * kc));
+      pack_rows_panel(a.data(), lda, mr, kc, mr, ap.data());
       const auto bf = random_values(rng, kc * nr, bf16);
       std::vector<uint16_t> bb(bf.size());
       for (size_t i = 0; i < bf.size(); ++i) bb[i] = float_to_bf16(bf[i]);
@@ -40,11 +57,11 @@ TEST_P(MicroKernelTest, MatchesReferenceOnEveryTileShape) {
         for (bool acc : {false, true}) {
           std::vector<float> got = c0, want = c0;
           if (bf16) {
-            ik_->gemm_bf16w(m, kc, a.data(), lda, bb.data(), got.data(), ldc, acc);
-            gemm_bf16w_f32__ref(m, nr, kc, a.data(), lda, bb.data(), want.data(), ldc, acc);
+            ik_->gemm_bf16w(m, kc, ap.data(), bb.data(), got.data(), ldc, acc);
+            gemm_bf16w_f32__ref(m, mr, nr, kc, ap.data(), bb.data(), want.data(), ldc, acc);
           } else {
-            ik_->gemm_f32w(m, kc, a.data(), lda, bf.data(), got.data(), ldc, acc);
-            gemm_f32w_f32__ref(m, nr, kc, a.data(), lda, bf.data(), want.data(), ldc, acc);
+            ik_->gemm_f32w(m, kc, ap.data(), bf.data(), got.data(), ldc, acc);
+            gemm_f32w_f32__ref(m, mr, nr, kc, ap.data(), bf.data(), want.data(), ldc, acc);
           }
           for (int i = 0; i < mr; ++i)
             for (int64_t j = 0; j < ldc; ++j) {
