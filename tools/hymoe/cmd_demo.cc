@@ -1,5 +1,6 @@
 // `hymoe demo`: the README's main job. A forward pass of a DeepSeek-V2-Lite-shaped MoE layer on seeded random
-// weights, printing the routing histogram, the losses and the throughput.
+// weights, printing the routing histogram, the losses and the throughput, then the benchmark summary of the shape
+// against the machine's measured limits and the OpenBLAS baseline (hymoe bench).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -18,9 +19,10 @@ struct DemoOptions {
   int64_t tokens = 128;
   uint64_t seed = 0;
   int repeats = 3;
+  bool bench = true;
 };
 
-int run_demo(const DemoOptions& o) {
+int run_demo_forward(const DemoOptions& o) {
   if (o.tokens < 1) fail("--tokens=", o.tokens, " must be >= 1");
   if (o.repeats < 1) fail("--repeats=", o.repeats, " must be >= 1");
   MoEConfig c;
@@ -67,6 +69,13 @@ int run_demo(const DemoOptions& o) {
   return 0;
 }
 
+int run_demo(const DemoOptions& o) {
+  run_demo_forward(o);  // its layer is freed before the benchmark builds its own weights
+  if (!o.bench) return 0;
+  fmt::print("\nbenchmark of this shape (hymoe bench --shape deepseek-v2-lite --tokens 1 512 --dtype f32 --repeats 3):\n");
+  return print_bench_summary("deepseek-v2-lite", {1, 512});
+}
+
 }  // namespace
 
 Action add_demo_command(CLI::App& app) {
@@ -75,6 +84,7 @@ Action add_demo_command(CLI::App& app) {
   cmd->add_option("--tokens", o->tokens, "tokens in the batch")->capture_default_str();
   cmd->add_option("--seed", o->seed, "random seed for weights and input")->capture_default_str();
   cmd->add_option("--repeats", o->repeats, "timed forward passes (median reported)")->capture_default_str();
+  cmd->add_flag("!--no-bench", o->bench, "skip the benchmark summary of the shape");
   return [o] { return run_demo(*o); };
 }
 
