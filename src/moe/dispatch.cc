@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/thread_pool.h"
+
 namespace hymoe {
 
 Dispatch build_dispatch(const Routing& routing) {
@@ -31,25 +33,36 @@ Dispatch build_dispatch(const Routing& routing) {
   return d;
 }
 
+namespace {
+// Row ranges for the pool: copies and sums of whole rows, so any split gives the same bits.
+constexpr int64_t kRowsPerTask = 64;
+int64_t tasks_for(int64_t rows) { return (rows + kRowsPerTask - 1) / kRowsPerTask; }
+}  // namespace
+
 std::vector<float> gather_rows(const float* x, int64_t dim, const Dispatch& dispatch) {
   std::vector<float> out(static_cast<size_t>(dispatch.rows() * dim));
-  for (int64_t r = 0; r < dispatch.rows(); ++r)
-    std::memcpy(out.data() + r * dim, x + dispatch.row_token[static_cast<size_t>(r)] * dim, sizeof(float) * static_cast<size_t>(dim));
+  kernels::parallel_for(tasks_for(dispatch.rows()), [&](int64_t task, int) {
+    for (int64_t r = task * kRowsPerTask; r < std::min(dispatch.rows(), (task + 1) * kRowsPerTask); ++r)
+      std::memcpy(out.data() + r * dim, x + dispatch.row_token[static_cast<size_t>(r)] * dim,
+                  sizeof(float) * static_cast<size_t>(dim));
+  });
   return out;
 }
 
 void combine_rows(const float* expert_out, int64_t dim, const Dispatch& dispatch, int64_t num_tokens, int64_t top_k,
                   float* y) {
-  std::fill(y, y + num_tokens * dim, 0.0f);
-  for (int64_t t = 0; t < num_tokens; ++t) {
-    float* yt = y + t * dim;
-    for (int64_t k = 0; k < top_k; ++k) {
-      const int64_t row = dispatch.position[static_cast<size_t>(t * top_k + k)];
-      if (row < 0) continue;
-      const float* src = expert_out + row * dim;
-      for (int64_t d = 0; d < dim; ++d) yt[d] += src[d];
+  kernels::parallel_for(tasks_for(num_tokens), [&](int64_t task, int) {
+    for (int64_t t = task * kRowsPerTask; t < std::min(num_tokens, (task + 1) * kRowsPerTask); ++t) {
+      float* yt = y + t * dim;
+      std::fill(yt, yt + dim, 0.0f);
+      for (int64_t k = 0; k < top_k; ++k) {
+        const int64_t row = dispatch.position[static_cast<size_t>(t * top_k + k)];
+        if (row < 0) continue;
+        const float* src = expert_out + row * dim;
+        for (int64_t d = 0; d < dim; ++d) yt[d] += src[d];
+      }
     }
-  }
+  });
 }
 
 }  // namespace hymoe
