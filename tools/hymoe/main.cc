@@ -4,11 +4,15 @@
 
 #include "commands.h"
 #include "hymoe/error.h"
+#include "hymoe/threads.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"hymoe: Mixture-of-Experts layers on the CPU (forward, inspection, placement, benchmarks)"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "hymoe 0.1.0");
+  int threads = 0;
+  app.add_option("--threads", threads, "kernel threads for any subcommand (default: HYMOE_THREADS or physical cores)")
+      ->check(CLI::Range(1, 1024));
   std::vector<std::pair<CLI::App*, hymoe::tool::Action>> commands;
   auto add = [&](auto adder) {
     const size_t before = app.get_subcommands({}).size();
@@ -25,6 +29,7 @@ int main(int argc, char** argv) {
     return app.exit(e);
   }
   try {
+    if (threads > 0) hymoe::set_num_threads(threads);
     for (auto& [sub, action] : commands)
       if (sub->parsed()) return action();
   } catch (const hymoe::Error& e) {
