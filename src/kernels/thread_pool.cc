@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <fstream>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <string>
@@ -20,6 +21,41 @@ namespace hymoe::kernels {
 namespace {
 
 thread_local bool t_inside_task = false;
+
+// One parallel_for call. Workers that wake late hold it by shared_ptr, find no task left and leave without
+// touching fn; the caller waits only for tasks to finish, never for a worker to wake up (on a shared machine a
+// sleeping worker can take a scheduler tick to run).
+struct Job {
+  const std::function<void(int64_t, int)>* fn = nullptr;
+  int64_t num_tasks = 0;
+  std::atomic<int64_t> next{0};
+  std::atomic<int64_t> remaining{0};
+  std::atomic<bool> failed{false};
+  std::mutex mutex;
+  std::condition_variable done;
+  std::exception_ptr error;
+
+  void work(int thread) {
+    const bool outer = t_inside_task;
+    t_inside_task = true;
+    for (int64_t t; (t = next.fetch_add(1, std::memory_order_relaxed)) < num_tasks;) {
+      if (!failed.load(std::memory_order_relaxed)) {
+        try {
+          (*fn)(t, thread);
+        } catch (...) {
+          std::lock_guard<std::mutex> lock(mutex);
+          if (!error) error = std::current_exception();
+          failed = true;
+        }
+      }
+      if (remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        std::lock_guard<std::mutex> lock(mutex);
+        done.notify_all();
+      }
+    }
+    t_inside_task = outer;
+  }
+};
 
 class Pool {
  public:
@@ -47,46 +83,40 @@ class Pool {
       return;
     }
     std::lock_guard<std::mutex> serial(run_mutex_);  // one job at a time from different callers
+    auto job = std::make_shared<Job>();
+    job->fn = &fn;
+    job->num_tasks = num_tasks;
+    job->remaining = num_tasks;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      fn_ = &fn;
-      num_tasks_ = num_tasks;
-      next_.store(0, std::memory_order_relaxed);
-      busy_ = static_cast<int>(workers_.size());
+      job_ = job;
       ++generation_;
     }
     wake_.notify_all();
-    work(0);
-    std::unique_lock<std::mutex> lock(mutex_);
-    done_.wait(lock, [this] { return busy_ == 0; });
-    fn_ = nullptr;
-    if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+    job->work(0);
+    {
+      std::unique_lock<std::mutex> lock(job->mutex);
+      job->done.wait(lock, [&] { return job->remaining.load() == 0; });
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (job_ == job) job_.reset();
+    }
+    if (job->error) std::rethrow_exception(job->error);
   }
 
  private:
-  void work(int thread) {
-    t_inside_task = true;
-    try {
-      for (int64_t t; (t = next_.fetch_add(1, std::memory_order_relaxed)) < num_tasks_;) (*fn_)(t, thread);
-    } catch (...) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (!error_) error_ = std::current_exception();
-      next_.store(num_tasks_, std::memory_order_relaxed);
-    }
-    t_inside_task = false;
-  }
-
   void worker_loop(int thread, uint64_t seen) {
     for (;;) {
+      std::shared_ptr<Job> job;
       {
         std::unique_lock<std::mutex> lock(mutex_);
         wake_.wait(lock, [&] { return stopping_ || generation_ != seen; });
         if (stopping_) return;
         seen = generation_;
+        job = job_;
       }
-      work(thread);
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (--busy_ == 0) done_.notify_one();
+      if (job) job->work(thread);
     }
   }
 
@@ -103,14 +133,10 @@ class Pool {
   int size_ = 1;
   std::vector<std::thread> workers_;
   std::mutex run_mutex_, mutex_;
-  std::condition_variable wake_, done_;
+  std::condition_variable wake_;
   bool stopping_ = false;
   uint64_t generation_ = 0;
-  int busy_ = 0;
-  const std::function<void(int64_t, int)>* fn_ = nullptr;
-  int64_t num_tasks_ = 0;
-  std::atomic<int64_t> next_{0};
-  std::exception_ptr error_;
+  std::shared_ptr<Job> job_;
 };
 
 Pool& pool() {
