@@ -103,7 +103,20 @@ void run_gemm_groups(const IsaKernels& ik, DType wdtype, const std::vector<GemmG
     const int64_t panel_elems = g.k * ik.nr;
     for (int64_t k0 = 0; k0 < g.k; k0 += kKc) {
       const int64_t kc = std::min(kKc, g.k - k0);
-      for (int64_t p = 0; p < tile.np; ++p) {
+      int64_t p = 0;
+      if (tile.rows == 1)  // decode: several panels per call for enough independent FMA chains
+        for (; p + ik.row_panels <= tile.np; p += ik.row_panels) {
+          const int64_t off = (tile.p0 + p) * panel_elems + k0 * ik.nr;
+          if (p + ik.row_panels < tile.np)
+            prefetch_block(g.b, wdtype, off + ik.row_panels * panel_elems, kc * ik.nr);
+          float* cc = c + p * ik.nr;
+          const float* a = ap + k0 * ik.mr;
+          if (wdtype == DType::kBF16)
+            ik.gemm_bf16w_row(kc, a, static_cast<const uint16_t*>(g.b) + off, panel_elems, cc, k0 > 0);
+          else
+            ik.gemm_f32w_row(kc, a, static_cast<const float*>(g.b) + off, panel_elems, cc, k0 > 0);
+        }
+      for (; p < tile.np; ++p) {
         const int64_t off = (tile.p0 + p) * panel_elems + k0 * ik.nr;
         // The weights stream from memory: ask for the next panel block while this one's row tiles compute.
         if (p + 1 < tile.np) prefetch_block(g.b, wdtype, off + panel_elems, kc * ik.nr);

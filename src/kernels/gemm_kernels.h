@@ -46,6 +46,12 @@ void pack_rows_f32(const float* b, int64_t ldb, int64_t k, int64_t n, int nr, fl
 using GemmF32wFn = void (*)(int m, int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate);
 using GemmBf16wFn = void (*)(int m, int64_t kc, const float* a, const uint16_t* b, float* c, int64_t ldc,
                              bool accumulate);
+// The decode variant: one row (m = 1, a packed row panel as above) over `row_panels` adjacent weight panels, panel
+// i at b + i * panel_stride and its C at c + i * NR. Same bits as row_panels calls of the 1-row micro-kernel.
+using GemmRowF32wFn = void (*)(int64_t kc, const float* a, const float* b, int64_t panel_stride, float* c,
+                               bool accumulate);
+using GemmRowBf16wFn = void (*)(int64_t kc, const float* a, const uint16_t* b, int64_t panel_stride, float* c,
+                                bool accumulate);
 // h[i] = silu(g[i]) * u[i] for i < n (n a multiple of the vector width).
 using SwigluFn = void (*)(int64_t n, const float* g, const float* u, float* h);
 
@@ -55,6 +61,9 @@ struct IsaKernels {
   int mr, nr;
   GemmF32wFn gemm_f32w;
   GemmBf16wFn gemm_bf16w;
+  int row_panels;  // panels per call of the decode variant
+  GemmRowF32wFn gemm_f32w_row;
+  GemmRowBf16wFn gemm_bf16w_row;
   SwigluFn swiglu;
   const char* gemm_f32w_name;   // e.g. "gemm_f32w_f32_6x16__avx2"
   const char* gemm_bf16w_name;  // e.g. "gemm_bf16w_f32_6x16__avx2"

@@ -55,6 +55,30 @@ void gemm_rows(int m, int64_t kc, const float* a, const W* b, float* c, int64_t 
   }
 }
 
+// One row over kPanels adjacent weight panels (panel i at b + i * panel_stride, its C at c + i * kNr): the decode
+// case. A 1 x NR tile has only two FMA chains, which the FMA latency caps at about 16 bytes of f32 (8 of bf16)
+// weights a cycle: too slow to stream at memory bandwidth on a busy core. Four panels give eight chains; every C
+// element is still one chain in k order, so the bits equal the 1-row gemm_tile's.
+constexpr int kPanels = 4;
+
+template <typename W>
+void gemm_row_panels(int64_t kc, const float* a, const W* b, int64_t panel_stride, float* c, bool accumulate) {
+  typename V::vec acc[2 * kPanels];
+#pragma GCC unroll 16
+  for (int j = 0; j < 2 * kPanels; ++j) acc[j] = accumulate ? V::load(c + j * V::kWidth) : V::zero();
+  for (int64_t k = 0; k < kc; ++k) {
+    const typename V::vec av = V::broadcast(a + k * kMr);
+#pragma GCC unroll 16
+    for (int j = 0; j < kPanels; ++j) {
+      const W* bp = b + j * panel_stride + k * kNr;
+      acc[2 * j] = V::fma(av, load_w(bp), acc[2 * j]);
+      acc[2 * j + 1] = V::fma(av, load_w(bp + V::kWidth), acc[2 * j + 1]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int j = 0; j < 2 * kPanels; ++j) V::store(c + j * V::kWidth, acc[j]);
+}
+
 // exp(x) by range reduction to [-ln2/2, ln2/2] and a degree-6 polynomial (the Cephes expf coefficients): about
 // 1 ulp on [-87, 88]; inputs are clamped there, which only affects values whose silu is 0 or x to float precision.
 inline typename V::vec exp_approx(typename V::vec x) {
@@ -86,6 +110,12 @@ void gemm_f32w(int m, int64_t kc, const float* a, const float* b, float* c, int6
 }
 void gemm_bf16w(int m, int64_t kc, const float* a, const uint16_t* b, float* c, int64_t ldc, bool acc) {
   gemm_rows<uint16_t>(m, kc, a, b, c, ldc, acc);
+}
+void gemm_f32w_row(int64_t kc, const float* a, const float* b, int64_t panel_stride, float* c, bool acc) {
+  gemm_row_panels<float>(kc, a, b, panel_stride, c, acc);
+}
+void gemm_bf16w_row(int64_t kc, const float* a, const uint16_t* b, int64_t panel_stride, float* c, bool acc) {
+  gemm_row_panels<uint16_t>(kc, a, b, panel_stride, c, acc);
 }
 
 // Machine-limit probes for the benchmarks, here because they need the ISA's vectors. fma_probe runs 12

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "fast_kernel_test_util.h"
@@ -76,6 +77,33 @@ TEST_P(MicroKernelTest, MatchesReferenceOnEveryTileShape) {
                   << (bf16 ? "bf16" : "f32") << " m=" << m << " kc=" << kc << " acc=" << acc << " at " << i << "," << j;
             }
         }
+    }
+}
+
+// The decode variant gives the same bits as the 1-row micro-kernel on each of its panels.
+TEST_P(MicroKernelTest, RowVariantEqualsOneRowTilesBitwise) {
+  Rng rng(8);
+  const int mr = ik_->mr, nr = ik_->nr, np = ik_->row_panels;
+  for (bool bf16 : {false, true})
+    for (int64_t kc : {1, 3, 8, 17, 256}) {
+      const int64_t panel_stride = (kc + 2) * nr;  // panels need not be adjacent
+      const auto a = random_values(rng, kc);
+      std::vector<float> ap(static_cast<size_t>(mr * kc));
+      pack_rows_panel(a.data(), kc, 1, kc, mr, ap.data());
+      const auto bf = random_values(rng, np * panel_stride, bf16);
+      std::vector<uint16_t> bb(bf.size());
+      for (size_t i = 0; i < bf.size(); ++i) bb[i] = float_to_bf16(bf[i]);
+      for (bool acc : {false, true}) {
+        const auto c0 = random_values(rng, np * nr);
+        std::vector<float> got = c0, want = c0;
+        if (bf16) ik_->gemm_bf16w_row(kc, ap.data(), bb.data(), panel_stride, got.data(), acc);
+        else ik_->gemm_f32w_row(kc, ap.data(), bf.data(), panel_stride, got.data(), acc);
+        for (int p = 0; p < np; ++p) {
+          if (bf16) ik_->gemm_bf16w(1, kc, ap.data(), bb.data() + p * panel_stride, want.data() + p * nr, nr, acc);
+          else ik_->gemm_f32w(1, kc, ap.data(), bf.data() + p * panel_stride, want.data() + p * nr, nr, acc);
+        }
+        ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float))) << "kc=" << kc << " bf16=" << bf16;
+      }
     }
 }
 
