@@ -13,5 +13,6 @@ using Action = std::function<int()>;
 Action add_demo_command(CLI::App& app);
 Action add_forward_command(CLI::App& app);
 Action add_inspect_command(CLI::App& app);
+Action add_train_command(CLI::App& app);
 
 }  // namespace hymoe::tool
