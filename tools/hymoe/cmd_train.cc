@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <vector>
@@ -50,7 +51,13 @@ void write_svg(const std::string& path, const TrainCommandOptions& o, const std:
   PlotSeries lo{"min tokens/expert", "#2ca02c", false, {}, {}}, hi{"max tokens/expert", "#d62728", false, {}, {}};
   PlotSeries even{"balanced T*K/E", "#555", true, {}, {}};
   const double balanced = static_cast<double>(o.run.tokens * c.top_k) / static_cast<double>(c.num_experts);
-  for (const auto& m : rows) {
+  // At most ~400 points per curve: the plot stays small whatever the number of steps.
+  const size_t stride = std::max<size_t>(1, rows.size() / 400);
+  std::vector<size_t> picked;
+  for (size_t i = 0; i < rows.size(); i += stride) picked.push_back(i);
+  if (!rows.empty() && picked.back() != rows.size() - 1) picked.push_back(rows.size() - 1);  // always the last step
+  for (size_t i : picked) {
+    const StepMetrics& m = rows[i];
     const double s = static_cast<double>(m.step);
     loss.x.push_back(s), loss.y.push_back(m.loss);
     aux.x.push_back(s), aux.y.push_back(m.aux_loss);
