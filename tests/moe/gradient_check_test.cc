@@ -1,5 +1,5 @@
 // Finite-difference gradient checks: the layer's float32 backward against central differences (in double) of the
-// scalar reference forward (moe_reference.h), for every parameter kind and option, on small shapes. The
+// naive reference forward (reference_layer.h), for every parameter kind and option, on small shapes. The
 // objective is sum(y * grad_y) + aux_w * aux_loss + z_w * z_loss; routing decisions are held fixed.
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 
 #include "hymoe/moe.h"
 #include "hymoe/rng.h"
-#include "moe/moe_reference.h"
+#include "moe/reference_layer.h"
 #include "test_util.h"
 
 namespace hymoe::test {
@@ -115,25 +115,25 @@ TEST_P(GradientCheck, MatchesFiniteDifferences) {
   const Tensor x = random_normal(rng, Shape{g.batch, g.seq_len, D}, 1.0);
   const Tensor grad_y = g.zero_grad_y ? Tensor(x.shape()) : random_normal(rng, x.shape(), 1.0);
 
-  RefParams params = ref_params(layer);  // before the forward: a train forward moves a sigmoid router's bias
+  ReferenceParams params = reference_params(layer);  // before the forward: a train forward moves a sigmoid router's bias
   std::vector<double> xd(x.values().begin(), x.values().end());
   const Tensor y = layer.forward(x, Mode::kTrain);
   const Tensor grad_x = layer.backward(grad_y, g.aux_weight, g.z_weight);
 
   // The reference decides the same routing and computes the same forward.
-  const RefResult base = moe_forward_ref(c, params, xd, T);
+  const ReferenceOutput base = reference_forward(c, params, xd, true, 0, 1);
   const Routing& r = layer.last_routing();
   ASSERT_EQ(base.decisions.indices, std::vector<int>(r.indices.begin(), r.indices.end()));
   for (int64_t i = 0; i < T * D; ++i) ASSERT_NEAR(y[i], base.y[static_cast<size_t>(i)], 1e-5) << i;
-  ASSERT_NEAR(layer.aux_loss(), base.aux_loss, 1e-5);
-  ASSERT_NEAR(layer.z_loss(), base.z_loss, 1e-5);
+  ASSERT_NEAR(layer.aux_loss(), base.aux, 1e-5);
+  ASSERT_NEAR(layer.z_loss(), base.z, 1e-5);
   if (c.capacity_factor > 0) {
     ASSERT_TRUE(std::count(base.decisions.kept.begin(), base.decisions.kept.end(), 0) > 0) << "no drops to test";
   }
 
-  auto objective = [&](const RefParams& p, const std::vector<double>& xv) {
-    const RefResult res = moe_forward_ref(c, p, xv, T, &base.decisions);
-    double o = g.aux_weight * res.aux_loss + g.z_weight * res.z_loss;
+  auto objective = [&](const ReferenceParams& p, const std::vector<double>& xv) {
+    const ReferenceOutput res = reference_forward(c, p, xv, true, 0, 1, &base.decisions);
+    double o = g.aux_weight * res.aux + g.z_weight * res.z;
     for (int64_t i = 0; i < T * D; ++i) o += res.y[static_cast<size_t>(i)] * grad_y[i];
     return o;
   };
