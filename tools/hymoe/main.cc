@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   add(hymoe::tool::add_forward_command);
   add(hymoe::tool::add_inspect_command);
   add(hymoe::tool::add_bench_command);
+  add(hymoe::tool::add_train_command);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
