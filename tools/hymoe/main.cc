@@ -10,6 +10,7 @@ int main(int argc, char** argv) {
   CLI::App app{"hymoe: Mixture-of-Experts layers on the CPU (forward, inspection, placement, benchmarks)"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "hymoe 0.1.0");
+  app.fallthrough();  // subcommands inherit this: `hymoe forward ... --threads 2` reaches the option below
   int threads = 0;
   app.add_option("--threads", threads, "kernel threads for any subcommand (default: HYMOE_THREADS or physical cores)")
       ->check(CLI::Range(1, 1024));
