@@ -3,3 +3,7 @@
 
 #include "hymoe/placement/planner.h"
 #include "hymoe/placement/plan_file.h"
+#include "hymoe/placement/stats.h"
+#include "hymoe/placement/trace.h"
+#include "hymoe/placement/evaluate.h"
+#include "hymoe/placement/heatmap.h"
