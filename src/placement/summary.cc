@@ -76,20 +76,20 @@ StatsSummary summarize(const CountTable& table) {
   out.mean_top10 /= a, out.mean_top25 /= a, out.mean_top50 /= a, out.mean_gini /= a, out.mean_balancedness /= a;
   out.mean_count_per_expert = table.total() / (a * static_cast<double>(table.num_experts));
 
-  // The hottest quarter's excess over the 25% uniform routing gives it is what a frequency plan at a 25% budget
-  // can win at most, on this very data.
-  const double excess = out.mean_top25 - 0.25;
-  const std::string pct = detail::format_number(std::round(out.mean_top25 * 1000) / 10);
+  // What a frequency plan holding a quarter of the experts could save at most, on this very data: the CPU keeps
+  // 1 - top25 of the routed work instead of the 75% any plan keeps under uniform routing.
+  const double cpu_saving = (out.mean_top25 - 0.25) / 0.75;
+  const std::string facts = " (with 25% of the experts on the GPU, the hottest take " +
+                            detail::format_number(std::round(out.mean_top25 * 1000) / 10) +
+                            "% of routed tokens vs 25% under uniform routing: CPU work falls by at most " +
+                            detail::format_number(std::round(cpu_saving * 1000) / 10) + "%)";
   std::string verdict;
-  if (excess < 0.05)
-    verdict = "routing is near-uniform: expected gain from frequency placement is small (the hottest 25% of "
-              "experts take " + pct + "% of routed tokens, uniform routing gives 25%)";
-  else if (excess < 0.15)
-    verdict = "routing is moderately skewed: frequency placement helps (the hottest 25% of experts take " + pct +
-              "% of routed tokens, uniform routing gives 25%)";
+  if (cpu_saving < 0.10)
+    verdict = "routing is near-uniform: expected gain from frequency placement is small" + facts;
+  else if (cpu_saving < 0.25)
+    verdict = "routing is moderately skewed: frequency placement helps" + facts;
   else
-    verdict = "routing is strongly skewed: frequency placement pays off (the hottest 25% of experts take " + pct +
-              "% of routed tokens, uniform routing gives 25%)";
+    verdict = "routing is strongly skewed: frequency placement pays off" + facts;
   if (out.mean_count_per_expert < 20)
     verdict += "; only " + detail::format_number(std::round(out.mean_count_per_expert * 10) / 10) +
                " routed tokens per expert on average: small samples overstate skew";
