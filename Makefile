@@ -23,7 +23,14 @@ asan: setup
 fuzz: setup
 	cmake --preset fuzz >/dev/null
 	cmake --build --preset fuzz
-	./build/fuzz/fuzz/safetensors_fuzz -max_total_time=$${FUZZ_SECONDS:-30} -rss_limit_mb=2048 fuzz/corpus/safetensors
+	@# Each target X_fuzz runs over fuzz/corpus/X; new inputs go to build/, never into the repo's seed corpus.
+	@for t in build/fuzz/fuzz/*_fuzz; do \
+	  n=$$(basename $$t _fuzz); mkdir -p build/fuzz/corpus-$$n; \
+	  echo "fuzzing $$n for $${FUZZ_SECONDS:-30} s"; \
+	  $$t -max_total_time=$${FUZZ_SECONDS:-30} -rss_limit_mb=2048 -print_final_stats=1 build/fuzz/corpus-$$n \
+	    fuzz/corpus/$$n >build/fuzz/log-$$n 2>&1 || { tail -40 build/fuzz/log-$$n; exit 1; }; \
+	  grep -E "^(Done|stat::number_of_executed_units)" build/fuzz/log-$$n; \
+	done
 
 clean:
 	rm -rf build

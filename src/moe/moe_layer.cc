@@ -127,7 +127,7 @@ void MoELayer::init_random(Rng& rng) {
       // nn.Linear stores (out, in) and packed tensors (E, in, out): the fan-in is dimension 1 either way.
       const int64_t fan_in = t->dim(1);
       const double bound = 1.0 / std::sqrt(static_cast<double>(fan_in));
-      *t = random_uniform(rng, t->shape(), -bound, bound);
+      for (float& v : t->values()) v = static_cast<float>(-bound + 2.0 * bound * rng.uniform());  // in place
     }
   }
 }
