@@ -36,7 +36,7 @@ PlanOptions sweep_plan_options(const std::string& strategy, int64_t budget, int6
   PlanOptions o = base;
   o.previous_scores.reset();
   if (strategy == "score_aware_layer_balanced") {
-    o.min_experts_per_layer = std::max<int64_t>(0, budget) / (2 * layers);
+    o.min_experts_per_layer = std::max<int64_t>(0, budget) / layers;
     o.max_experts_per_layer.reset();
   } else if (strategy == "critical_path") {
     o.min_experts_per_layer = 0;

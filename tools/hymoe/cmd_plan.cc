@@ -68,6 +68,16 @@ void print_sweep(const CountTable& train, const CountTable& heldout, const PlanO
     for (double h : row.hit_rate) fmt::print(" {:>13}", percent(h));
     fmt::print(" {:>13}\n", percent(row.oracle));
   }
+  fmt::print("predicted step time on the evaluation data (us, cost model; all experts on CPU: {:.1f}):\n{:>6}",
+             evaluate_mask(std::vector<uint8_t>(heldout.counts.size(), 0), heldout, options.cost).predicted_step_seconds * 1e6,
+             "budget");
+  for (const auto& name : strategy_names()) fmt::print(" {:>13}", name.substr(0, 13));
+  fmt::print("\n");
+  for (const auto& row : rows) {
+    fmt::print("{:>6}", percent(row.ratio));
+    for (double t : row.predicted_seconds) fmt::print(" {:>13.1f}", t * 1e6);
+    fmt::print("\n");
+  }
 }
 
 int run_plan(const PlanFlags& f) {

@@ -24,8 +24,8 @@ struct Evaluation {
 // `mask` is (L, E) row-major and must match the table's shape.
 Evaluation evaluate_mask(const std::vector<uint8_t>& mask, const CountTable& data, const CostModel& cost = {});
 
-// Options a sweep or a replay plans with. The balanced strategy's floor is half an even share,
-// min = floor(budget / (2 L)), so it differs from `frequency` (which it equals at min = 0).
+// Options a sweep or a replay plans with. The balanced strategy gets an even floor, min = floor(budget / L) (each
+// layer's hottest experts, the rest by global score), so it differs from `frequency` (which it equals at min = 0).
 PlanOptions sweep_plan_options(const std::string& strategy, int64_t budget, int64_t layers, const PlanOptions& base);
 
 struct SweepRow {
