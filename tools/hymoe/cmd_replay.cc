@@ -66,8 +66,8 @@ int run_replay(const ReplayFlags& f) {
   fmt::print("replay ({}, {} GPU experts, re-plan every {} tokens, EMA alpha {}, hysteresis {}, max moves {}):\n",
              o.strategy, o.budget, o.replan_every, o.ema_alpha, o.hysteresis,
              o.max_moves_per_replan < 0 ? std::string("unlimited") : std::to_string(o.max_moves_per_replan));
-  fmt::print("  hit rate {} over tokens {}..{}, {} re-plans, {} expert moves", percent(r.hit_rate), o.score_from,
-             trace.num_tokens, r.replans, r.moves);
+  fmt::print("  hit rate {} over tokens {}..{}; over the whole trace {} re-plans, {} expert moves", percent(r.hit_rate),
+             o.score_from, trace.num_tokens, r.replans, r.moves);
   if (r.bytes_moved) fmt::print(", {} bytes moved", *r.bytes_moved);
   fmt::print("\n");
   if (o.score_from > 0 && o.score_from < trace.num_tokens) {
