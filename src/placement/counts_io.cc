@@ -4,10 +4,8 @@
 #include <charconv>
 #include <cmath>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "hymoe/error.h"
 #include "hymoe/placement/stats.h"
@@ -92,12 +90,9 @@ void walk_json(const nlohmann::json& v, size_t depth, Shape& shape, std::vector<
 }  // namespace
 
 CountTable require_table(const StatsArray& array, const std::string& label) {
-  if (array.shape.size() != 2) {
-    std::string shape = "(";
-    for (size_t i = 0; i < array.shape.size(); ++i) shape += (i ? ", " : "") + std::to_string(array.shape[i]);
-    if (array.shape.size() == 1) shape += ",";
-    fail(label, ": activation_freq must be a 2D tensor of shape (num_layers, num_experts), got shape ", shape, ")");
-  }
+  if (array.shape.size() != 2)
+    fail(label, ": activation_freq must be a 2D tensor of shape (num_layers, num_experts), got shape ",
+         shape_to_string(array.shape));
   check_table_size(array.shape[0], array.shape[1], label);
   CountTable t(array.shape[0], array.shape[1]);
   t.counts = array.values;
@@ -181,14 +176,6 @@ StatsArray parse_counts_safetensors(std::vector<std::byte> bytes, const std::str
 
 namespace {
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(path, ": cannot open");
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 enum class Format { kJson, kCsv, kSafetensors };
 
 Format format_of(const std::string& path) {
@@ -203,13 +190,13 @@ Format format_of(const std::string& path) {
 
 StatsArray read_counts_array(const std::string& path) {
   switch (format_of(path)) {
-    case Format::kJson: return parse_counts_json(read_text(path), path);
+    case Format::kJson: return parse_counts_json(detail::read_file_text(path), path);
     case Format::kCsv: {
-      const CountTable t = parse_counts_csv(read_text(path), path);
+      const CountTable t = parse_counts_csv(detail::read_file_text(path), path);
       return StatsArray{{t.num_layers, t.num_experts}, t.counts};
     }
     case Format::kSafetensors: {
-      const std::string text = read_text(path);
+      const std::string text = detail::read_file_text(path);
       std::vector<std::byte> bytes(text.size());
       std::memcpy(bytes.data(), text.data(), text.size());
       return parse_counts_safetensors(std::move(bytes), path);
@@ -251,16 +238,10 @@ std::vector<std::byte> counts_to_safetensors(const CountTable& table) {
 }
 
 void write_counts(const std::string& path, const CountTable& table) {
-  auto as_bytes = [](const std::string& s) {
-    std::vector<std::byte> b(s.size());
-    std::memcpy(b.data(), s.data(), s.size());
-    return b;
-  };
-  switch (format_of(path)) {
-    case Format::kJson: write_file_atomically(path, as_bytes(counts_to_json(table))); break;
-    case Format::kCsv: write_file_atomically(path, as_bytes(counts_to_csv(table))); break;
-    case Format::kSafetensors: write_file_atomically(path, counts_to_safetensors(table)); break;
-  }
+  const Format format = format_of(path);
+  if (format == Format::kSafetensors) return write_file_atomically(path, counts_to_safetensors(table));
+  const std::string text = format == Format::kJson ? counts_to_json(table) : counts_to_csv(table);
+  write_file_atomically(path, std::as_bytes(std::span(text)));
 }
 
 }  // namespace hymoe::placement

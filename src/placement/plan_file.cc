@@ -1,11 +1,10 @@
 // PLAN.json writing and reading. nlohmann_json stays private to the library.
 #include "hymoe/placement/plan_file.h"
 
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "hymoe/error.h"
+#include "placement/text_util.h"
 
 namespace hymoe::placement {
 namespace {
@@ -80,12 +79,6 @@ PlanMask parse_plan_json(const std::string& text, const std::string& label) {
   return m;
 }
 
-PlanMask read_plan_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(path, ": cannot open");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse_plan_json(text.str(), path);
-}
+PlanMask read_plan_file(const std::string& path) { return parse_plan_json(detail::read_file_text(path), path); }
 
 }  // namespace hymoe::placement

@@ -14,16 +14,8 @@
 namespace hymoe::placement {
 namespace {
 
-// Python's repr of a tuple of ints, as the reference prints shapes: (4,), (2, 3), ().
-std::string python_shape(const Shape& shape) {
-  std::string out = "(";
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if (i) out += ", ";
-    out += std::to_string(shape[i]);
-  }
-  if (shape.size() == 1) out += ",";
-  return out + ")";
-}
+// Shapes appear in messages as the reference prints them, Python tuples: (4,), (2, 3). core's shape_to_string
+// writes exactly that.
 
 // Python's repr of a float: shortest round trip, always with a decimal point or exponent.
 std::string python_float(double value) {
@@ -137,12 +129,12 @@ Placement plan_gpu_expert_placement(const Tensor& scores, int64_t num_gpu_expert
   // The reference's order: shape, alpha, previous scores, strategy, then the balanced strategy's bounds.
   if (scores.rank() != 2)
     fail("activation_freq must be a 2D tensor of shape (num_layers, num_experts), got shape ",
-         python_shape(scores.shape()));
+         shape_to_string(scores.shape()));
   if (!(options.alpha >= 0.0 && options.alpha <= 1.0))
     fail("alpha must be in [0, 1], got ", python_float(options.alpha));
   if (options.previous_scores && options.previous_scores->shape() != scores.shape())
-    fail("previous_scores shape ", python_shape(options.previous_scores->shape()),
-         " must match activation_freq shape ", python_shape(scores.shape()));
+    fail("previous_scores shape ", shape_to_string(options.previous_scores->shape()),
+         " must match activation_freq shape ", shape_to_string(scores.shape()));
   const Strategy strategy = parse_strategy(strategy_text);
 
   const int64_t layers = scores.dim(0), experts = scores.dim(1);
@@ -205,7 +197,7 @@ Placement plan_model_placement(const Tensor& scores, const LayerLayout& layout, 
                                std::string_view strategy, const PlanOptions& options) {
   if (scores.rank() != 2)
     fail("activation_freq must be a 2D tensor of shape (num_layers, num_experts), got shape ",
-         python_shape(scores.shape()));
+         shape_to_string(scores.shape()));
   if (layout.first_k_dense_replace < 0) fail("first_k_dense_replace must be non-negative, got ",
                                              layout.first_k_dense_replace);
   if (layout.moe_layer_freq < 1) fail("moe_layer_freq must be at least 1, got ", layout.moe_layer_freq);
@@ -223,8 +215,8 @@ Placement plan_model_placement(const Tensor& scores, const LayerLayout& layout, 
   PlanOptions moe_options = options;
   if (options.previous_scores) {
     if (options.previous_scores->shape() != scores.shape())
-      fail("previous_scores shape ", python_shape(options.previous_scores->shape()),
-           " must match activation_freq shape ", python_shape(scores.shape()));
+      fail("previous_scores shape ", shape_to_string(options.previous_scores->shape()),
+           " must match activation_freq shape ", shape_to_string(scores.shape()));
     moe_options.previous_scores = rows(*options.previous_scores);
   }
   const Placement inner = plan_gpu_expert_placement(rows(scores), num_gpu_experts, strategy, moe_options);

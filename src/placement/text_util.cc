@@ -3,6 +3,8 @@
 
 #include <charconv>
 #include <cmath>
+#include <fstream>
+#include <sstream>
 
 #include "hymoe/error.h"
 
@@ -72,6 +74,14 @@ std::string format_number(double value) {
   char buf[64];
   const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, value);
   return std::string(buf, end);
+}
+
+std::string read_file_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(path, ": cannot open");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
 }
 
 std::string csv_row(std::initializer_list<int64_t> keys, double value) {

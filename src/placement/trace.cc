@@ -3,7 +3,6 @@
 #include <cmath>
 #include <fstream>
 #include <map>
-#include <sstream>
 #include <unordered_map>
 
 #include "hymoe/error.h"
@@ -142,11 +141,7 @@ RoutingTrace parse_trace_csv(std::string_view text, const std::string& label, st
 }
 
 RoutingTrace read_trace_csv(const std::string& path, std::optional<int64_t> num_experts) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(path, ": cannot open");
-  std::ostringstream s;
-  s << in.rdbuf();
-  return parse_trace_csv(s.str(), path, num_experts);
+  return parse_trace_csv(detail::read_file_text(path), path, num_experts);
 }
 
 bool is_trace_file(const std::string& path) {

@@ -3,7 +3,6 @@
 // is read and checked, and the plan made, before anything is written; outputs are written atomically.
 #include <fmt/format.h>
 
-#include <cstring>
 
 #include "commands.h"
 #include "hymoe/error.h"
@@ -40,9 +39,7 @@ Tensor read_scores(const std::vector<std::string>& paths, std::optional<int64_t>
 }
 
 void write_text(const std::string& path, const std::string& text) {
-  std::vector<std::byte> bytes(text.size());
-  std::memcpy(bytes.data(), text.data(), text.size());
-  write_file_atomically(path, bytes);
+  write_file_atomically(path, std::as_bytes(std::span(text)));
 }
 
 void print_plan(const PlacementReport& r) {
