@@ -121,7 +121,10 @@ Strategy parse_strategy(std::string_view name) {
   const auto& names = strategy_names();
   for (size_t i = 0; i < names.size(); ++i)
     if (names[i] == name) return static_cast<Strategy>(i);
-  fail("Unknown expert placement strategy: '", name, "'. Supported strategies: ", python_list(names));
+  // The reference lists its names sorted.
+  std::vector<std::string> sorted = names;
+  std::sort(sorted.begin(), sorted.end());
+  fail("Unknown expert placement strategy: '", name, "'. Supported strategies: ", python_list(sorted));
 }
 
 Placement plan_gpu_expert_placement(const Tensor& scores, int64_t num_gpu_experts, std::string_view strategy_text,
@@ -138,6 +141,8 @@ Placement plan_gpu_expert_placement(const Tensor& scores, int64_t num_gpu_expert
   const Strategy strategy = parse_strategy(strategy_text);
 
   const int64_t layers = scores.dim(0), experts = scores.dim(1);
+  if (layers < 1 || experts < 1)
+    fail("activation_freq must have at least one layer and one expert, got shape ", shape_to_string(scores.shape()));
   const int64_t total = layers * experts;
   const int64_t budget = std::clamp<int64_t>(num_gpu_experts, 0, total);
   const int64_t max_per_layer = options.max_experts_per_layer.value_or(experts);
@@ -185,7 +190,8 @@ int64_t resolve_budget(const BudgetSpec& budget, int64_t moe_layers, int64_t exp
     case BudgetSpec::Kind::kPerLayer:
       if (budget.value != std::floor(budget.value))
         fail("num_gpu_experts_per_layer must be an integer, got ", budget.value);
-      return static_cast<int64_t>(std::clamp(budget.value, -9e15, 9e15)) * moe_layers;
+      // Clamped first so the product cannot overflow; the planner clamps to L*E anyway.
+      return static_cast<int64_t>(std::clamp(budget.value, -1e9, 1e9)) * moe_layers;
     case BudgetSpec::Kind::kRatio:
       if (budget.value < 0.0 || budget.value > 1.0) fail("gpu_experts_ratio must be in [0, 1], got ", budget.value);
       return static_cast<int64_t>(static_cast<double>(moe_layers * experts_per_layer) * budget.value);

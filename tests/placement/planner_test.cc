@@ -267,6 +267,15 @@ TEST(Planner, ValidationNamesTheClampedBudgetAndFollowsTheReferenceOrder) {
     EXPECT_STREQ(e.what(), "max_experts_per_layer (5) cannot exceed num_experts_per_layer (4)");
   }
   EXPECT_THROW(plan_gpu_expert_placement(Tensor(Shape{2, 2}, {1, NAN, 2, 3}), 1, "frequency"), Error);
+  for (const auto& name : strategy_names())  // an empty table is an error, not a division by zero
+    EXPECT_THROW(plan_gpu_expert_placement(Tensor(Shape{0, 4}), 1, name), Error) << name;
+  try {
+    plan_gpu_expert_placement(t, 1, "lru");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "Unknown expert placement strategy: 'lru'. Supported strategies: ['critical_path', "
+                           "'frequency', 'front-loading', 'random', 'score_aware_layer_balanced', 'uniform']");
+  }
 }
 
 }  // namespace
