@@ -55,10 +55,22 @@ struct Routing {
   std::vector<float> weights;         // (T, K) after capacity zeroing (== router_weights without capacity)
   std::vector<uint8_t> dropped;       // (T, K) 1 where capacity dropped the assignment
   std::vector<float> logits;          // (T, E) gate logits, without any bias
-  std::vector<float> scores;          // (T, E) softmax probabilities or biased sigmoid scores
+  std::vector<float> scores;          // (T, E) softmax probabilities or biased sigmoid scores (pre-update bias)
   Tensor expert_counts;               // (E) top-k assignments per expert before drops, as float
   float aux_loss = 0.0f;
   float z_loss = 0.0f;
+};
+
+// What a router's backward pass gets: the gradient of the loss with respect to the normalized top-k weights
+// (`router_weights`, before capacity zeroing: a dropped assignment's entry is 0) and the weights of the two router
+// losses. It accumulates d loss / d x into grad_x.
+struct RouterBackwardArgs {
+  const Tensor* x = nullptr;           // (T, dim) the input of the forward
+  const Routing* routing = nullptr;    // what that forward decided
+  const float* grad_weights = nullptr; // (T, K)
+  float aux_loss_weight = 0.0f;
+  float z_loss_weight = 0.0f;
+  float* grad_x = nullptr;             // (T, dim), accumulated into
 };
 
 // A router: owns its parameters and state, names them as PyTorch does relative to the router module.
@@ -72,6 +84,11 @@ class Router {
   virtual void set_step(int64_t /*step*/, int64_t /*max_steps*/) {}
   // Parameters and buffers: ("gate.weight", ...), ("expert_bias", ...), ("expert_ema", ...).
   virtual std::vector<std::pair<std::string, Tensor*>> named_tensors() = 0;
+  // The trainable subset of named_tensors() (buffers such as expert_ema left out).
+  virtual std::vector<std::pair<std::string, Tensor*>> named_parameters() { return named_tensors(); }
+  // Gradients of every parameter (named as in named_parameters(), same order) for the routing `args.routing`
+  // made by this router's last train-mode route(). A router without a backward pass throws.
+  virtual std::vector<std::pair<std::string, Tensor>> backward(const RouterBackwardArgs& args);
 };
 
 using RouterFactory = std::function<std::unique_ptr<Router>(const MoEConfig&)>;
@@ -128,6 +145,16 @@ class MoELayer {
   // step/max(max_steps, 1). Non-finite inputs are an error.
   Tensor forward(const Tensor& x, Mode mode, int64_t step = 0, int64_t max_steps = 1);
 
+  // Gradients of sum(y * grad_y) + aux_loss_weight * aux_loss + z_loss_weight * z_loss after a train-mode
+  // forward, with respect to x (returned, (B, L, dim)) and every parameter (named_gradients()); the routing
+  // decisions (top-k choice, capacity drops, token fractions, load scales) are constants, as under autograd.
+  // Gradients are overwritten, not accumulated. Throws unless the last forward was in train mode.
+  Tensor backward(const Tensor& grad_y, float aux_loss_weight = 0.0f, float z_loss_weight = 0.0f);
+  // (name, gradient) for every parameter, in named_parameters() order; zeros until the first backward.
+  std::vector<std::pair<std::string, const Tensor*>> named_gradients() const;
+  // Bytes the last train-mode forward kept for the backward (0 after an eval forward): see docs/training.md.
+  int64_t saved_for_backward_bytes() const;
+
   // Results of the last forward, like the Python properties.
   float aux_loss() const { return routing_.aux_loss; }
   float z_loss() const { return routing_.z_loss; }
@@ -139,6 +166,8 @@ class MoELayer {
   // Every parameter and buffer under its PyTorch state_dict name. Non-const access marks the weights as changed
   // (kernels re-prepare their packed copies on the next forward).
   std::vector<std::pair<std::string, Tensor*>> named_tensors();
+  // The trainable subset of named_tensors() (no buffers), in the same order: what an optimizer updates.
+  std::vector<std::pair<std::string, Tensor*>> named_parameters();
   // Loads every tensor from `file`, names prefixed with `prefix` (e.g. "model.layers.3.mlp."). Missing or
   // misshapen tensors are errors naming the file, the tensor and the shapes; the layer is unchanged on error.
   void load(const SafetensorsFile& file, const std::string& prefix = "");
@@ -151,6 +180,8 @@ class MoELayer {
   int64_t expert_weight_bytes() const;
 
  private:
+  std::vector<std::pair<std::string, Tensor*>> collect_tensors(bool parameters_only) const;
+
   struct Impl;
   MoEConfig config_;
   std::unique_ptr<Router> router_;

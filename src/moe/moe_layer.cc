@@ -2,13 +2,16 @@
 //   route -> capacity -> count -> scan/gather (dispatch) -> grouped expert MLP (gate/up, activation, down,
 //   row scale) -> weighted combine -> + shared expert.
 // Weight storage (per-expert nn.Linear or packed (E, in, out)) and the kernel implementation plug in below
-// this orchestration; neither changes it.
+// this orchestration; neither changes it. The backward pass runs the same stages in reverse, from what a
+// train-mode forward saved (docs/training.md lists it and its bytes per token).
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "hymoe/error.h"
 #include "hymoe/moe.h"
 #include "moe/dispatch.h"
+#include "moe/expert_backward.h"
 #include "moe/expert_views.h"
 
 namespace hymoe {
@@ -22,6 +25,27 @@ struct MoELayer::Impl {
   // Kernels prepared from the current weights; rebuilt after any non-const access to the weights.
   std::unique_ptr<kernels::GroupedFfn> routed_ffn, shared_ffn;
   bool weights_dirty = true;
+
+  // What a train-mode forward keeps for the backward; released by an eval forward. The routing itself (logits,
+  // scores, choices, weights, counts) lives in MoELayer::routing_, which every forward keeps.
+  struct Saved {
+    bool valid = false;
+    Shape x_shape;
+    Tensor x;                                    // (T, D) the input: router and weight gradients need it
+    Dispatch dispatch;                           // the ragged batch: offsets, row -> (token, slot), positions
+    std::vector<float> row_scale;                // (R) routing weight x load scale per row
+    std::vector<float> gate, up;                 // (R, H) routed pre-activations (gate only for SwiGLU)
+    std::vector<float> shared_gate, shared_up;   // (T, H) shared expert pre-activations
+  } saved;
+  std::vector<std::pair<std::string, Tensor>> grads;  // named_parameters() order
+
+  std::vector<kernels::MlpWeightsView> routed_views(int64_t num_experts) const {
+    std::vector<kernels::MlpWeightsView> views;
+    for (int64_t e = 0; e < num_experts; ++e)
+      views.push_back(!experts.empty() ? mlp_view(experts[static_cast<size_t>(e)])
+                                       : packed_view(up_w, down_w, activation == MlpActivation::kSwiGLU ? &gate_w : nullptr, e));
+    return views;
+  }
 };
 
 namespace {
@@ -48,6 +72,19 @@ void apply_capacity(const MoEConfig& c, Routing& r) {
       }
     }
   }
+}
+
+// gradient_scale (train only): each routed output row of expert e is multiplied by (T*K/E) / max(count_e, 1),
+// count_e including capacity drops.
+float expert_load_scale(const MoEConfig& c, const Routing& r, Mode mode, int64_t e) {
+  if (mode != Mode::kTrain || !c.gradient_scale) return 1.0f;
+  const float avg_tokens = static_cast<float>(static_cast<double>(r.num_tokens * r.top_k) / static_cast<double>(r.num_experts));
+  return avg_tokens / std::max(r.expert_counts[e], 1.0f);
+}
+
+template <typename T>
+int64_t vector_bytes(const std::vector<T>& v) {
+  return static_cast<int64_t>(v.size() * sizeof(T));
 }
 
 void check_finite(const Tensor& x, const char* what) {
@@ -83,8 +120,38 @@ MoELayer& MoELayer::operator=(MoELayer&&) noexcept = default;
 
 std::vector<std::pair<std::string, Tensor*>> MoELayer::named_tensors() {
   impl_->weights_dirty = true;
+  return collect_tensors(false);
+}
+
+std::vector<std::pair<std::string, Tensor*>> MoELayer::named_parameters() {
+  impl_->weights_dirty = true;
+  return collect_tensors(true);
+}
+
+std::vector<std::pair<std::string, const Tensor*>> MoELayer::named_gradients() const {
+  if (impl_->grads.empty())
+    for (auto& [name, t] : collect_tensors(true)) impl_->grads.emplace_back(name, Tensor(t->shape()));
+  std::vector<std::pair<std::string, const Tensor*>> out;
+  for (auto& [name, t] : impl_->grads) out.emplace_back(name, &t);
+  return out;
+}
+
+int64_t MoELayer::saved_for_backward_bytes() const {
+  const auto& s = impl_->saved;
+  if (!s.valid) return 0;
+  const Routing& r = routing_;
+  const Dispatch& d = s.dispatch;
+  return static_cast<int64_t>(s.x.numel() * sizeof(float)) + vector_bytes(d.offsets) + vector_bytes(d.row_token) +
+         vector_bytes(d.row_slot) + vector_bytes(d.position) + vector_bytes(s.row_scale) + vector_bytes(s.gate) +
+         vector_bytes(s.up) + vector_bytes(s.shared_gate) + vector_bytes(s.shared_up) + vector_bytes(r.indices) +
+         vector_bytes(r.router_weights) + vector_bytes(r.weights) + vector_bytes(r.dropped) + vector_bytes(r.logits) +
+         vector_bytes(r.scores) + static_cast<int64_t>(r.expert_counts.numel() * sizeof(float));
+}
+
+std::vector<std::pair<std::string, Tensor*>> MoELayer::collect_tensors(bool parameters_only) const {
   std::vector<std::pair<std::string, Tensor*>> out;
-  for (auto& [name, t] : router_->named_tensors()) out.emplace_back("router." + name, t);
+  for (auto& [name, t] : parameters_only ? router_->named_parameters() : router_->named_tensors())
+    out.emplace_back("router." + name, t);
   if (config_.packed_experts) {
     out.emplace_back("up_w", &impl_->up_w);
     out.emplace_back("down_w", &impl_->down_w);
@@ -147,12 +214,7 @@ Tensor MoELayer::forward(const Tensor& x, Mode mode, int64_t step, int64_t max_s
 
   if (impl_->weights_dirty) {
     const kernels::Activation act = to_kernel_activation(impl_->activation);
-    std::vector<kernels::MlpWeightsView> views;
-    for (int64_t e = 0; e < E; ++e)
-      views.push_back(config_.packed_experts
-                          ? packed_view(impl_->up_w, impl_->down_w,
-                                        impl_->activation == MlpActivation::kSwiGLU ? &impl_->gate_w : nullptr, e)
-                          : mlp_view(impl_->experts[static_cast<size_t>(e)]));
+    const std::vector<kernels::MlpWeightsView> views = impl_->routed_views(E);
     impl_->routed_ffn = kernels::make_grouped_ffn({E, D, config_.hidden_dim, act}, views);
     if (impl_->has_shared) {
       const kernels::MlpWeightsView shared = mlp_view(impl_->shared);
@@ -171,13 +233,19 @@ Tensor MoELayer::forward(const Tensor& x, Mode mode, int64_t step, int64_t max_s
   const std::vector<float> x_sorted = gather_rows(x2.data(), D, dispatch);
   // 4. Per-row output scale: routing weight x (train-mode gradient_scale) load scale of the row's expert.
   std::vector<float> row_scale(static_cast<size_t>(dispatch.rows()));
-  const bool load_scale = mode == Mode::kTrain && config_.gradient_scale;
-  const float avg_tokens = static_cast<float>(static_cast<double>(T * K) / static_cast<double>(E));
   for (int64_t r = 0; r < dispatch.rows(); ++r) {
     const size_t a = static_cast<size_t>(dispatch.row_token[static_cast<size_t>(r)] * K + dispatch.row_slot[static_cast<size_t>(r)]);
-    float s = routing.weights[a];
-    if (load_scale) s *= avg_tokens / std::max(routing.expert_counts[routing.indices[a]], 1.0f);
-    row_scale[static_cast<size_t>(r)] = s;
+    row_scale[static_cast<size_t>(r)] = routing.weights[a] * expert_load_scale(config_, routing, mode, routing.indices[a]);
+  }
+  // Train mode keeps the pre-activations for the backward; eval keeps nothing.
+  auto& saved = impl_->saved;
+  saved = {};
+  const bool train = mode == Mode::kTrain;
+  const bool gated = impl_->activation == MlpActivation::kSwiGLU;
+  const size_t H = static_cast<size_t>(config_.hidden_dim);
+  if (train) {
+    saved.up.resize(static_cast<size_t>(dispatch.rows()) * H);
+    if (gated) saved.gate.resize(saved.up.size());
   }
   // 5. Grouped expert MLPs over exactly the routed rows.
   std::vector<float> expert_out(x_sorted.size());
@@ -187,6 +255,10 @@ Tensor MoELayer::forward(const Tensor& x, Mode mode, int64_t step, int64_t max_s
     args.x = x_sorted.data();
     args.scale = row_scale.data();
     args.y = expert_out.data();
+    if (train) {
+      args.saved_up = saved.up.data();
+      args.saved_gate = gated ? saved.gate.data() : nullptr;
+    }
     impl_->routed_ffn->run(args);
   }
   // 6. Weighted combine back to token order, 7. plus the shared expert.
@@ -199,11 +271,128 @@ Tensor MoELayer::forward(const Tensor& x, Mode mode, int64_t step, int64_t max_s
     args.offsets = offsets;
     args.x = x2.data();
     args.y = shared_out.data();
+    if (train) {
+      saved.shared_up.resize(static_cast<size_t>(T) * H);
+      args.saved_up = saved.shared_up.data();
+      if (gated) {
+        saved.shared_gate.resize(saved.shared_up.size());
+        args.saved_gate = saved.shared_gate.data();
+      }
+    }
     impl_->shared_ffn->run(args);
     for (int64_t i = 0; i < T * D; ++i) y[i] += shared_out[static_cast<size_t>(i)];
   }
+  if (train) {
+    saved.valid = true;
+    saved.x_shape = x.shape();
+    saved.x = x2;
+    saved.dispatch = dispatch;
+    saved.row_scale = std::move(row_scale);
+  }
   routing_ = std::move(routing);
   return y;
+}
+
+Tensor MoELayer::backward(const Tensor& grad_y, float aux_loss_weight, float z_loss_weight) {
+  auto& s = impl_->saved;
+  if (!s.valid) fail("backward: needs a train-mode forward first (none ran, or the last one was in eval mode)");
+  if (grad_y.shape() != s.x_shape)
+    fail("backward: grad_y has shape ", shape_to_string(grad_y.shape()), ", the forward's output had ",
+         shape_to_string(s.x_shape));
+  check_finite(grad_y, "backward: grad_y");
+  if (!std::isfinite(aux_loss_weight) || !std::isfinite(z_loss_weight))
+    fail("backward: aux_loss_weight=", aux_loss_weight, " and z_loss_weight=", z_loss_weight, " must be finite");
+  const Routing& r = routing_;
+  const Dispatch& d = s.dispatch;
+  const int64_t T = r.num_tokens, K = r.top_k, E = r.num_experts, D = config_.dim, H = config_.hidden_dim;
+  const int64_t R = d.rows();
+  const bool gated = impl_->activation == MlpActivation::kSwiGLU;
+  const kernels::GroupedFfnShape routed_shape{E, D, H, to_kernel_activation(impl_->activation)};
+
+  impl_->grads.clear();
+  std::map<std::string, Tensor*> grad_of;
+  for (auto& [name, t] : collect_tensors(true)) impl_->grads.emplace_back(name, Tensor(t->shape()));
+  for (auto& [name, t] : impl_->grads) grad_of[name] = &t;
+  // Gradient storage per expert, in the layout of the weights (packed: expert e's slice of the (E, ., .) tensor).
+  auto expert_grads = [&](const char* unpacked, const char* packed, int64_t slice) {
+    std::vector<float*> out;
+    for (int64_t e = 0; e < E; ++e)
+      out.push_back(config_.packed_experts ? grad_of.at(packed)->data() + e * slice
+                                           : grad_of.at("experts." + std::to_string(e) + "." + unpacked)->data());
+    return out;
+  };
+
+  const Tensor g2 = grad_y.reshaped(Shape{T, D});
+  Tensor grad_x(Shape{T, D});
+  std::vector<float> grad_weights(static_cast<size_t>(T * K), 0.0f);  // d loss / d router_weights; 0 if dropped
+  // Routed experts, over exactly the kept rows of the forward's ragged batch.
+  if (R > 0) {
+    const std::vector<float> x_sorted = gather_rows(s.x.data(), D, d);
+    const std::vector<float> g_sorted = gather_rows(g2.data(), D, d);
+    std::vector<float> grad_x_sorted(static_cast<size_t>(R * D)), grad_scale(static_cast<size_t>(R));
+    const std::vector<kernels::MlpWeightsView> views = impl_->routed_views(E);
+    const std::vector<float*> grad_gate = gated ? expert_grads("gate_proj.weight", "gate_w", D * H) : std::vector<float*>{};
+    const std::vector<float*> grad_up = expert_grads("up_proj.weight", "up_w", D * H);
+    const std::vector<float*> grad_down = expert_grads("down_proj.weight", "down_w", H * D);
+    GroupedMlpBackwardArgs a;
+    a.shape = routed_shape;
+    a.offsets = d.offsets.data();
+    a.weights = views.data();
+    a.x = x_sorted.data();
+    a.saved_gate = gated ? s.gate.data() : nullptr;
+    a.saved_up = s.up.data();
+    a.scale = s.row_scale.data();
+    a.grad_y = g_sorted.data();
+    a.grad_x = grad_x_sorted.data();
+    a.grad_scale = grad_scale.data();
+    a.grad_gate = grad_gate.data();
+    a.grad_up = grad_up.data();
+    a.grad_down = grad_down.data();
+    grouped_mlp_backward(a);
+    // row_scale = weight x load scale, so d loss / d weight = d loss / d row_scale x load scale.
+    for (int64_t row = 0; row < R; ++row) {
+      const size_t i = static_cast<size_t>(d.row_token[static_cast<size_t>(row)] * K + d.row_slot[static_cast<size_t>(row)]);
+      grad_weights[i] = grad_scale[static_cast<size_t>(row)] * expert_load_scale(config_, r, Mode::kTrain, r.indices[i]);
+    }
+    combine_rows(grad_x_sorted.data(), D, d, T, K, grad_x.data());
+  }
+  // The shared expert: one group of all T tokens, unscaled.
+  if (impl_->has_shared) {
+    const kernels::MlpWeightsView view = mlp_view(impl_->shared);
+    const int64_t offsets[2] = {0, T};
+    float* gg = gated ? grad_of.at("shared_expert.gate_proj.weight")->data() : nullptr;
+    float* gu = grad_of.at("shared_expert.up_proj.weight")->data();
+    float* gd = grad_of.at("shared_expert.down_proj.weight")->data();
+    std::vector<float> grad_x_shared(static_cast<size_t>(T * D));
+    GroupedMlpBackwardArgs a;
+    a.shape = {1, D, H, routed_shape.activation};
+    a.offsets = offsets;
+    a.weights = &view;
+    a.x = s.x.data();
+    a.saved_gate = gated ? s.shared_gate.data() : nullptr;
+    a.saved_up = s.shared_up.data();
+    a.grad_y = g2.data();
+    a.grad_x = grad_x_shared.data();
+    a.grad_gate = &gg;
+    a.grad_up = &gu;
+    a.grad_down = &gd;
+    grouped_mlp_backward(a);
+    for (int64_t i = 0; i < T * D; ++i) grad_x[i] += grad_x_shared[static_cast<size_t>(i)];
+  }
+  // The router: through the normalized top-k weights, the aux loss and the z-loss.
+  RouterBackwardArgs ra;
+  ra.x = &s.x;
+  ra.routing = &r;
+  ra.grad_weights = grad_weights.data();
+  ra.aux_loss_weight = aux_loss_weight;
+  ra.z_loss_weight = z_loss_weight;
+  ra.grad_x = grad_x.data();
+  for (auto& [name, g] : router_->backward(ra)) {
+    Tensor* dst = grad_of.at("router." + name);
+    HYMOE_CHECK(dst->shape() == g.shape(), "router gradient ", name);
+    *dst = std::move(g);
+  }
+  return grad_x.reshaped(s.x_shape);
 }
 
 std::unique_ptr<MoELayer> build_moe(const MoEConfig& config) { return std::make_unique<MoELayer>(config); }

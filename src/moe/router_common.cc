@@ -6,6 +6,16 @@
 #include <cmath>
 #include <numeric>
 
+#include "hymoe/error.h"
+
+namespace hymoe {
+
+std::vector<std::pair<std::string, Tensor>> Router::backward(const RouterBackwardArgs& /*args*/) {
+  fail("router '", type(), "' has no backward pass");
+}
+
+}  // namespace hymoe
+
 namespace hymoe::router_detail {
 
 std::vector<float> gate_logits(const Tensor& x, const Tensor& gate) {
@@ -73,6 +83,72 @@ float switch_balance_loss(const std::vector<float>& scores, const Tensor& counts
     loss += f * (mean[static_cast<size_t>(e)] / static_cast<double>(T));
   }
   return static_cast<float>(static_cast<double>(E) * loss);
+}
+
+std::vector<double> top_k_weights_backward(const Routing& r, const float* grad_weights) {
+  const int64_t T = r.num_tokens, K = r.top_k, E = r.num_experts;
+  std::vector<double> grad_scores(static_cast<size_t>(T * E), 0.0);
+  for (int64_t t = 0; t < T; ++t) {
+    const float* s = r.scores.data() + t * E;
+    const int32_t* idx = r.indices.data() + t * K;
+    const float* g = grad_weights + t * K;
+    double sum = 0.0;
+    for (int64_t k = 0; k < K; ++k) sum += s[idx[k]];
+    // w_k = s_k / sum  =>  d/ds_j = (g_j - sum_k g_k w_k) / sum for every selected j.
+    double gw = 0.0;
+    for (int64_t k = 0; k < K; ++k) gw += static_cast<double>(g[k]) * (s[idx[k]] / sum);
+    for (int64_t k = 0; k < K; ++k) grad_scores[static_cast<size_t>(t * E + idx[k])] += (g[k] - gw) / sum;
+  }
+  return grad_scores;
+}
+
+void add_balance_loss_grad(const Tensor& counts, int64_t T, int64_t K, double coef, std::vector<double>& grad_scores) {
+  const int64_t E = counts.numel();
+  for (int64_t e = 0; e < E; ++e) {
+    const double f = static_cast<double>(counts[e]) / static_cast<double>(T * K);
+    const double g = coef * static_cast<double>(E) * f / static_cast<double>(T);
+    for (int64_t t = 0; t < T; ++t) grad_scores[static_cast<size_t>(t * E + e)] += g;
+  }
+}
+
+void add_z_loss_grad(const std::vector<float>& logits, int64_t T, int64_t E, double coef,
+                     std::vector<double>& grad_logits) {
+  std::vector<double> p(static_cast<size_t>(E));
+  for (int64_t t = 0; t < T; ++t) {
+    const float* l = logits.data() + t * E;
+    const double m = *std::max_element(l, l + E);
+    double s = 0.0;
+    for (int64_t e = 0; e < E; ++e) s += (p[static_cast<size_t>(e)] = std::exp(static_cast<double>(l[e]) - m));
+    const double lse = m + std::log(s);
+    // d lse^2 / d l_e = 2 lse softmax(l)_e, averaged over T tokens.
+    const double g = coef * 2.0 * lse / static_cast<double>(T);
+    for (int64_t e = 0; e < E; ++e) grad_logits[static_cast<size_t>(t * E + e)] += g * p[static_cast<size_t>(e)] / s;
+  }
+}
+
+Tensor gate_backward(const std::vector<double>& grad_logits, const Tensor& x, const Tensor& gate, float* grad_x) {
+  const int64_t T = x.dim(0), D = x.dim(1), E = gate.dim(0);
+  Tensor grad_gate(gate.shape());
+  std::vector<double> acc(static_cast<size_t>(E * D), 0.0);
+  std::vector<double> gx(static_cast<size_t>(D));
+  for (int64_t t = 0; t < T; ++t) {
+    const float* xr = x.data() + t * D;
+    std::fill(gx.begin(), gx.end(), 0.0);
+    for (int64_t e = 0; e < E; ++e) {
+      const double g = grad_logits[static_cast<size_t>(t * E + e)];
+      if (g == 0.0) continue;
+      double* a = acc.data() + e * D;
+      const float* w = gate.data() + e * D;
+      for (int64_t d = 0; d < D; ++d) {
+        a[d] += g * xr[d];
+        gx[static_cast<size_t>(d)] += g * w[d];
+      }
+    }
+    float* out = grad_x + t * D;
+    for (int64_t d = 0; d < D; ++d) out[d] = static_cast<float>(out[d] + gx[static_cast<size_t>(d)]);
+  }
+  for (int64_t i = 0; i < E * D; ++i) grad_gate[i] = static_cast<float>(acc[static_cast<size_t>(i)]);
+  return grad_gate;
 }
 
 }  // namespace hymoe::router_detail

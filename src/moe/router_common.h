@@ -26,4 +26,20 @@ float z_loss(const std::vector<float>& logits, int64_t T, int64_t E);
 // E * sum_e f_e * mean_t scores[t, e], f = counts / (T*K): the Switch load-balancing term.
 float switch_balance_loss(const std::vector<float>& scores, const Tensor& counts, int64_t T, int64_t K);
 
+// ---- Backward pieces (double precision; the routing decisions and token fractions are constants) ----
+
+// d loss / d scores (T, E) from d loss / d router_weights (T, K), router_weights = selected scores / their sum:
+// every selected score gets its own term and a share through the normalizing sum (dropped assignments too).
+std::vector<double> top_k_weights_backward(const Routing& routing, const float* grad_weights);
+
+// Adds d(coef * E * sum_e f_e * mean_t scores[t, e]) / d scores to grad_scores (T, E); f = counts / (T*K) constant.
+void add_balance_loss_grad(const Tensor& counts, int64_t T, int64_t K, double coef, std::vector<double>& grad_scores);
+
+// Adds d(coef * mean_t logsumexp(logits_t)^2) / d logits to grad_logits (T, E).
+void add_z_loss_grad(const std::vector<float>& logits, int64_t T, int64_t E, double coef,
+                     std::vector<double>& grad_logits);
+
+// logits = x . gate^T: returns d loss / d gate (E, D) and accumulates d loss / d x into grad_x (T, D).
+Tensor gate_backward(const std::vector<double>& grad_logits, const Tensor& x, const Tensor& gate, float* grad_x);
+
 }  // namespace hymoe::router_detail

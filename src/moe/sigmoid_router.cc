@@ -55,6 +55,35 @@ class SigmoidTopKRouter final : public Router {
   std::vector<std::pair<std::string, Tensor*>> named_tensors() override {
     return {{"gate.weight", &gate_}, {"expert_bias", &expert_bias_}, {"expert_ema", &expert_ema_}};
   }
+  std::vector<std::pair<std::string, Tensor*>> named_parameters() override {
+    return {{"gate.weight", &gate_}, {"expert_bias", &expert_bias_}};
+  }
+
+  // scores = sigmoid(logits + bias) with the bias from before the forward's state update (the one that selected
+  // and weighed). The sequence aux loss reaches the scores; the z-loss reaches the logits only, never the bias.
+  std::vector<std::pair<std::string, Tensor>> backward(const RouterBackwardArgs& a) override {
+    using namespace router_detail;
+    const Routing& r = *a.routing;
+    const int64_t T = r.num_tokens, E = r.num_experts;
+    std::vector<double> grad = top_k_weights_backward(r, a.grad_weights);
+    const double aux_coef = static_cast<double>(a.aux_loss_weight) * config_.sequence_aux_loss_weight;
+    if (aux_coef != 0.0) add_balance_loss_grad(r.expert_counts, T, r.top_k, aux_coef, grad);
+    Tensor grad_bias(Shape{E});
+    std::vector<double> bias_acc(static_cast<size_t>(E), 0.0);
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t e = 0; e < E; ++e) {
+        const size_t i = static_cast<size_t>(t * E + e);
+        const double s = r.scores[i];
+        grad[i] *= s * (1.0 - s);
+        bias_acc[static_cast<size_t>(e)] += grad[i];
+      }
+    for (int64_t e = 0; e < E; ++e) grad_bias[e] = static_cast<float>(bias_acc[static_cast<size_t>(e)]);
+    if (a.z_loss_weight != 0.0f) add_z_loss_grad(r.logits, T, E, a.z_loss_weight, grad);
+    std::vector<std::pair<std::string, Tensor>> out;
+    out.emplace_back("gate.weight", gate_backward(grad, *a.x, gate_, a.grad_x));
+    out.emplace_back("expert_bias", std::move(grad_bias));
+    return out;
+  }
 
  private:
   // Step by step in float32, in the reference's order, so the state matches it to the last few ulps:

@@ -41,6 +41,26 @@ class SoftmaxTopKRouter final : public Router {
 
   std::vector<std::pair<std::string, Tensor*>> named_tensors() override { return {{"gate.weight", &gate_}}; }
 
+  // scores = softmax(logits); the aux loss reaches the mean probabilities, the z-loss the logits.
+  std::vector<std::pair<std::string, Tensor>> backward(const RouterBackwardArgs& a) override {
+    using namespace router_detail;
+    const Routing& r = *a.routing;
+    const int64_t T = r.num_tokens, E = r.num_experts;
+    std::vector<double> grad = top_k_weights_backward(r, a.grad_weights);
+    if (a.aux_loss_weight != 0.0f) add_balance_loss_grad(r.expert_counts, T, r.top_k, a.aux_loss_weight, grad);
+    for (int64_t t = 0; t < T; ++t) {  // softmax backward in place: dl = p * (dp - <p, dp>)
+      const float* p = r.scores.data() + t * E;
+      double* g = grad.data() + t * E;
+      double dot = 0.0;
+      for (int64_t e = 0; e < E; ++e) dot += p[e] * g[e];
+      for (int64_t e = 0; e < E; ++e) g[e] = p[e] * (g[e] - dot);
+    }
+    if (a.z_loss_weight != 0.0f) add_z_loss_grad(r.logits, T, E, a.z_loss_weight, grad);
+    std::vector<std::pair<std::string, Tensor>> out;
+    out.emplace_back("gate.weight", gate_backward(grad, *a.x, gate_, a.grad_x));
+    return out;
+  }
+
  private:
   MoEConfig config_;
   Tensor gate_;  // (E, D)

@@ -17,7 +17,7 @@ double act(const std::string& a, double v) {
 
 // y = mlp(x) for an MLP given by weight getters W(name)(out, in).
 std::vector<double> mlp(const MoEConfig& c, const std::function<double(const char*, int64_t, int64_t)>& w,
-                        const float* x) {
+                        const double* x) {
   const int64_t D = c.dim, H = c.hidden_dim;
   std::vector<double> h(static_cast<size_t>(H)), y(static_cast<size_t>(D), 0.0);
   for (int64_t j = 0; j < H; ++j) {
@@ -35,25 +35,25 @@ std::vector<double> mlp(const MoEConfig& c, const std::function<double(const cha
 
 }  // namespace
 
-ReferenceOutput reference_forward(const MoEConfig& c, const std::map<std::string, Tensor>& t, const Tensor& x,
-                                  bool train, int64_t step, int64_t max_steps) {
-  const int64_t D = c.dim, E = c.num_experts, K = c.top_k, H = c.hidden_dim;
-  const int64_t T = x.numel() / D;
+ReferenceOutput reference_forward(const MoEConfig& c, const ReferenceParams& t, const std::vector<double>& x,
+                                  bool train, int64_t step, int64_t max_steps, const ReferenceDecisions* fixed) {
+  const int64_t D = c.dim, E = c.num_experts, K = c.top_k;
+  const int64_t T = static_cast<int64_t>(x.size()) / D;
   const bool sigmoid = c.router_type == "sigmoid_topk";
   ReferenceOutput out;
   out.y.assign(static_cast<size_t>(T * D), 0.0);
   out.counts.assign(static_cast<size_t>(E), 0.0);
-  const Tensor& gate = t.at("router.gate.weight");
+  const std::vector<double>& gate = t.at("router.gate.weight");
   std::vector<double> bias(static_cast<size_t>(E), 0.0);
   if (sigmoid)
-    for (int64_t e = 0; e < E; ++e) bias[static_cast<size_t>(e)] = t.at("router.expert_bias")[e];
+    for (int64_t e = 0; e < E; ++e) bias[static_cast<size_t>(e)] = t.at("router.expert_bias")[static_cast<size_t>(e)];
   std::vector<double> scores(static_cast<size_t>(T * E));
   double z = 0;
   for (int64_t tok = 0; tok < T; ++tok) {
     std::vector<double> logits(static_cast<size_t>(E));
     for (int64_t e = 0; e < E; ++e) {
       double s = 0;
-      for (int64_t d = 0; d < D; ++d) s += static_cast<double>(x[tok * D + d]) * gate[e * D + d];
+      for (int64_t d = 0; d < D; ++d) s += x[static_cast<size_t>(tok * D + d)] * gate[static_cast<size_t>(e * D + d)];
       logits[static_cast<size_t>(e)] = s;
     }
     const double m = *std::max_element(logits.begin(), logits.end());
@@ -67,7 +67,8 @@ ReferenceOutput reference_forward(const MoEConfig& c, const std::map<std::string
     std::vector<int> order(static_cast<size_t>(E));
     std::iota(order.begin(), order.end(), 0);
     const double* s = &scores[static_cast<size_t>(tok * E)];
-    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return s[a] > s[b]; });
+    if (fixed) std::copy_n(fixed->indices.begin() + tok * K, K, order.begin());
+    else std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return s[a] > s[b]; });
     double sum = 0;
     for (int64_t k = 0; k < K; ++k) sum += s[order[static_cast<size_t>(k)]];
     for (int64_t k = 0; k < K; ++k) {
@@ -94,7 +95,8 @@ ReferenceOutput reference_forward(const MoEConfig& c, const std::map<std::string
     if (c.bias_schedule == "linear_warmup") rate = 0.001 * std::min(1.0, 10 * p);
     for (int64_t e = 0; e < E; ++e) {
       const double util = out.counts[static_cast<size_t>(e)] / static_cast<double>(T * K);
-      const double ema = t.at("router.expert_ema")[e] + 0.01 * (util - t.at("router.expert_ema")[e]);
+      const double ema_before = t.at("router.expert_ema")[static_cast<size_t>(e)];
+      const double ema = ema_before + 0.01 * (util - ema_before);
       out.ema_after.push_back(ema);
       out.bias_after.push_back(bias[static_cast<size_t>(e)] + rate * (1.0 / static_cast<double>(E) - ema));
     }
@@ -109,20 +111,35 @@ ReferenceOutput reference_forward(const MoEConfig& c, const std::map<std::string
           out.weights[static_cast<size_t>(tok * K + k)] = 0;
     }
   }
+  if (fixed) {  // the fixed drops, whatever the scores say now
+    for (size_t i = 0; i < out.weights.size(); ++i)
+      if (!fixed->kept[i]) out.weights[i] = 0;
+  }
+  out.decisions.indices = out.indices;
+  out.decisions.counts = out.counts;
+  out.decisions.kept.resize(out.weights.size());
+  for (size_t i = 0; i < out.weights.size(); ++i) out.decisions.kept[i] = out.weights[i] != 0;
   for (int64_t tok = 0; tok < T; ++tok) {
-    const float* xt = x.data() + tok * D;
+    const double* xt = x.data() + tok * D;
     for (int64_t k = 0; k < K; ++k) {
       const int e = out.indices[static_cast<size_t>(tok * K + k)];
       const double w = out.weights[static_cast<size_t>(tok * K + k)];
       if (w == 0) continue;
-      auto weight = [&](const char* which, int64_t o, int64_t i) -> double {
+      // Weights looked up once per expert, then indexed (out, in) whatever the storage.
+      auto find = [&](const char* which) -> const double* {
         if (c.packed_experts) {
-          const Tensor& p = t.at(std::string(which) + "_w");  // (E, in, out)
-          const int64_t in = p.dim(1), outd = p.dim(2);
-          return p[(e * in + i) * outd + o];
+          const auto it = t.find(std::string(which) + "_w");  // (E, in, out)
+          return it == t.end() ? nullptr : it->second.data() + e * c.dim * c.hidden_dim;
         }
-        const Tensor& m = t.at("experts." + std::to_string(e) + "." + which + "_proj.weight");
-        return m[o * m.dim(1) + i];
+        const auto it = t.find("experts." + std::to_string(e) + "." + which + "_proj.weight");
+        return it == t.end() ? nullptr : it->second.data();
+      };
+      const double* w_of[3] = {find("gate"), find("up"), find("down")};
+      auto weight = [&](const char* which, int64_t o, int64_t i) -> double {
+        const bool down = which[0] == 'd';
+        const double* m = w_of[down ? 2 : which[0] == 'u' ? 1 : 0];
+        const int64_t in = down ? c.hidden_dim : c.dim, outd = down ? c.dim : c.hidden_dim;
+        return c.packed_experts ? m[i * outd + o] : m[o * in + i];
       };
       const auto ye = mlp(c, weight, xt);
       double scale = 1.0;
@@ -131,16 +148,31 @@ ReferenceOutput reference_forward(const MoEConfig& c, const std::map<std::string
       for (int64_t d = 0; d < D; ++d) out.y[static_cast<size_t>(tok * D + d)] += w * scale * ye[static_cast<size_t>(d)];
     }
     if (c.shared_experts > 0) {
+      const auto gate_it = t.find("shared_expert.gate_proj.weight");
+      const double* w_of[3] = {gate_it == t.end() ? nullptr : gate_it->second.data(),
+                               t.at("shared_expert.up_proj.weight").data(), t.at("shared_expert.down_proj.weight").data()};
       auto weight = [&](const char* which, int64_t o, int64_t i) -> double {
-        const Tensor& m = t.at(std::string("shared_expert.") + which + "_proj.weight");
-        return m[o * m.dim(1) + i];
+        const bool down = which[0] == 'd';
+        return w_of[down ? 2 : which[0] == 'u' ? 1 : 0][o * (down ? c.hidden_dim : c.dim) + i];
       };
       const auto ys = mlp(c, weight, xt);
       for (int64_t d = 0; d < D; ++d) out.y[static_cast<size_t>(tok * D + d)] += ys[static_cast<size_t>(d)];
     }
   }
-  (void)H;
   return out;
+}
+
+ReferenceOutput reference_forward(const MoEConfig& c, const std::map<std::string, Tensor>& tensors, const Tensor& x,
+                                  bool train, int64_t step, int64_t max_steps) {
+  ReferenceParams params;
+  for (const auto& [name, t] : tensors) params[name] = std::vector<double>(t.values().begin(), t.values().end());
+  return reference_forward(c, params, std::vector<double>(x.values().begin(), x.values().end()), train, step, max_steps);
+}
+
+ReferenceParams reference_params(MoELayer& layer) {
+  ReferenceParams p;
+  for (auto& [name, t] : layer.named_tensors()) p[name] = std::vector<double>(t->values().begin(), t->values().end());
+  return p;
 }
 
 }  // namespace hymoe::test

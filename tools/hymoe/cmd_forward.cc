@@ -1,4 +1,4 @@
-// `hymoe forward`: one MoE layer forward pass from files to a file. Everything is read and checked before
+// `hymoe forward`: one MoE layer forward pass (and with --backward, the backward pass) from files to a file. Everything is read and checked before
 // anything is computed, and the output is written atomically, so a failure never leaves a partial output file.
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -16,6 +16,8 @@ struct ForwardOptions {
   std::string config_path, weights_path, input_path, output_path, prefix;
   bool train = false;
   std::optional<int64_t> step, max_steps;
+  bool backward = false;
+  float aux_loss_weight = 0.0f, z_loss_weight = 0.0f;
 };
 
 std::string read_text_file(const std::string& path) {
@@ -71,6 +73,16 @@ int run_forward(const ForwardOptions& o) {
   if (x.dim(0) * x.dim(1) == 0) fail(o.input_path, ": tensor 'x' of shape ", shape_to_string(x.shape()), " has no tokens");
   for (int64_t i = 0; i < x.numel(); ++i)
     if (!std::isfinite(x[i])) fail(o.input_path, ": tensor 'x' has a non-finite value at flat index ", i);
+  Tensor grad_output;
+  if (o.backward) {
+    if (!run.train) fail("--backward needs train mode (--train or \"train\": true in ", o.config_path, ")");
+    if (!std::isfinite(o.aux_loss_weight) || !std::isfinite(o.z_loss_weight))
+      fail("--aux-loss-weight and --z-loss-weight must be finite");
+    grad_output = input.read_f32("grad_output", x.shape());
+    for (int64_t i = 0; i < grad_output.numel(); ++i)
+      if (!std::isfinite(grad_output[i]))
+        fail(o.input_path, ": tensor 'grad_output' has a non-finite value at flat index ", i);
+  }
 
   const Tensor y = layer.forward(x, run.train ? Mode::kTrain : Mode::kEval, run.step, run.max_steps);
   const Routing& r = layer.last_routing();
@@ -87,6 +99,10 @@ int run_forward(const ForwardOptions& o) {
   out.add("route.weights", as_tensor(r.weights, {T, K}));
   for (auto& [name, t] : layer.router().named_tensors())
     if (name != "gate.weight") out.add("state.router." + name, *t);
+  if (o.backward) {
+    out.add("grad.x", layer.backward(grad_output, o.aux_loss_weight, o.z_loss_weight));
+    for (const auto& [name, g] : layer.named_gradients()) out.add("grad." + name, *g);
+  }
   out.write(o.output_path);
   return 0;
 }
@@ -104,6 +120,11 @@ Action add_forward_command(CLI::App& app) {
   cmd->add_option("--step", o->step, "training step for bias schedules (overrides the config)");
   cmd->add_option("--max-steps", o->max_steps, "total steps for bias schedules (overrides the config)");
   cmd->add_option("--prefix", o->prefix, "name prefix of the layer's tensors, e.g. model.layers.3.mlp.");
+  cmd->add_flag("--backward", o->backward,
+                "also run the backward pass of sum(y*grad_output) + A*aux_loss + Z*z_loss (grad_output from the input "
+                "file) and write grad.x and grad.<parameter> (train mode only)");
+  cmd->add_option("--aux-loss-weight", o->aux_loss_weight, "A: weight of aux_loss in the backward")->capture_default_str();
+  cmd->add_option("--z-loss-weight", o->z_loss_weight, "Z: weight of z_loss in the backward")->capture_default_str();
   return [o] { return run_forward(*o); };
 }
 

@@ -13,6 +13,7 @@ using Action = std::function<int()>;
 Action add_demo_command(CLI::App& app);
 Action add_forward_command(CLI::App& app);
 Action add_inspect_command(CLI::App& app);
+Action add_train_command(CLI::App& app);
 Action add_plan_command(CLI::App& app);
 Action add_stats_command(CLI::App& app);
 Action add_replay_command(CLI::App& app);

@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   add(hymoe::tool::add_demo_command);
   add(hymoe::tool::add_forward_command);
   add(hymoe::tool::add_inspect_command);
+  add(hymoe::tool::add_train_command);
   add(hymoe::tool::add_plan_command);
   add(hymoe::tool::add_stats_command);
   add(hymoe::tool::add_replay_command);
