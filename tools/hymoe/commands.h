@@ -18,6 +18,9 @@ Action add_forward_command(CLI::App& app);
 Action add_inspect_command(CLI::App& app);
 Action add_bench_command(CLI::App& app);
 Action add_train_command(CLI::App& app);
+Action add_plan_command(CLI::App& app);
+Action add_stats_command(CLI::App& app);
+Action add_replay_command(CLI::App& app);
 
 // The bench table for one shape (f32, uniform routing, 3 repeats), for the demo.
 int print_bench_summary(const std::string& shape, const std::vector<int64_t>& tokens);

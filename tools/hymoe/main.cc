@@ -25,6 +25,9 @@ int main(int argc, char** argv) {
   add(hymoe::tool::add_inspect_command);
   add(hymoe::tool::add_bench_command);
   add(hymoe::tool::add_train_command);
+  add(hymoe::tool::add_plan_command);
+  add(hymoe::tool::add_stats_command);
+  add(hymoe::tool::add_replay_command);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,86 @@
+// Activation statistics: per-(layer, expert) routed-token count tables, their file formats, and the summary
+// `hymoe stats` prints. Plain data only (no dependency on the MoE layer).
+//
+// Count-table files (every reader checks shape, values and sizes and names the file and the field at fault):
+//   JSON         {"activation_freq": [[c, ...] x L]} (other keys ignored) or a bare nested list
+//   CSV          header `layer,expert,count` (SGLang's older `layer_id,expert_id,count` too), one row per pair,
+//                missing pairs count 0, a pair listed twice is an error
+//   safetensors  `activation_freq` (L, E), or `logical_count` (steps, L, E) summed over steps (the layout SGLang's
+//                expert-distribution recorder saves; (L, E) is accepted too); any dtype, read through float32
+// The format is chosen by the file extension (.json, .csv, .safetensors).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hymoe/tensor.h"
+
+namespace hymoe::placement {
+
+// Sizes a statistics file may declare; larger ones are rejected before anything is allocated for them.
+inline constexpr int64_t kMaxStatsLayers = 4096;
+inline constexpr int64_t kMaxStatsExperts = 65536;
+inline constexpr int64_t kMaxStatsCells = int64_t{1} << 24;
+
+struct CountTable {
+  int64_t num_layers = 0, num_experts = 0;
+  std::vector<double> counts;  // (L, E) row-major, finite and non-negative
+
+  CountTable() = default;
+  CountTable(int64_t layers, int64_t experts);
+  double at(int64_t layer, int64_t expert) const { return counts[static_cast<size_t>(layer * num_experts + expert)]; }
+  double& at(int64_t layer, int64_t expert) { return counts[static_cast<size_t>(layer * num_experts + expert)]; }
+  double layer_total(int64_t layer) const;
+  double total() const;
+  // float32 (L, E): the planner's score table.
+  Tensor to_scores() const;
+  // Elementwise sum; shapes must match (`label` names the operand in the error).
+  void add(const CountTable& other, const std::string& label);
+};
+
+// A parsed statistics array of any rank, before it is required to be (L, E): the planner reports a wrong rank
+// with the reference's message.
+struct StatsArray {
+  Shape shape;
+  std::vector<double> values;
+};
+// (L, E) from an array, or the reference's "must be a 2D tensor" error prefixed with `label`.
+CountTable require_table(const StatsArray& array, const std::string& label);
+
+StatsArray parse_counts_json(std::string_view text, const std::string& label);
+CountTable parse_counts_csv(std::string_view text, const std::string& label);
+StatsArray parse_counts_safetensors(std::vector<std::byte> bytes, const std::string& label);
+
+// Reads any supported file as an array (rank unchecked) or as a table.
+StatsArray read_counts_array(const std::string& path);
+CountTable read_counts(const std::string& path);
+
+std::string counts_to_json(const CountTable& table);
+std::string counts_to_csv(const CountTable& table);
+std::vector<std::byte> counts_to_safetensors(const CountTable& table);  // `activation_freq`, F64
+// Writes in the format of the extension, atomically (a failure leaves no file).
+void write_counts(const std::string& path, const CountTable& table);
+
+// What `hymoe stats` prints for one layer and for the whole table.
+struct LayerSummary {
+  double total = 0;
+  double top10_share = 0, top25_share = 0, top50_share = 0;  // share taken by the hottest 10/25/50% of experts
+  double gini = 0;          // 0 = uniform, (E-1)/E = one expert takes everything
+  double balancedness = 0;  // mean/max expert count; 1 = uniform
+  std::vector<double> coverage;  // coverage[k]: share taken by the hottest k experts, k = 0..E
+};
+struct StatsSummary {
+  std::vector<LayerSummary> layers;
+  double mean_top10 = 0, mean_top25 = 0, mean_top50 = 0, mean_gini = 0, mean_balancedness = 0;
+  double mean_count_per_expert = 0;
+  std::string verdict;  // one line
+};
+StatsSummary summarize(const CountTable& table);
+// Share taken by the hottest `fraction` of experts; a fractional expert counts pro rata.
+double top_share(std::span<const double> counts, double fraction);
+
+}  // namespace hymoe::placement

@@ -1,0 +1,41 @@
+// Internal: the small CSV dialect of the placement files (comma-separated, one header line, `#` comment lines and
+// blank lines skipped, CRLF accepted, no quoting) and number parsing with errors naming file, line and field.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace hymoe::placement::detail {
+
+class CsvReader {
+ public:
+  CsvReader(std::string_view text, std::string label) : text_(text), label_(std::move(label)) {}
+  // The next non-blank, non-comment line split at commas (fields trimmed of spaces); false at the end.
+  bool next(std::vector<std::string_view>& fields);
+  int64_t line() const { return line_; }  // 1-based number of the line last returned
+
+ private:
+  std::string_view text_;
+  std::string label_;
+  size_t pos_ = 0;
+  int64_t line_ = 0;
+};
+
+// A decimal integer in [0, limit), or an error naming the file, line and field.
+int64_t parse_index(std::string_view field, int64_t limit, const std::string& label, int64_t line, const char* what);
+// A decimal integer in [lo, hi].
+int64_t parse_int(std::string_view field, int64_t lo, int64_t hi, const std::string& label, int64_t line,
+                  const char* what);
+// A decimal floating-point number (finite or not: callers check).
+double parse_number(std::string_view field, const std::string& label, int64_t line, const char* what);
+// "a,b,...,value\n" with integers as integers and the value in shortest round-trip form.
+std::string csv_row(std::initializer_list<int64_t> keys, double value);
+// Shortest round-trip decimal form of a double ("3", "0.25", "1e-07").
+std::string format_number(double value);
+// The whole file, or an error naming it.
+std::string read_file_text(const std::string& path);
+
+}  // namespace hymoe::placement::detail

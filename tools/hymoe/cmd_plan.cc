@@ -1,0 +1,164 @@
+// `hymoe plan`: plan GPU-resident experts from activation statistics, write PLAN.json (and a heat map), and tell
+// what the plan buys on other data (--evaluate) or how every strategy compares over budgets (--sweep). Every input
+// is read and checked, and the plan made, before anything is written; outputs are written atomically.
+#include <fmt/format.h>
+
+
+#include "commands.h"
+#include "hymoe/error.h"
+#include "hymoe/placement.h"
+#include "hymoe/safetensors.h"
+#include "placement_flags.h"
+
+namespace hymoe::tool {
+namespace {
+
+using namespace hymoe::placement;
+
+struct PlanFlags : PlacementFlags {
+  std::vector<std::string> stats;
+  std::string previous, output, svg, evaluate, plan;
+  std::optional<int64_t> first_k_dense, moe_layer_freq, trace_experts;
+  bool sweep = false;
+};
+
+// The statistics as the planner's score tensor: a single count file keeps its parsed rank, so a wrong one gets
+// the reference's message; several files (or traces) are summed.
+Tensor read_scores(const std::vector<std::string>& paths, std::optional<int64_t> trace_experts) {
+  if (paths.size() == 1 && !is_trace_file(paths[0])) {
+    const StatsArray a = read_counts_array(paths[0]);
+    return Tensor(a.shape, std::vector<float>(a.values.begin(), a.values.end()));
+  }
+  CountTable sum;
+  for (const auto& path : paths) {
+    const CountTable t = read_counts_or_trace(path, trace_experts);
+    if (sum.counts.empty()) sum = t;
+    else sum.add(t, path);
+  }
+  return sum.to_scores();
+}
+
+void write_text(const std::string& path, const std::string& text) {
+  write_file_atomically(path, std::as_bytes(std::span(text)));
+}
+
+void print_plan(const PlacementReport& r) {
+  fmt::print("strategy {}: {} of {} experts on the GPU (requested {}), expected hit rate {}\n", r.strategy,
+             r.actual_num_gpu_experts, r.num_layers * r.num_experts_per_layer, r.requested_num_gpu_experts,
+             percent(r.expected_hit_rate));
+  fmt::print("per-layer GPU experts: min {}, max {}, mean {:.2f}, std {:.2f}\n", r.layer_min, r.layer_max,
+             r.layer_mean, r.layer_std);
+  fmt::print("predicted step time {:.1f} us (all experts on CPU: {:.1f} us)\n", r.predicted_step_seconds * 1e6,
+             r.predicted_all_cpu_seconds * 1e6);
+  if (r.gpu_bytes) fmt::print("GPU bytes for experts: {}\n", *r.gpu_bytes);
+  if (!r.dense_layers.empty()) fmt::print("dense layers (all-GPU, outside the budget): {}\n", fmt::join(r.dense_layers, " "));
+}
+
+void print_sweep(const CountTable& train, const CountTable& heldout, const PlanOptions& options) {
+  const std::vector<double> ratios = {0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9};
+  const auto rows = sweep_static(train, heldout, ratios, options);
+  fmt::print("realized hit rate on the evaluation data, planned from the statistics:\n{:>6}", "budget");
+  for (const auto& name : strategy_names()) fmt::print(" {:>13}", name.substr(0, 13));
+  fmt::print(" {:>13}\n", "oracle");
+  for (const auto& row : rows) {
+    fmt::print("{:>6}", percent(row.ratio));
+    for (double h : row.hit_rate) fmt::print(" {:>13}", percent(h));
+    fmt::print(" {:>13}\n", percent(row.oracle));
+  }
+  fmt::print("predicted step time on the evaluation data (us, cost model; all experts on CPU: {:.1f}):\n{:>6}",
+             evaluate_mask(std::vector<uint8_t>(heldout.counts.size(), 0), heldout, options.cost).predicted_step_seconds * 1e6,
+             "budget");
+  for (const auto& name : strategy_names()) fmt::print(" {:>13}", name.substr(0, 13));
+  fmt::print("\n");
+  for (const auto& row : rows) {
+    fmt::print("{:>6}", percent(row.ratio));
+    for (double t : row.predicted_seconds) fmt::print(" {:>13.1f}", t * 1e6);
+    fmt::print("\n");
+  }
+}
+
+int run_plan(const PlanFlags& f) {
+  if (f.output.empty() && f.evaluate.empty())
+    fail("nothing to do: give --output PLAN.json, or --evaluate DATA to see what a plan buys");
+  if (f.sweep && f.evaluate.empty()) fail("--sweep needs --evaluate DATA (the held-out data to score on)");
+  if (!f.plan.empty() && (f.sweep || !f.stats.empty()))
+    fail("--plan evaluates an existing plan; it does not go with --stats or --sweep");
+  const PlanOptions base = f.plan_options();
+
+  if (!f.plan.empty()) {  // evaluate a plan made earlier
+    const PlanMask m = read_plan_file(f.plan);
+    const CountTable data = read_counts_or_trace(f.evaluate, f.trace_experts);
+    const Evaluation ev = evaluate_mask(m.mask, data, base.cost);
+    fmt::print("{} on {}: realized hit rate {}, predicted step time {:.1f} us (all-CPU {:.1f} us)\n", f.plan,
+               f.evaluate, percent(ev.hit_rate), ev.predicted_step_seconds * 1e6, ev.predicted_all_cpu_seconds * 1e6);
+    return 0;
+  }
+  if (f.stats.empty()) fail("--stats FILE is required (or --plan PLAN.json with --evaluate)");
+
+  const Tensor scores = read_scores(f.stats, f.trace_experts);
+  PlanOptions options = base;
+  if (!f.previous.empty()) options.previous_scores = read_scores({f.previous}, f.trace_experts);
+  const bool model_layout = f.first_k_dense || f.moe_layer_freq;
+  const LayerLayout layout{f.first_k_dense.value_or(0), f.moe_layer_freq.value_or(1)};
+  int64_t moe_layers = scores.rank() == 2 ? scores.dim(0) : 1;
+  if (model_layout && scores.rank() == 2) {
+    moe_layers = 0;
+    for (int64_t l = 0; l < scores.dim(0); ++l) moe_layers += layout.is_moe(l);
+  }
+  const int64_t budget = resolve_budget(f.budget(), moe_layers, scores.rank() == 2 ? scores.dim(1) : 0);
+  const Placement plan = model_layout ? plan_model_placement(scores, layout, budget, f.strategy, options)
+                                      : plan_gpu_expert_placement(scores, budget, f.strategy, options);
+  const std::string json = plan_to_json(plan);
+  const std::string svg = f.svg.empty() ? "" : heatmap_svg(plan);
+
+  std::optional<Evaluation> ev;
+  CountTable heldout;
+  if (!f.evaluate.empty()) {
+    heldout = read_counts_or_trace(f.evaluate, f.trace_experts);
+    ev = evaluate_mask(plan.mask, heldout, options.cost);
+  }
+
+  if (!f.output.empty()) write_text(f.output, json);
+  if (!f.svg.empty()) write_text(f.svg, svg);
+  print_plan(plan.report);
+  if (ev) {
+    fmt::print("on {}: realized hit rate {} (planned {}), predicted step time {:.1f} us (all-CPU {:.1f} us)\n",
+               f.evaluate, percent(ev->hit_rate), percent(plan.report.expected_hit_rate),
+               ev->predicted_step_seconds * 1e6, ev->predicted_all_cpu_seconds * 1e6);
+    const Placement oracle = plan_gpu_expert_placement(heldout.to_scores(), plan.report.actual_num_gpu_experts,
+                                                       "frequency");
+    fmt::print("best static plan of the same size for that data (oracle): {}\n", percent(oracle.report.expected_hit_rate));
+  }
+  if (f.sweep) {
+    CountTable train(scores.dim(0), scores.dim(1));
+    for (int64_t i = 0; i < scores.numel(); ++i) train.counts[static_cast<size_t>(i)] = plan.scores[i];
+    print_sweep(train, heldout, base);
+  }
+  if (!f.output.empty()) fmt::print("wrote {}{}\n", f.output, f.svg.empty() ? "" : " and " + f.svg);
+  return 0;
+}
+
+}  // namespace
+
+Action add_plan_command(CLI::App& app) {
+  auto f = std::make_shared<PlanFlags>();
+  auto* cmd = app.add_subcommand("plan", "Choose the GPU-resident experts from activation statistics");
+  cmd->add_option("--stats", f->stats, "count files (.json, .csv, .safetensors) or trace CSVs; several are summed")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--previous", f->previous, "previous scores, smoothed in with --alpha")->check(CLI::ExistingFile);
+  add_budget_flags(*cmd, *f);
+  add_planner_flags(*cmd, *f);
+  add_cost_flags(*cmd, *f);
+  cmd->add_option("--first-k-dense-replace", f->first_k_dense, "model layers before the first MoE layer (all-GPU)");
+  cmd->add_option("--moe-layer-freq", f->moe_layer_freq, "every n-th layer is MoE (HF moe_layer_freq)");
+  cmd->add_option("--num-experts", f->trace_experts, "experts per layer, for trace CSVs (default: largest id + 1)");
+  cmd->add_option("--output", f->output, "PLAN.json to write");
+  cmd->add_option("--svg", f->svg, "heat map of the scores with the GPU experts outlined");
+  cmd->add_option("--evaluate", f->evaluate, "held-out counts or trace: the realized hit rate of the plan")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--plan", f->plan, "evaluate this existing PLAN.json instead of planning")->check(CLI::ExistingFile);
+  cmd->add_flag("--sweep", f->sweep, "with --evaluate: every strategy at budgets 10%..90% against the oracle");
+  return [f] { return run_plan(*f); };
+}
+
+}  // namespace hymoe::tool

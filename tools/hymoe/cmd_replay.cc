@@ -1,0 +1,123 @@
+// `hymoe replay`: replays a per-token routing trace with online re-planning and reports the hit rate over time,
+// the expert moves and the bytes they would move, next to the static plans it competes with.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "commands.h"
+#include "hymoe/error.h"
+#include "hymoe/placement.h"
+#include "placement_flags.h"
+
+namespace hymoe::tool {
+namespace {
+
+using namespace hymoe::placement;
+
+struct ReplayFlags : PlacementFlags {
+  std::string trace, initial;
+  std::optional<int64_t> num_experts;
+  int64_t replan_every = 128, max_moves = -1, score_from = 0;
+  double ema_alpha = 0.5, hysteresis = 0.1;
+  bool held_out_half = false, sweep = false, windows = false;
+};
+
+void print_sweep(const RoutingTrace& trace, const ReplayOptions& base) {
+  const std::vector<double> ratios = {0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9};
+  const auto rows = sweep_trace(trace, ratios, base);
+  fmt::print("hit rate on the second half of the trace; static plans from the first half, replay ({}, every {} "
+             "tokens) learns online:\n{:>6}",
+             base.strategy, base.replan_every, "budget");
+  for (const auto& name : strategy_names()) fmt::print(" {:>13}", name.substr(0, 13));
+  fmt::print(" {:>13} {:>13} {:>8}\n", "replay", "oracle", "moves");
+  for (const auto& row : rows) {
+    fmt::print("{:>6}", percent(row.statics.ratio));
+    for (double h : row.statics.hit_rate) fmt::print(" {:>13}", percent(h));
+    fmt::print(" {:>13} {:>13} {:>8}\n", percent(row.replay), percent(row.statics.oracle), row.replay_moves);
+  }
+}
+
+int run_replay(const ReplayFlags& f) {
+  const RoutingTrace trace = read_trace_csv(f.trace, f.num_experts);
+  ReplayOptions o;
+  o.strategy = f.strategy;
+  o.budget = resolve_budget(f.budget(), trace.num_layers, trace.num_experts);
+  o.replan_every = f.replan_every;
+  o.ema_alpha = f.ema_alpha;
+  o.hysteresis = f.hysteresis;
+  o.max_moves_per_replan = f.max_moves;
+  o.score_from = f.held_out_half ? trace.num_tokens / 2 : f.score_from;
+  o.expert_bytes = f.expert_bytes;
+  o.plan = f.plan_options();
+  if (!f.initial.empty()) {
+    const PlanMask m = read_plan_file(f.initial);
+    if (m.num_layers != trace.num_layers || m.num_experts != trace.num_experts)
+      fail(f.initial, ": plan is (", m.num_layers, ", ", m.num_experts, ") but the trace is (", trace.num_layers,
+           ", ", trace.num_experts, ")");
+    o.initial_mask = m.mask;
+  }
+  fmt::print("{}: {} tokens, {} layers (model layers {}), {} experts, top-{}\n", f.trace, trace.num_tokens,
+             trace.num_layers, fmt::join(trace.layer_ids, " "), trace.num_experts, trace.top_k);
+  if (f.sweep) {
+    print_sweep(trace, o);
+    return 0;
+  }
+  const ReplayResult r = replay(trace, o);
+  fmt::print("replay ({}, {} GPU experts, re-plan every {} tokens, EMA alpha {}, hysteresis {}, max moves {}):\n",
+             o.strategy, o.budget, o.replan_every, o.ema_alpha, o.hysteresis,
+             o.max_moves_per_replan < 0 ? std::string("unlimited") : std::to_string(o.max_moves_per_replan));
+  fmt::print("  hit rate {} over tokens {}..{}; over the whole trace {} re-plans, {} expert moves", percent(r.hit_rate),
+             o.score_from, trace.num_tokens, r.replans, r.moves);
+  if (r.bytes_moved) fmt::print(", {} bytes moved", *r.bytes_moved);
+  fmt::print("\n");
+  if (o.score_from > 0 && o.score_from < trace.num_tokens) {
+    const CountTable before = trace.counts(0, o.score_from), after = trace.counts(o.score_from, trace.num_tokens);
+    const Placement fixed = plan_gpu_expert_placement(before.to_scores(), o.budget, "frequency");
+    const Placement oracle = plan_gpu_expert_placement(after.to_scores(), o.budget, "frequency");
+    fmt::print("  static frequency plan from tokens 0..{}: {}; best static plan for the scored tokens (oracle): {}\n",
+               o.score_from, percent(evaluate_mask(fixed.mask, after).hit_rate), percent(oracle.report.expected_hit_rate));
+  }
+  // Hit rate over time, at most ~24 rows (windows merged evenly).
+  const size_t n = r.windows.size(), group = std::max<size_t>(1, f.windows ? 1 : (n + 23) / 24);
+  fmt::print("  {:>8} {:>8} {:>9} {:>6}\n", "tokens", "to", "hit rate", "moves");
+  for (size_t i = 0; i < n; i += group) {
+    double hits = 0, weight = 0;
+    int64_t moves = 0;
+    const size_t end = std::min(n, i + group);
+    for (size_t j = i; j < end; ++j) {
+      const double w = static_cast<double>(r.windows[j].end - r.windows[j].begin);
+      hits += r.windows[j].hit_rate * w;
+      weight += w;
+      moves += r.windows[j].moves;
+    }
+    fmt::print("  {:>8} {:>8} {:>9} {:>6}\n", r.windows[i].begin, r.windows[end - 1].end, percent(hits / weight), moves);
+  }
+  return 0;
+}
+
+}  // namespace
+
+Action add_replay_command(CLI::App& app) {
+  auto f = std::make_shared<ReplayFlags>();
+  auto* cmd = app.add_subcommand("replay", "Replay a routing trace with online re-planning of GPU experts");
+  cmd->add_option("--trace", f->trace, "per-token trace CSV")->required()->check(CLI::ExistingFile);
+  cmd->add_option("--num-experts", f->num_experts, "experts per layer (default: largest id + 1)");
+  add_budget_flags(*cmd, *f);
+  add_planner_flags(*cmd, *f);
+  add_cost_flags(*cmd, *f);
+  cmd->add_option("--replan-every", f->replan_every, "tokens between re-plans")->capture_default_str();
+  cmd->add_option("--ema-alpha", f->ema_alpha, "weight of the newest window in the smoothed counts")->capture_default_str();
+  cmd->add_option("--hysteresis", f->hysteresis, "residents' scores count (1+H) times when re-planning")
+      ->capture_default_str();
+  cmd->add_option("--max-moves-per-replan", f->max_moves, "experts loaded per re-plan at most (-1: no cap)")
+      ->capture_default_str();
+  cmd->add_option("--score-from", f->score_from, "score only tokens from this one on (earlier ones are learned from)");
+  cmd->add_flag("--held-out-half", f->held_out_half, "score the second half only and compare with a static plan "
+                                                     "from the first half");
+  cmd->add_option("--initial", f->initial, "PLAN.json to start from (default: uniform)")->check(CLI::ExistingFile);
+  cmd->add_flag("--windows", f->windows, "print every re-plan window");
+  cmd->add_flag("--sweep", f->sweep, "budgets 10%..90%: every static strategy, the replay and the oracle");
+  return [f] { return run_replay(*f); };
+}
+
+}  // namespace hymoe::tool

@@ -1,0 +1,74 @@
+#include "placement_flags.h"
+
+#include <fmt/format.h>
+
+#include "hymoe/error.h"
+
+namespace hymoe::tool {
+
+placement::BudgetSpec PlacementFlags::budget() const {
+  const int given = (num_gpu_experts ? 1 : 0) + (per_layer ? 1 : 0) + (ratio ? 1 : 0);
+  if (given != 1)
+    fail("give the GPU budget exactly once: --num-gpu-experts N, --num-gpu-experts-per-layer N or "
+         "--gpu-experts-ratio R");
+  using K = placement::BudgetSpec::Kind;
+  if (num_gpu_experts) return {K::kTotal, static_cast<double>(*num_gpu_experts)};
+  if (per_layer) return {K::kPerLayer, static_cast<double>(*per_layer)};
+  return {K::kRatio, *ratio};
+}
+
+placement::PlanOptions PlacementFlags::plan_options() const {
+  placement::PlanOptions o;
+  o.alpha = alpha;
+  o.min_experts_per_layer = min_per_layer;
+  o.max_experts_per_layer = max_per_layer;
+  o.seed = seed;
+  o.expert_bytes = expert_bytes;
+  o.cost.cpu_seconds_per_token_expert = cpu_us * 1e-6;
+  o.cost.gpu_seconds_per_token_expert = gpu_us * 1e-6;
+  o.cost.cpu_layer_overhead_seconds = cpu_overhead_us * 1e-6;
+  o.cost.gpu_layer_overhead_seconds = gpu_overhead_us * 1e-6;
+  o.cost.routed_per_step = routed_per_step;
+  if (!(routed_per_step > 0)) fail("--routed-per-step must be positive, got ", routed_per_step);
+  for (double v : {cpu_us, gpu_us, cpu_overhead_us, gpu_overhead_us})
+    if (!(v >= 0)) fail("cost-model times must be non-negative, got ", v);
+  return o;
+}
+
+void add_budget_flags(CLI::App& cmd, PlacementFlags& f) {
+  auto* total = cmd.add_option("--num-gpu-experts", f.num_gpu_experts, "GPU experts in total (clamped to [0, L*E])");
+  auto* per = cmd.add_option("--num-gpu-experts-per-layer", f.per_layer,
+                             "GPU experts per MoE layer (times the number of MoE layers)");
+  auto* ratio = cmd.add_option("--gpu-experts-ratio", f.ratio, "share of all experts on the GPU, int(L*E*R)");
+  total->excludes(per)->excludes(ratio);
+  per->excludes(ratio);
+}
+
+void add_planner_flags(CLI::App& cmd, PlacementFlags& f) {
+  cmd.add_option("--strategy", f.strategy,
+                 "frequency | score_aware_layer_balanced | uniform | front-loading | random | critical_path")
+      ->capture_default_str();
+  cmd.add_option("--alpha", f.alpha, "EMA weight of the current statistics when --previous is given")
+      ->capture_default_str();
+  cmd.add_option("--min-experts-per-layer", f.min_per_layer, "balanced/critical_path: GPU experts every layer gets");
+  cmd.add_option("--max-experts-per-layer", f.max_per_layer, "balanced/critical_path: at most this many per layer");
+  cmd.add_option("--seed", f.seed, "random strategy's seed")->capture_default_str();
+  cmd.add_option("--expert-bytes", f.expert_bytes, "bytes of one expert's weights (reports GPU and moved bytes)");
+}
+
+void add_cost_flags(CLI::App& cmd, PlacementFlags& f) {
+  cmd.add_option("--cpu-us-per-token-expert", f.cpu_us, "cost model: CPU microseconds per routed token-expert")
+      ->capture_default_str();
+  cmd.add_option("--gpu-us-per-token-expert", f.gpu_us, "cost model: GPU microseconds per routed token-expert")
+      ->capture_default_str();
+  cmd.add_option("--cpu-layer-overhead-us", f.cpu_overhead_us, "cost model: fixed CPU microseconds per layer")
+      ->capture_default_str();
+  cmd.add_option("--gpu-layer-overhead-us", f.gpu_overhead_us, "cost model: fixed GPU microseconds per layer")
+      ->capture_default_str();
+  cmd.add_option("--routed-per-step", f.routed_per_step, "cost model: routed token-experts per layer per step (batch x top-k)")
+      ->capture_default_str();
+}
+
+std::string percent(double share) { return fmt::format("{:.1f}%", 100.0 * share); }
+
+}  // namespace hymoe::tool

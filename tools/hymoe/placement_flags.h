@@ -1,0 +1,38 @@
+// Flags shared by `hymoe plan` and `hymoe replay`: the GPU budget (three spellings, one allowed), the planner's
+// options and the cost model, registered once so both commands spell and check them the same way.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "hymoe/placement.h"
+
+namespace hymoe::tool {
+
+struct PlacementFlags {
+  std::optional<int64_t> num_gpu_experts, per_layer;
+  std::optional<double> ratio;
+  std::string strategy = "frequency";
+  double alpha = 0.8;
+  int64_t min_per_layer = 0;
+  std::optional<int64_t> max_per_layer;
+  uint64_t seed = 42;
+  std::optional<uint64_t> expert_bytes;
+  double cpu_us = 200, gpu_us = 10, cpu_overhead_us = 30, gpu_overhead_us = 10, routed_per_step = 8;
+
+  // The budget as given; an error when none or several spellings were used.
+  placement::BudgetSpec budget() const;
+  placement::PlanOptions plan_options() const;
+};
+
+void add_budget_flags(CLI::App& cmd, PlacementFlags& f);
+void add_planner_flags(CLI::App& cmd, PlacementFlags& f);
+void add_cost_flags(CLI::App& cmd, PlacementFlags& f);
+
+// "12.3%" with one decimal.
+std::string percent(double share);
+
+}  // namespace hymoe::tool
