@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "hymoe/dtype.h"
+#include "hymoe/file_io.h"
 #include "hymoe/tensor.h"
 
 namespace hymoe {
@@ -81,8 +82,5 @@ class SafetensorsWriter {
   std::map<std::string, Entry> entries_;
   std::map<std::string, std::string> metadata_;
 };
-
-// Writes `bytes` to `path` through a temporary file and a rename (no partial output on failure).
-void write_file_atomically(const std::string& path, std::span<const std::byte> bytes);
 
 }  // namespace hymoe

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "hymoe/error.h"
+#include "hymoe/file_io.h"
 #include "hymoe/placement/stats.h"
 #include "hymoe/safetensors.h"
 #include "placement/text_util.h"
@@ -190,13 +191,13 @@ Format format_of(const std::string& path) {
 
 StatsArray read_counts_array(const std::string& path) {
   switch (format_of(path)) {
-    case Format::kJson: return parse_counts_json(detail::read_file_text(path), path);
+    case Format::kJson: return parse_counts_json(read_text_file(path), path);
     case Format::kCsv: {
-      const CountTable t = parse_counts_csv(detail::read_file_text(path), path);
+      const CountTable t = parse_counts_csv(read_text_file(path), path);
       return StatsArray{{t.num_layers, t.num_experts}, t.counts};
     }
     case Format::kSafetensors: {
-      const std::string text = detail::read_file_text(path);
+      const std::string text = read_text_file(path);
       std::vector<std::byte> bytes(text.size());
       std::memcpy(bytes.data(), text.data(), text.size());
       return parse_counts_safetensors(std::move(bytes), path);

@@ -1,4 +1,5 @@
 // PLAN.json writing and reading. nlohmann_json stays private to the library.
+#include "hymoe/file_io.h"
 #include "hymoe/placement/plan_file.h"
 
 #include <nlohmann/json.hpp>
@@ -79,6 +80,6 @@ PlanMask parse_plan_json(const std::string& text, const std::string& label) {
   return m;
 }
 
-PlanMask read_plan_file(const std::string& path) { return parse_plan_json(detail::read_file_text(path), path); }
+PlanMask read_plan_file(const std::string& path) { return parse_plan_json(read_text_file(path), path); }
 
 }  // namespace hymoe::placement

@@ -76,14 +76,6 @@ std::string format_number(double value) {
   return std::string(buf, end);
 }
 
-std::string read_file_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(path, ": cannot open");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 std::string csv_row(std::initializer_list<int64_t> keys, double value) {
   std::string out;
   for (int64_t k : keys) out += std::to_string(k) + ",";

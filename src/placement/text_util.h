@@ -35,7 +35,5 @@ double parse_number(std::string_view field, const std::string& label, int64_t li
 std::string csv_row(std::initializer_list<int64_t> keys, double value);
 // Shortest round-trip decimal form of a double ("3", "0.25", "1e-07").
 std::string format_number(double value);
-// The whole file, or an error naming it.
-std::string read_file_text(const std::string& path);
 
 }  // namespace hymoe::placement::detail

@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "hymoe/error.h"
+#include "hymoe/file_io.h"
 #include "hymoe/placement/trace.h"
 #include "placement/text_util.h"
 
@@ -141,7 +142,7 @@ RoutingTrace parse_trace_csv(std::string_view text, const std::string& label, st
 }
 
 RoutingTrace read_trace_csv(const std::string& path, std::optional<int64_t> num_experts) {
-  return parse_trace_csv(detail::read_file_text(path), path, num_experts);
+  return parse_trace_csv(read_text_file(path), path, num_experts);
 }
 
 bool is_trace_file(const std::string& path) {

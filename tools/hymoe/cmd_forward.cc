@@ -1,11 +1,10 @@
 // `hymoe forward`: one MoE layer forward pass (and with --backward, the backward pass) from files to a file. Everything is read and checked before
 // anything is computed, and the output is written atomically, so a failure never leaves a partial output file.
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "commands.h"
 #include "hymoe/error.h"
+#include "hymoe/file_io.h"
 #include "hymoe/moe.h"
 #include "hymoe/safetensors.h"
 
@@ -19,14 +18,6 @@ struct ForwardOptions {
   bool backward = false;
   float aux_loss_weight = 0.0f, z_loss_weight = 0.0f;
 };
-
-std::string read_text_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(path, ": cannot open");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 // Run settings that live beside the MoEConfig fields in the config file.
 struct RunSettings {
