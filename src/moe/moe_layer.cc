@@ -50,8 +50,6 @@ struct MoELayer::Impl {
 
 namespace {
 
-MlpActivation activation_of(const ExpertMlp& m) { return m.activation; }
-
 // Capacity (train and eval): for each top-k slot separately, the first `cap` tokens (token order) choosing an
 // expert keep their weight; later ones are dropped. No re-routing, no renormalization.
 void apply_capacity(const MoEConfig& c, Routing& r) {
@@ -100,7 +98,7 @@ MoELayer::MoELayer(const MoEConfig& config) : config_(config), impl_(std::make_u
   const std::string mlp_name = mlp_name_for_activation(config_.activation);
   const int64_t E = config_.num_experts, D = config_.dim, H = config_.hidden_dim;
   const ExpertMlp prototype = make_mlp(mlp_name, D, H);
-  impl_->activation = activation_of(prototype);
+  impl_->activation = prototype.activation;
   if (config_.packed_experts) {
     impl_->up_w = Tensor(Shape{E, D, H});
     impl_->down_w = Tensor(Shape{E, H, D});
