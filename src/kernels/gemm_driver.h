@@ -11,11 +11,13 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "hymoe/threads.h"
 #include "kernels/gemm_kernels.h"
 #include "kernels/thread_pool.h"
+#include "kernels/workspace.h"
 
 namespace hymoe::kernels {
 
@@ -23,6 +25,7 @@ namespace hymoe::kernels {
 struct GemmGroup {
   const float* a = nullptr;
   int64_t lda = 0;
+  const int64_t* a_rows = nullptr;  // optional (m): row i of A is a + a_rows[i] * lda (a gather fused into packing)
   int64_t m = 0;
   int64_t k = 0;
   const void* b = nullptr;  // (panels, k, NR), dtype given to run_gemm_groups
@@ -75,31 +78,42 @@ inline void prefetch_block(const void* base, DType dtype, int64_t offset, int64_
 }
 
 // Runs every tile; epilogue(tile, c, ldc) receives the finished (rows, np * NR) tile. Bits do not depend on the
-// thread count or the tiling: each C element is one FMA chain over k in order.
+// thread count or the tiling: each C element is one FMA chain over k in order. Temporaries come from `ws`.
 template <typename Epilogue>
-void run_gemm_groups(const IsaKernels& ik, DType wdtype, const std::vector<GemmGroup>& groups, Epilogue&& epilogue) {
+void run_gemm_groups(const IsaKernels& ik, DType wdtype, const std::vector<GemmGroup>& groups, Workspace& ws,
+                     Epilogue&& epilogue) {
   const int threads = num_threads();
   int64_t max_rows = 0, max_panels = 0;
   const std::vector<GemmTile> tiles = plan_tiles(ik, groups, threads, max_rows, max_panels);
   if (tiles.empty()) return;
+  const Workspace::Scope scope(ws);
   const int64_t ldc = max_panels * ik.nr;
   const int64_t scratch_floats = max_rows * ldc;
-  std::unique_ptr<float[]> scratch(new float[static_cast<size_t>(scratch_floats * threads)]);
+  float* const scratch = ws.floats(scratch_floats * threads);
   // Activations packed once per run into MR-row panels over the full K, // (rows/MR, K, MR) per group, so no tile
-  // repacks them and the micro-kernel streams them contiguously.
+  // repacks them and the micro-kernel streams them contiguously. Packed in blocks of rows so a single large group
+  // (the shared expert) packs on every thread.
+  const int64_t pack_block = kMaxRowBlockTiles * ik.mr;
   std::vector<int64_t> a_off(groups.size() + 1, 0);
-  for (size_t g = 0; g < groups.size(); ++g)
+  std::vector<std::pair<int64_t, int64_t>> pack_tasks;  // (group, first row)
+  for (size_t g = 0; g < groups.size(); ++g) {
     a_off[g + 1] = a_off[g] + (groups[g].m + ik.mr - 1) / ik.mr * ik.mr * groups[g].k;
-  std::unique_ptr<float[]> a_packed(new float[static_cast<size_t>(std::max<int64_t>(a_off.back(), 1))]);
-  parallel_for(static_cast<int64_t>(groups.size()), [&](int64_t g, int) {
+    for (int64_t r0 = 0; r0 < groups[g].m; r0 += pack_block) pack_tasks.emplace_back(static_cast<int64_t>(g), r0);
+  }
+  float* const a_packed = ws.floats(a_off.back());
+  parallel_for(static_cast<int64_t>(pack_tasks.size()), [&](int64_t t, int) {
+    const auto [g, r0] = pack_tasks[static_cast<size_t>(t)];
     const GemmGroup& gr = groups[static_cast<size_t>(g)];
-    if (gr.m > 0) pack_rows_panel(gr.a, gr.lda, gr.m, gr.k, ik.mr, a_packed.get() + a_off[static_cast<size_t>(g)]);
+    const int64_t rows = std::min(pack_block, gr.m - r0);
+    float* out = a_packed + a_off[static_cast<size_t>(g)] + r0 * gr.k;
+    if (gr.a_rows) pack_rows_panel(gr.a, gr.lda, rows, gr.k, ik.mr, out, gr.a_rows + r0);
+    else pack_rows_panel(gr.a + r0 * gr.lda, gr.lda, rows, gr.k, ik.mr, out);
   });
   parallel_for(static_cast<int64_t>(tiles.size()), [&](int64_t t, int thread) {
     const GemmTile& tile = tiles[static_cast<size_t>(t)];
     const GemmGroup& g = groups[static_cast<size_t>(tile.group)];
-    float* c = scratch.get() + thread * scratch_floats;  // (rows, np * NR) result tile
-    const float* ap = a_packed.get() + a_off[static_cast<size_t>(tile.group)] + tile.r0 * g.k;
+    float* c = scratch + thread * scratch_floats;  // (rows, np * NR) result tile
+    const float* ap = a_packed + a_off[static_cast<size_t>(tile.group)] + tile.r0 * g.k;
     const int64_t panel_elems = g.k * ik.nr;
     for (int64_t k0 = 0; k0 < g.k; k0 += kKc) {
       const int64_t kc = std::min(kKc, g.k - k0);

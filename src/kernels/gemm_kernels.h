@@ -82,7 +82,10 @@ const IsaKernels& isa_kernels_avx512();
 // of (kc, mr): // (rows/MR, kc, MR); rows past `rows` are zero. The drivers pack activations once per run: rows of a
 // large lda would otherwise alias in the L1 sets (2048 floats = 8 KiB apart), and the micro-kernel reads the
 // panel contiguously.
-void pack_rows_panel(const float* a, int64_t lda, int64_t rows, int64_t kc, int mr, float* out);
+// With row_index, row i is read from a + row_index[i] * lda: the dispatch's gather fused into the packing, so the
+// sorted copy of the routed rows is never written.
+void pack_rows_panel(const float* a, int64_t lda, int64_t rows, int64_t kc, int mr, float* out,
+                     const int64_t* row_index = nullptr);
 
 // Scalar references of the micro-kernel contract for any tile (mr, nr) (double accumulation).
 void gemm_f32w_f32__ref(int m, int mr, int nr, int64_t kc, const float* a, const float* b, float* c, int64_t ldc,

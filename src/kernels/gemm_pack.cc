@@ -110,14 +110,18 @@ void pack_rows_f32(const float* b, int64_t ldb, int64_t k, int64_t n, int nr, fl
   }
 }
 
-void pack_rows_panel(const float* a, int64_t lda, int64_t rows, int64_t kc, int mr, float* out) {
+void pack_rows_panel(const float* a, int64_t lda, int64_t rows, int64_t kc, int mr, float* out,
+                     const int64_t* row_index) {
+  constexpr int kMaxMr = 32;
+  HYMOE_CHECK(mr >= 1 && mr <= kMaxMr, "mr=", mr);
+  const float* src[kMaxMr];
   for (int64_t r0 = 0; r0 < rows; r0 += mr) {
     const int64_t m = std::min<int64_t>(mr, rows - r0);
+    for (int64_t i = 0; i < m; ++i) src[i] = a + (row_index ? row_index[r0 + i] : r0 + i) * lda;
     float* panel = out + r0 * kc;  // panel r0/mr starts at (r0/mr) * kc * mr = r0 * kc
-    const float* src = a + r0 * lda;
     for (int64_t k = 0; k < kc; ++k) {
       float* dst = panel + k * mr;
-      for (int64_t i = 0; i < m; ++i) dst[i] = src[i * lda + k];
+      for (int64_t i = 0; i < m; ++i) dst[i] = src[i][k];
       for (int64_t i = m; i < mr; ++i) dst[i] = 0.0f;
     }
   }

@@ -3,11 +3,13 @@
 //
 // Data contract of the ragged batch (see docs/kernels.md):
 //   offsets  (G+1)       exclusive scan of rows per group; offsets[0] = 0, non-decreasing; empty groups legal
-//   x        (R, dim)    rows grouped by group, R = offsets[G]
+//   x        (R, dim)    rows grouped by group, R = offsets[G]; or, with x_rows, any (N, dim) matrix of which row
+//                        r of the batch is x[x_rows[r]] (the dispatch's gather, fused into the kernel's packing)
 //   scale    (R)         optional per-row factor applied to the output row (routing weight x load scale)
 //   y        (R, dim)    overwritten with scale[r] * mlp_g(x[r])
 // Implementations are chosen once (make_grouped_ffn) and may pack the weights in their own layout then; running
-// never allocates shared state and gives the same bits for any thread count.
+// takes its temporaries from a pooled workspace (kernels/workspace.h), is safe to call concurrently, and gives the
+// same bits for any thread count.
 #pragma once
 
 #include <cstdint>
@@ -56,13 +58,14 @@ struct GroupedFfnShape {
 
 struct GroupedFfnArgs {
   const int64_t* offsets = nullptr;  // (G+1)
-  const float* x = nullptr;          // (R, dim)
+  const float* x = nullptr;          // (R, dim), or (N, dim) indexed by x_rows
   const float* scale = nullptr;      // (R) or nullptr for 1
   float* y = nullptr;                // (R, dim)
   // Optional, for the backward pass: pre-activation gate and up projections, (R, hidden) each. saved_gate is
   // only written for gated activations.
   float* saved_gate = nullptr;
   float* saved_up = nullptr;
+  const int64_t* x_rows = nullptr;  // optional (R): row r of the batch is x[x_rows[r]]
 };
 
 class GroupedFfn {

@@ -39,22 +39,25 @@ class GroupedFfnPacked final : public GroupedFfn {
     if (R == 0) return;
     const bool gated = is_gated(shape_.activation);
     const int nr = ik_.nr, half = nr / 2;
-    std::unique_ptr<float[]> hidden(new float[static_cast<size_t>(R * H)]);
+    const WorkspaceLease ws;
+    const Workspace::Scope scope(*ws);
+    float* const hidden = ws->floats(R * H);  // (R, H)
 
     // Phase 1: hidden = act(x . [gate|up]) per group.
     std::vector<GemmGroup> groups(static_cast<size_t>(G));
     for (int64_t g = 0; g < G; ++g) {
       const PackedMatrix& p = packed_[static_cast<size_t>(g)].first;
-      groups[static_cast<size_t>(g)] = {args.x + args.offsets[g] * D, D, args.offsets[g + 1] - args.offsets[g], D,
-                                        p.data(), p.panels};
+      GemmGroup& gr = groups[static_cast<size_t>(g)];
+      gr = {args.x + (args.x_rows ? 0 : args.offsets[g] * D), D, args.x_rows ? args.x_rows + args.offsets[g] : nullptr,
+            args.offsets[g + 1] - args.offsets[g], D, p.data(), p.panels};
     }
-    run_gemm_groups(ik_, dtype_, groups, [&](const GemmTile& t, const float* c, int64_t ldc) {
+    run_gemm_groups(ik_, dtype_, groups, *ws, [&](const GemmTile& t, const float* c, int64_t ldc) {
       const int64_t row0 = args.offsets[t.group] + t.r0;
       float tmp[64];
       for (int64_t r = 0; r < t.rows; ++r) {
         const float* cr = c + r * ldc;
         const int64_t row = row0 + r;
-        float* h = hidden.get() + row * H;
+        float* h = hidden + row * H;
         for (int64_t j = 0; j < t.np; ++j) {
           const float* cp = cr + j * nr;
           if (gated) {
@@ -75,10 +78,10 @@ class GroupedFfnPacked final : public GroupedFfn {
     // Phase 2: y = scale * (hidden . down) per group.
     for (int64_t g = 0; g < G; ++g) {
       const PackedMatrix& p = packed_[static_cast<size_t>(g)].down;
-      groups[static_cast<size_t>(g)] = {hidden.get() + args.offsets[g] * H, H,
-                                        args.offsets[g + 1] - args.offsets[g], H, p.data(), p.panels};
+      groups[static_cast<size_t>(g)] = {hidden + args.offsets[g] * H, H, nullptr, args.offsets[g + 1] - args.offsets[g],
+                                        H, p.data(), p.panels};
     }
-    run_gemm_groups(ik_, dtype_, groups, [&](const GemmTile& t, const float* c, int64_t ldc) {
+    run_gemm_groups(ik_, dtype_, groups, *ws, [&](const GemmTile& t, const float* c, int64_t ldc) {
       const int64_t row0 = args.offsets[t.group] + t.r0;
       const int64_t col0 = t.p0 * nr, w = std::min<int64_t>(t.np * nr, D - col0);
       for (int64_t r = 0; r < t.rows; ++r) {

@@ -52,11 +52,17 @@ class GroupedFfnPortable final : public GroupedFfn {
     const int64_t D = shape_.dim, H = shape_.hidden;
     const bool gated = is_gated(shape_.activation);
     std::vector<float> up(static_cast<size_t>(kRows * H)), gate(static_cast<size_t>(kRows * H));
+    std::vector<float> gathered(args.x_rows ? static_cast<size_t>(kRows * D) : 0);
     for (int64_t g = 0; g < shape_.num_groups; ++g) {
       const Packed& p = packed_[static_cast<size_t>(g)];
       for (int64_t r0 = args.offsets[g]; r0 < args.offsets[g + 1]; r0 += kRows) {
         const int64_t rows = std::min(kRows, args.offsets[g + 1] - r0);
         const float* x = args.x + r0 * D;
+        if (args.x_rows) {
+          for (int64_t r = 0; r < rows; ++r)
+            std::copy_n(args.x + args.x_rows[r0 + r] * D, D, gathered.data() + r * D);
+          x = gathered.data();
+        }
         gemm_rows(rows, D, H, x, D, p.up.data(), up.data(), H);
         if (gated) gemm_rows(rows, D, H, x, D, p.gate.data(), gate.data(), H);
         for (int64_t r = 0; r < rows; ++r) {

@@ -22,7 +22,7 @@ class GroupedFfnRef final : public GroupedFfn {
     for (int64_t g = 0; g < shape_.num_groups; ++g) {
       const MlpWeightsView& w = weights_[static_cast<size_t>(g)];
       for (int64_t r = args.offsets[g]; r < args.offsets[g + 1]; ++r) {
-        const float* x = args.x + r * D;
+        const float* x = args.x + (args.x_rows ? args.x_rows[r] : r) * D;
         for (int64_t h = 0; h < H; ++h) {
           double su = 0.0, sg = 0.0;
           for (int64_t d = 0; d < D; ++d) {

@@ -25,10 +25,11 @@ void grouped_rows_gemm_packed(const GroupedRowsGemm& p, Isa isa) {
     dtype = p.b[g].dtype;
     first = false;
     packed[static_cast<size_t>(g)] = pack_matrix(p.b[g], ik->nr);
-    groups[static_cast<size_t>(g)] = {p.a + p.offsets[g] * p.k, p.k, rows, p.k, packed[static_cast<size_t>(g)].data(),
-                                      packed[static_cast<size_t>(g)].panels};
+    groups[static_cast<size_t>(g)] = {p.a + p.offsets[g] * p.k, p.k, nullptr, rows, p.k,
+                                      packed[static_cast<size_t>(g)].data(), packed[static_cast<size_t>(g)].panels};
   }
-  run_gemm_groups(*ik, dtype, groups, [&](const GemmTile& t, const float* c, int64_t ldc) {
+  const WorkspaceLease ws;
+  run_gemm_groups(*ik, dtype, groups, *ws, [&](const GemmTile& t, const float* c, int64_t ldc) {
     const int64_t col0 = t.p0 * ik->nr, w = std::min<int64_t>(t.np * ik->nr, p.n - col0);
     for (int64_t r = 0; r < t.rows; ++r) {
       float* out = p.c + (p.offsets[t.group] + t.r0 + r) * p.n + col0;
@@ -44,9 +45,11 @@ void grouped_weight_grad_gemm_packed(const GroupedWeightGradGemm& p, Isa isa) {
   HYMOE_CHECK(ik && p.offsets && p.offsets[0] == 0 && p.k > 0 && p.n > 0);
   const int64_t R = p.offsets[p.num_groups], K = p.k, N = p.n, nr = ik->nr;
   // dW_g = A_g^T . G_g as a GEMM with M = K: A_g transposed to (K, rows_g), G_g packed as panels of (rows_g, NR).
-  std::unique_ptr<float[]> at(new float[static_cast<size_t>(std::max<int64_t>(R * K, 1))]);
+  const WorkspaceLease ws;
+  const Workspace::Scope scope(*ws);
+  float* const at = ws->floats(R * K);
   const int64_t panels = (N + nr - 1) / nr;
-  std::unique_ptr<float[]> gp(new float[static_cast<size_t>(std::max<int64_t>(R * panels * nr, 1))]);
+  float* const gp = ws->floats(R * panels * nr);
   std::vector<GemmGroup> groups(static_cast<size_t>(p.num_groups));
   for (int64_t g = 0; g < p.num_groups; ++g) {
     const int64_t r0 = p.offsets[g], rows = p.offsets[g + 1] - r0;
@@ -55,14 +58,14 @@ void grouped_weight_grad_gemm_packed(const GroupedWeightGradGemm& p, Isa isa) {
       if (!p.accumulate) std::fill(p.dw[g], p.dw[g] + K * N, 0.0f);
       continue;
     }
-    float* a_t = at.get() + r0 * K;  // (K, rows)
+    float* a_t = at + r0 * K;  // (K, rows)
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t i = 0; i < K; ++i) a_t[i * rows + r] = p.a[(r0 + r) * K + i];
-    float* g_packed = gp.get() + r0 * panels * nr;
+    float* g_packed = gp + r0 * panels * nr;
     pack_rows_f32(p.g + r0 * N, N, rows, N, static_cast<int>(nr), g_packed);
-    groups[static_cast<size_t>(g)] = {a_t, rows, K, rows, g_packed, panels};
+    groups[static_cast<size_t>(g)] = {a_t, rows, nullptr, K, rows, g_packed, panels};
   }
-  run_gemm_groups(*ik, DType::kF32, groups, [&](const GemmTile& t, const float* c, int64_t ldc) {
+  run_gemm_groups(*ik, DType::kF32, groups, *ws, [&](const GemmTile& t, const float* c, int64_t ldc) {
     float* dw = p.dw[t.group];
     const int64_t col0 = t.p0 * nr, w = std::min<int64_t>(t.np * nr, N - col0);
     for (int64_t r = 0; r < t.rows; ++r) {

@@ -10,6 +10,7 @@
 
 #include "hymoe/error.h"
 #include "hymoe/moe.h"
+#include "kernels/workspace.h"
 #include "moe/dispatch.h"
 #include "moe/expert_backward.h"
 #include "moe/expert_views.h"
@@ -226,9 +227,8 @@ Tensor MoELayer::forward(const Tensor& x, Mode mode, int64_t step, int64_t max_s
   Routing routing = router_->route(x2, mode);
   // 2. Capacity.
   apply_capacity(config_, routing);
-  // 3. Count, scan, gather: the ragged batch.
+  // 3. Count and scan: the ragged batch. Its gather is fused into the kernel's packing of the rows (x_rows).
   const Dispatch dispatch = build_dispatch(routing);
-  const std::vector<float> x_sorted = gather_rows(x2.data(), D, dispatch);
   // 4. Per-row output scale: routing weight x (train-mode gradient_scale) load scale of the row's expert.
   std::vector<float> row_scale(static_cast<size_t>(dispatch.rows()));
   for (int64_t r = 0; r < dispatch.rows(); ++r) {
@@ -245,14 +245,18 @@ Tensor MoELayer::forward(const Tensor& x, Mode mode, int64_t step, int64_t max_s
     saved.up.resize(static_cast<size_t>(dispatch.rows()) * H);
     if (gated) saved.gate.resize(saved.up.size());
   }
-  // 5. Grouped expert MLPs over exactly the routed rows.
-  std::vector<float> expert_out(x_sorted.size());
+  // 5. Grouped expert MLPs over exactly the routed rows. Temporaries come from a pooled workspace, reused call
+  // after call instead of being mapped afresh.
+  const kernels::WorkspaceLease ws;
+  const kernels::Workspace::Scope scope(*ws);
+  float* const expert_out = ws->floats(dispatch.rows() * D);  // (R, D)
   if (dispatch.rows() > 0) {
     kernels::GroupedFfnArgs args;
     args.offsets = dispatch.offsets.data();
-    args.x = x_sorted.data();
+    args.x = x2.data();
+    args.x_rows = dispatch.row_token.data();
     args.scale = row_scale.data();
-    args.y = expert_out.data();
+    args.y = expert_out;
     if (train) {
       args.saved_up = saved.up.data();
       args.saved_gate = gated ? saved.gate.data() : nullptr;
@@ -261,14 +265,14 @@ Tensor MoELayer::forward(const Tensor& x, Mode mode, int64_t step, int64_t max_s
   }
   // 6. Weighted combine back to token order, 7. plus the shared expert.
   Tensor y(x.shape());
-  combine_rows(expert_out.data(), D, dispatch, T, K, y.data());
+  combine_rows(expert_out, D, dispatch, T, K, y.data());
   if (impl_->has_shared) {
-    std::vector<float> shared_out(static_cast<size_t>(T * D));
+    float* const shared_out = ws->floats(T * D);  // (T, D)
     const int64_t offsets[2] = {0, T};
     kernels::GroupedFfnArgs args;
     args.offsets = offsets;
     args.x = x2.data();
-    args.y = shared_out.data();
+    args.y = shared_out;
     if (train) {
       saved.shared_up.resize(static_cast<size_t>(T) * H);
       args.saved_up = saved.shared_up.data();
@@ -278,7 +282,7 @@ Tensor MoELayer::forward(const Tensor& x, Mode mode, int64_t step, int64_t max_s
       }
     }
     impl_->shared_ffn->run(args);
-    for (int64_t i = 0; i < T * D; ++i) y[i] += shared_out[static_cast<size_t>(i)];
+    for (int64_t i = 0; i < T * D; ++i) y[i] += shared_out[i];
   }
   if (train) {
     saved.valid = true;

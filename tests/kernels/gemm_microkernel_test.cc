@@ -2,6 +2,7 @@
 // this CPU has (the others are skipped, not failed).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -37,6 +38,26 @@ TEST(PackTest, RowPanelsHoldTheRowsAndZeroPadding) {
       for (int64_t r = 0; r < (rows + mr - 1) / mr * mr; ++r)
         for (int64_t k = 0; k < kc; ++k)
           ASSERT_EQ(out[static_cast<size_t>((r / mr) * kc * mr + k * mr + r % mr)], r < rows ? a[static_cast<size_t>(r * lda + k)] : 0.0f);
+    }
+}
+
+// With row indices the packing reads the rows it is told to (repeats allowed): the gather fused into packing.
+TEST(PackTest, RowPanelsGatherIndexedRows) {
+  Rng rng(6);
+  for (int mr : {6, 12})
+    for (int64_t rows : {1, 7, 13}) {
+      const int64_t kc = 5, lda = 8, source_rows = 4;
+      const auto a = random_values(rng, source_rows * lda);
+      std::vector<int64_t> index(static_cast<size_t>(rows));
+      for (int64_t r = 0; r < rows; ++r) index[static_cast<size_t>(r)] = (3 * r + 1) % source_rows;
+      std::vector<float> gathered(static_cast<size_t>(rows * lda));
+      for (int64_t r = 0; r < rows; ++r)
+        std::copy_n(a.data() + index[static_cast<size_t>(r)] * lda, lda, gathered.data() + r * lda);
+      const size_t size = static_cast<size_t>((rows + mr - 1) / mr * mr * kc);
+      std::vector<float> got(size, -1.0f), want(size, -2.0f);
+      pack_rows_panel(a.data(), lda, rows, kc, mr, got.data(), index.data());
+      pack_rows_panel(gathered.data(), lda, rows, kc, mr, want.data());
+      EXPECT_EQ(got, want) << "mr " << mr << " rows " << rows;
     }
 }
 

@@ -25,6 +25,7 @@
 #include "kernels/gemm_kernels.h"
 #include "kernels/grouped_ffn.h"
 #include "kernels/thread_pool.h"
+#include "kernels/workspace.h"
 #include "moe/dispatch.h"
 
 #ifdef HYMOE_HAVE_OPENBLAS
@@ -203,9 +204,9 @@ double tune_zipf(const BenchShape& s) {
 
 // ---- the timed layer ---------------------------------------------------------------------------------------------
 
-// Runs the routed and shared expert MLPs of one layer: (sorted rows, offsets, scale) -> rows out.
+// Runs the routed and shared expert MLPs of one layer: (tokens' rows x, dispatch, scale) -> sorted rows out.
 struct ExpertStep {
-  std::function<void(const Dispatch&, const float* xs, const float* scale, float* out)> routed;
+  std::function<void(const Dispatch&, const float* x, const float* scale, float* out)> routed;
   std::function<void(int64_t T, const float* x, float* out)> shared;  // empty when the shape has none
 };
 
@@ -223,21 +224,22 @@ LayerTimes run_layer(Router& router, const Tensor& x2, const std::vector<int32_t
   routing.weights = routing.router_weights;
   routing.dropped.assign(indices.size(), 0);
   const Dispatch dispatch = build_dispatch(routing);
-  const std::vector<float> xs = gather_rows(x2.data(), D, dispatch);
   std::vector<float> scale(static_cast<size_t>(dispatch.rows()));
   for (int64_t r = 0; r < dispatch.rows(); ++r)
     scale[static_cast<size_t>(r)] = routing.weights[static_cast<size_t>(dispatch.row_token[static_cast<size_t>(r)] * K + dispatch.row_slot[static_cast<size_t>(r)])];
-  std::unique_ptr<float[]> out(new float[static_cast<size_t>(std::max<int64_t>(dispatch.rows() * D, 1))]);
+  const kernels::WorkspaceLease ws;  // as MoELayer::forward takes its temporaries
+  const kernels::Workspace::Scope scope(*ws);
+  float* const out = ws->floats(dispatch.rows() * D);
   auto te = Clock::now();
-  step.routed(dispatch, xs.data(), scale.data(), out.get());
+  step.routed(dispatch, x2.data(), scale.data(), out);
   lt.expert_ms += ms_since(te);
-  combine_rows(out.get(), D, dispatch, T, K, y.data());
+  combine_rows(out, D, dispatch, T, K, y.data());
   if (step.shared) {
-    std::unique_ptr<float[]> sh(new float[static_cast<size_t>(T * D)]);
+    float* const sh = ws->floats(T * D);
     te = Clock::now();
-    step.shared(T, x2.data(), sh.get());
+    step.shared(T, x2.data(), sh);
     lt.expert_ms += ms_since(te);
-    for (int64_t i = 0; i < T * D; ++i) y[i] += sh[static_cast<size_t>(i)];
+    for (int64_t i = 0; i < T * D; ++i) y[i] += sh[i];
   }
   lt.layer_ms = ms_since(t0);
   return lt;
@@ -245,10 +247,11 @@ LayerTimes run_layer(Router& router, const Tensor& x2, const std::vector<int32_t
 
 ExpertStep hymoe_step(const kernels::GroupedFfn& routed, const kernels::GroupedFfn* shared) {
   ExpertStep s;
-  s.routed = [&routed](const Dispatch& d, const float* xs, const float* scale, float* out) {
+  s.routed = [&routed](const Dispatch& d, const float* x, const float* scale, float* out) {
     kernels::GroupedFfnArgs a;
     a.offsets = d.offsets.data();
-    a.x = xs;
+    a.x = x;
+    a.x_rows = d.row_token.data();  // the gather fused into the kernel's packing, as in MoELayer::forward
     a.scale = scale;
     a.y = out;
     if (d.rows() > 0) routed.run(a);
@@ -285,11 +288,12 @@ void blas_mlp(int64_t m, int64_t D, int64_t H, const float* x, const float* wg, 
 ExpertStep blas_step(const ShapeWeights& w) {
   ExpertStep s;
   const int64_t D = w.shape.dim, H = w.shape.hidden;
-  s.routed = [&w, D, H](const Dispatch& d, const float* xs, const float* scale, float* out) {
+  s.routed = [&w, D, H](const Dispatch& d, const float* x, const float* scale, float* out) {
+    const std::vector<float> xs = gather_rows(x, D, d);  // a user's gather into expert order
     std::vector<float> g, u;
     for (int64_t e = 0; e < w.shape.experts; ++e) {
       const int64_t r0 = d.offsets[static_cast<size_t>(e)], m = d.offsets[static_cast<size_t>(e + 1)] - r0;
-      if (m > 0) blas_mlp(m, D, H, xs + r0 * D, w.mat(e, 0), w.mat(e, 1), w.mat(e, 2), scale + r0, out + r0 * D, g, u);
+      if (m > 0) blas_mlp(m, D, H, xs.data() + r0 * D, w.mat(e, 0), w.mat(e, 1), w.mat(e, 2), scale + r0, out + r0 * D, g, u);
     }
   };
   if (w.shared_hidden > 0)
