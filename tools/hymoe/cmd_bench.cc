@@ -448,40 +448,68 @@ void bench_shape(const BenchOptions& o, const BenchShape& s, const Limits& lim, 
     w.shared_bf16 = {};
     const ExpertStep fast = hymoe_step(*routed_ffn, shared_ffn.get());
 
-    for (const std::string& routing : o.routings)
-      for (int64_t T : o.tokens) {
-        const bool zipf = routing == "zipf";
-        const int repeats = o.repeats > 0 ? o.repeats : (T <= 32 ? 9 : 5);
-        Tensor x(Shape{T, D});
-        fill_uniform(x.data(), T * D, 1.0f, static_cast<uint64_t>(T) + 7);
-        Tensor y(Shape{T, D});
-        // Cold weights: a fresh routing each repeat, so (with every shape's experts far beyond the LLC) the touched
-        // experts come from memory; hot: one routing repeated.
+    for (int64_t T : o.tokens) {
+      const int repeats = o.repeats > 0 ? o.repeats : (T <= 32 ? 9 : 5);
+      Tensor x(Shape{T, D});
+      fill_uniform(x.data(), T * D, 1.0f, static_cast<uint64_t>(T) + 7);
+      Tensor y(Shape{T, D});
+      // What is compared (the routings, hymoe and the baseline) runs interleaved, repeat by repeat, so a change in
+      // the machine's load during the run hits every variant alike: on a shared machine that is what makes their
+      // ratios trustworthy.
+      struct Variant {
+        std::string routing;
+        bool baseline = false;
+        // Cold weights: a fresh routing each repeat, so (with every shape's experts far beyond the LLC) the
+        // touched experts come from memory; hot: one routing repeated.
         std::vector<std::vector<int32_t>> routings;
+        std::vector<double> layer, expert, bytes;
+      };
+      std::vector<Variant> variants;
+      for (const std::string& routing : o.routings) {
+        const bool zipf = routing == "zipf";
+        Variant v;
+        v.routing = routing;
         for (int r = 0; r < repeats + 1; ++r)
-          routings.push_back(make_indices(s, T, zipf, zipf_s, o.weights == "hot" ? 1 : static_cast<uint64_t>(r + 1)));
-        std::vector<double> layer, expert, base, bytes;
-        for (int r = 0; r < repeats + 1; ++r) {  // repeat 0 warms up
-          if (o.weights == "cold") evictor.evict(probe_kernels());
-          const LayerTimes lt = run_layer(*router, x, routings[static_cast<size_t>(r)], K, fast, y);
-          std::vector<char> touched(static_cast<size_t>(E), 0);
-          for (int32_t e : routings[static_cast<size_t>(r)]) touched[static_cast<size_t>(e)] = 1;
-          const int64_t distinct = std::count(touched.begin(), touched.end(), 1);
-          if (r == 0) continue;
-          layer.push_back(lt.layer_ms);
-          expert.push_back(lt.expert_ms);
-          bytes.push_back(static_cast<double>((distinct * per_mlp + 3 * D * w.shared_hidden) * static_cast<int64_t>(elem) + E * D * 4));
-        }
+          v.routings.push_back(make_indices(s, T, zipf, zipf_s, o.weights == "hot" ? 1 : static_cast<uint64_t>(r + 1)));
+        variants.push_back(v);
 #ifdef HYMOE_HAVE_OPENBLAS
         if (o.baseline) {
-          openblas_set_num_threads(num_threads());
-          const ExpertStep blas = blas_step(w);
-          for (int r = 0; r < std::min(repeats, 3) + 1; ++r) {
-            const LayerTimes lt = run_layer(*router, x, routings[static_cast<size_t>(r)], K, blas, y);
-            if (r > 0) base.push_back(lt.layer_ms);
-          }
+          v.baseline = true;
+          variants.push_back(std::move(v));
         }
 #endif
+      }
+#ifdef HYMOE_HAVE_OPENBLAS
+      const ExpertStep blas = blas_step(w);
+      openblas_set_num_threads(num_threads());
+#endif
+      for (int r = 0; r < repeats + 1; ++r)  // repeat 0 warms up
+        for (Variant& v : variants) {
+          if (v.baseline && r > 3) continue;  // the baseline is slow: at most 3 timed repeats
+          if (o.weights == "cold") evictor.evict(probe_kernels());
+          const std::vector<int32_t>& indices = v.routings[static_cast<size_t>(r)];
+#ifdef HYMOE_HAVE_OPENBLAS
+          const LayerTimes lt = run_layer(*router, x, indices, K, v.baseline ? blas : fast, y);
+#else
+          const LayerTimes lt = run_layer(*router, x, indices, K, fast, y);
+#endif
+          if (r == 0) continue;
+          std::vector<char> touched(static_cast<size_t>(E), 0);
+          for (int32_t e : indices) touched[static_cast<size_t>(e)] = 1;
+          const int64_t distinct = std::count(touched.begin(), touched.end(), 1);
+          v.layer.push_back(lt.layer_ms);
+          v.expert.push_back(lt.expert_ms);
+          v.bytes.push_back(static_cast<double>((distinct * per_mlp + 3 * D * w.shared_hidden) * static_cast<int64_t>(elem) + E * D * 4));
+        }
+      for (const Variant& v : variants) {
+        if (v.baseline) continue;
+        const std::string& routing = v.routing;
+        std::vector<double> base;
+        for (const Variant& b : variants)
+          if (b.baseline && b.routing == routing) base = b.layer;
+        const std::vector<double>& layer = v.layer;
+        const std::vector<double>& expert = v.expert;
+        const std::vector<double>& bytes = v.bytes;
         const double layer_ms = median(layer), expert_ms = median(expert), weight_bytes = median(bytes);
         const double flops = 2.0 * static_cast<double>(T) * (static_cast<double>(E * D) + static_cast<double>(K * per_mlp) +
                                                               static_cast<double>(3 * D * w.shared_hidden));
@@ -511,6 +539,7 @@ void bench_shape(const BenchOptions& o, const BenchShape& s, const Limits& lim, 
         std::fflush(stdout);
         out.push_back(j);
       }
+    }
   }
 }
 
