@@ -71,6 +71,9 @@ struct IsaKernels {
   // independent vector FMA chains, and a single streaming read of n floats (n a multiple of 4 vectors).
   double (*fma_probe)(int64_t iters, float* sink);
   float (*sum_probe)(const float* p, int64_t n);
+  // The same read over `streams` (a multiple of 4) regions of n floats, region s at p + s * stride, interleaved a
+  // cache line at a time (the decode kernel's access pattern).
+  float (*sum_probe_streams)(const float* p, int64_t stride, int streams, int64_t n);
 };
 
 // The kernels of `isa`, or nullptr for Isa::kScalar (which uses the portable implementations).

@@ -137,6 +137,30 @@ double fma_probe(int64_t iters, float* sink) {
   return static_cast<double>(iters) * 12 * V::kWidth * 2;
 }
 
+// The read probe over `streams` regions of n floats each (region s at p + s * stride; streams a multiple of 4, n
+// of a cache line), read interleaved a cache line at a time: the decode kernel's pattern, four weight panels side
+// by side. One accumulator per stream of a group of four keeps the adds off one dependency chain.
+float sum_probe_streams(const float* p, int64_t stride, int streams, int64_t n) {
+  constexpr int kLine = 64 / static_cast<int>(sizeof(float));
+  typename V::vec s0 = V::zero(), s1 = V::zero(), s2 = V::zero(), s3 = V::zero();
+  for (int64_t i = 0; i < n; i += kLine)
+    for (int s = 0; s < streams; s += 4) {
+      const float* q = p + s * stride + i;
+#pragma GCC unroll 4
+      for (int j = 0; j < kLine; j += V::kWidth) {
+        s0 = V::add(s0, V::load(q + j));
+        s1 = V::add(s1, V::load(q + stride + j));
+        s2 = V::add(s2, V::load(q + 2 * stride + j));
+        s3 = V::add(s3, V::load(q + 3 * stride + j));
+      }
+    }
+  float out[V::kWidth];
+  V::store(out, V::add(V::add(s0, s1), V::add(s2, s3)));
+  float total = 0.0f;
+  for (int i = 0; i < V::kWidth; ++i) total += out[i];
+  return total;
+}
+
 float sum_probe(const float* p, int64_t n) {
   typename V::vec s0 = V::zero(), s1 = V::zero(), s2 = V::zero(), s3 = V::zero();
   for (int64_t i = 0; i < n; i += 4 * V::kWidth) {

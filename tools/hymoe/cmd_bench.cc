@@ -88,54 +88,51 @@ const kernels::IsaKernels& probe_kernels() {
   return ik ? *ik : *kernels::isa_kernels(kernels::Isa::kAvx2);
 }
 
+// One pass of the FMA probe on every thread: GFLOP/s.
+double probe_peak_once(int64_t iters) {
+  const kernels::IsaKernels& ik = probe_kernels();
+  const int threads = num_threads();
+  std::vector<float> sink(static_cast<size_t>(64 * std::max(threads, 1)));
+  const int64_t tasks = 8 * threads;
+  std::vector<double> flops(static_cast<size_t>(tasks));
+  const auto t0 = Clock::now();
+  kernels::parallel_for(tasks, [&](int64_t t, int thread) {
+    flops[static_cast<size_t>(t)] = ik.fma_probe(iters, sink.data() + 64 * thread);
+  });
+  return std::accumulate(flops.begin(), flops.end(), 0.0) / (ms_since(t0) * 1e6);
+}
+
 Limits measure_limits() {
   const kernels::IsaKernels* ik = &probe_kernels();
   Limits l;
-  const int threads = num_threads();
   std::vector<double> peak;
-  std::vector<float> sink(static_cast<size_t>(64 * std::max(threads, 1)));
-  for (int rep = 0; rep < 5; ++rep) {
-    const int64_t tasks = 8 * threads;
-    std::vector<double> flops(static_cast<size_t>(tasks));
-    const auto t0 = Clock::now();
-    kernels::parallel_for(tasks, [&](int64_t t, int thread) {
-      flops[static_cast<size_t>(t)] = ik->fma_probe(2'000'000, sink.data() + 64 * thread);
-    });
-    peak.push_back(std::accumulate(flops.begin(), flops.end(), 0.0) / (ms_since(t0) * 1e6));
-  }
-  // Streaming reads of a buffer far beyond the last-level cache, split into chunks over the threads. Two access
-  // patterns, and the better one is the limit: one sequential stream per thread, and four interleaved streams per
-  // thread (in 4 KiB steps), the way the decode kernel reads four weight panels at once. A single stream per core
-  // under-reads this machine's bandwidth (the decode layer itself read faster than it), which would flatter every
-  // fraction of bandwidth.
+  for (int rep = 0; rep < 5; ++rep) peak.push_back(probe_peak_once(2'000'000));
+  // Streaming reads of a buffer far beyond the last-level cache, split into chunks over the threads, in three
+  // patterns; the best median is the limit. One sequential stream per thread under-reads this machine: the decode
+  // kernel, which reads four weight panels side by side, read faster than it. So the probe also reads 4 and 8
+  // regions of each chunk interleaved a cache line at a time, the decode kernel's own pattern.
   const int64_t floats = int64_t{1} << 27;  // 512 MiB
   std::unique_ptr<float[]> buf(new float[static_cast<size_t>(floats)]);
   const int64_t chunks = 256, chunk = floats / chunks;
   kernels::parallel_for(chunks, [&](int64_t c, int) { std::fill(buf.get() + c * chunk, buf.get() + (c + 1) * chunk, 1.0f); });
-  constexpr int64_t kStreams = 4, kStep = 1024;  // floats per step of one stream: 4 KiB
-  static_assert((int64_t{1} << 27) / 256 % (kStreams * kStep) == 0);
-  std::vector<double> bw1, bw4;
-  for (int rep = 0; rep < 5; ++rep)
-    for (const int64_t streams : {int64_t{1}, kStreams}) {
+  double best_read = 0;
+  for (const int streams : {1, 4, 8}) {
+    std::vector<double> bw;
+    for (int rep = 0; rep < 5; ++rep) {
       std::vector<float> sums(static_cast<size_t>(chunks));
       const auto t0 = Clock::now();
       kernels::parallel_for(chunks, [&](int64_t c, int) {
         const float* base = buf.get() + c * chunk;
-        if (streams == 1) {
-          sums[static_cast<size_t>(c)] = ik->sum_probe(base, chunk);
-          return;
-        }
-        const int64_t part = chunk / kStreams;
-        float total = 0.0f;
-        for (int64_t off = 0; off < part; off += kStep)
-          for (int64_t s = 0; s < kStreams; ++s) total += ik->sum_probe(base + s * part + off, kStep);
-        sums[static_cast<size_t>(c)] = total;
+        sums[static_cast<size_t>(c)] = streams == 1 ? ik->sum_probe(base, chunk)
+                                                    : ik->sum_probe_streams(base, chunk / streams, streams, chunk / streams);
       });
-      (streams == 1 ? bw1 : bw4).push_back(static_cast<double>(floats) * 4 / (ms_since(t0) * 1e6));
+      bw.push_back(static_cast<double>(floats) * 4 / (ms_since(t0) * 1e6));
       if (std::accumulate(sums.begin(), sums.end(), 0.0) != static_cast<double>(floats)) fail("read probe: wrong sum");
     }
+    best_read = std::max(best_read, median(bw));
+  }
+  l.read_gbps = best_read;
   l.peak_gflops = median(peak);
-  l.read_gbps = std::max(median(bw1), median(bw4));
   return l;
 }
 
@@ -149,12 +146,17 @@ class CacheEvictor {
       std::fill(buf_.get() + c * (floats_ / kChunks), buf_.get() + (c + 1) * (floats_ / kChunks), 1.0f);
     });
   }
-  void evict(const kernels::IsaKernels& ik) {
+  // Returns the read bandwidth of the pass in GB/s: a probe of the memory in the same moment as the next repeat.
+  double evict(const kernels::IsaKernels& ik) {
     std::vector<float> sums(kChunks);
+    const auto t0 = Clock::now();
     kernels::parallel_for(kChunks, [&](int64_t c, int) {
-      sums[static_cast<size_t>(c)] = ik.sum_probe(buf_.get() + c * (floats_ / kChunks), floats_ / kChunks);
+      const int64_t part = floats_ / kChunks / 4;  // four regions read side by side, as the probe's best pattern
+      sums[static_cast<size_t>(c)] = ik.sum_probe_streams(buf_.get() + c * (floats_ / kChunks), part, 4, part);
     });
+    const double gbps = static_cast<double>(floats_) * 4 / (ms_since(t0) * 1e6);
     sink_ += sums[0];
+    return gbps;
   }
 
  private:
@@ -483,10 +485,18 @@ void bench_shape(const BenchOptions& o, const BenchShape& s, const Limits& lim, 
       const ExpertStep blas = blas_step(w);
       openblas_set_num_threads(num_threads());
 #endif
+      // The machine's limits are probed again before every repeat (a short FMA pass, and the eviction pass as the
+      // read probe): on a shared machine the limits move during a run, and a fraction against a probe taken
+      // minutes earlier says more about the neighbours than about the kernels.
+      std::vector<double> peak_probe, read_probe;
       for (int r = 0; r < repeats + 1; ++r)  // repeat 0 warms up
         for (Variant& v : variants) {
           if (v.baseline && r > 3) continue;  // the baseline is slow: at most 3 timed repeats
-          if (o.weights == "cold") evictor.evict(probe_kernels());
+          if (r > 0 && &v == &variants.front()) peak_probe.push_back(probe_peak_once(500'000));
+          if (o.weights == "cold") {
+            const double gbps = evictor.evict(probe_kernels());
+            if (r > 0 && &v == &variants.front()) read_probe.push_back(gbps);
+          }
           const std::vector<int32_t>& indices = v.routings[static_cast<size_t>(r)];
 #ifdef HYMOE_HAVE_OPENBLAS
           const LayerTimes lt = run_layer(*router, x, indices, K, v.baseline ? blas : fast, y);
@@ -514,13 +524,15 @@ void bench_shape(const BenchOptions& o, const BenchShape& s, const Limits& lim, 
         const double flops = 2.0 * static_cast<double>(T) * (static_cast<double>(E * D) + static_cast<double>(K * per_mlp) +
                                                               static_cast<double>(3 * D * w.shared_hidden));
         const double gflops = flops / (layer_ms * 1e6), gbps = weight_bytes / (layer_ms * 1e6);
-        const double frac_peak = gflops / lim.peak_gflops, frac_bw = weight_bytes / (lim.read_gbps * 1e6) / layer_ms;
+        const double peak_gflops = median(peak_probe);
+        const double read_gbps = read_probe.empty() ? lim.read_gbps : median(read_probe);
+        const double frac_peak = gflops / peak_gflops, frac_bw = weight_bytes / (read_gbps * 1e6) / layer_ms;
         const double baseline_ms = base.empty() ? std::nan("") : median(base);
         nlohmann::json j = {{"shape", s.name}, {"tokens", T}, {"dtype", dtype}, {"threads", num_threads()},
                             {"routing", routing}, {"weights", o.weights}, {"isa", std::string(kernels::isa_name(kernels::active_isa()))},
                             {"kernel", routed_ffn->name()}, {"repeats", repeats}, {"layer_ms", layer_ms},
                             {"expert_ms", expert_ms}, {"flops", flops}, {"weight_bytes", weight_bytes},
-                            {"peak_gflops", lim.peak_gflops}, {"read_gbps", lim.read_gbps}, {"gflops", gflops},
+                            {"peak_gflops", peak_gflops}, {"read_gbps", read_gbps}, {"gflops", gflops},
                             {"weight_gbps", gbps}, {"frac_peak", frac_peak}, {"frac_bandwidth", frac_bw},
                             {"dispatch_frac", 1.0 - expert_ms / layer_ms}};
         if (!base.empty()) {
