@@ -1,5 +1,5 @@
 # Thin wrapper over the CMake presets so the README's two commands do all set-up on a fresh machine.
-.PHONY: setup build run test asan fuzz clean
+.PHONY: setup build run test asan fuzz avx512-emulated clean
 
 setup:
 	bash scripts/setup.sh
@@ -31,6 +31,10 @@ fuzz: setup
 	    fuzz/corpus/$$n >build/fuzz/log-$$n 2>&1 || { tail -40 build/fuzz/log-$$n; exit 1; }; \
 	  grep -E "^(Done|stat::number_of_executed_units)" build/fuzz/log-$$n; \
 	done
+
+# The kernel tests booted on an emulated AVX-512 CPU (Bochs), for machines without one; see docs/kernels.md.
+avx512-emulated:
+	bash scripts/avx512_under_emulation.sh
 
 clean:
 	rm -rf build
