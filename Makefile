@@ -20,19 +20,19 @@ asan: setup
 	cmake --build --preset asan
 	ctest --preset asan
 
+# The fuzz targets are built by the asan preset (clang), beside the sanitized tests.
 fuzz: setup
-	cmake --preset fuzz >/dev/null
-	cmake --build --preset fuzz
+	cmake --preset asan >/dev/null
+	cmake --build --preset asan
 	@# Each target X_fuzz runs over fuzz/corpus/X; new inputs go to build/, never into the repo's seed corpus.
-	@for t in build/fuzz/fuzz/*_fuzz; do \
-	  n=$$(basename $$t _fuzz); mkdir -p build/fuzz/corpus-$$n; \
+	@for t in build/asan/fuzz/*_fuzz; do \
+	  n=$$(basename $$t _fuzz); mkdir -p build/asan/corpus-$$n; \
 	  echo "fuzzing $$n for $${FUZZ_SECONDS:-30} s"; \
-	  $$t -max_total_time=$${FUZZ_SECONDS:-30} -rss_limit_mb=2048 -print_final_stats=1 build/fuzz/corpus-$$n \
-	    fuzz/corpus/$$n >build/fuzz/log-$$n 2>&1 || { tail -40 build/fuzz/log-$$n; exit 1; }; \
-	  grep -E "^(Done|stat::number_of_executed_units)" build/fuzz/log-$$n; \
+	  $$t -max_total_time=$${FUZZ_SECONDS:-30} -rss_limit_mb=2048 -print_final_stats=1 build/asan/corpus-$$n \
+	    fuzz/corpus/$$n >build/asan/log-$$n 2>&1 || { tail -40 build/asan/log-$$n; exit 1; }; \
+	  grep -E "^(Done|stat::number_of_executed_units)" build/asan/log-$$n; \
 	done
 
-# The kernel tests booted on an emulated AVX-512 CPU (Bochs), for machines without one; see docs/kernels.md.
 avx512-emulated:
 	bash scripts/avx512_under_emulation.sh
 
