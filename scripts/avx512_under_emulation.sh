@@ -5,7 +5,7 @@
 # their report from the emulated serial port and fails unless hymoe detected AVX-512 by itself and every AVX-512
 # test ran and passed. Emulation proves correctness only; its speed says nothing about the kernels' speed.
 #
-# Installs its packages with apt-get like scripts/setup.sh (only the missing ones); the kernel image is fetched
+# Installs its packages through scripts/setup.sh (only the missing ones); the kernel image is fetched
 # with `apt-get download` and unpacked under build/, never installed. Everything it makes lies in build/avx512-emu.
 # HYMOE_EMU_GTEST_FILTER narrows the tests (a gtest filter); HYMOE_EMU_TIMEOUT_S bounds the emulation (600 s).
 set -euo pipefail
@@ -21,17 +21,7 @@ sudo_cmd=""
 
 # bochs-term is the display plugin: Debian builds Bochs without the 'nogui' one, and naming a GUI here also keeps
 # apt from choosing bochs-wx for bochs's GUI dependency.
-packages=(bochs bochsbios bochs-term vgabios isolinux syslinux-common genisoimage cpio procps)
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if ((${#missing[@]})); then
-  echo "avx512-emu: installing ${missing[*]}"
-  $sudo_cmd apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
-bash scripts/setup.sh
+bash scripts/setup.sh bochs bochsbios bochs-term vgabios isolinux syslinux-common genisoimage cpio procps
 
 # The guest kernel: Debian's cloud amd64 image. It has the 8250 serial console, initramfs and devtmpfs built in,
 # enables the AVX-512 state in XCR0 on a CPU that has it, and unlike the generic image it is LZ4-compressed (seconds

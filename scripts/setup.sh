@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Installs the Debian packages hymoe builds against. Idempotent: packages already present are skipped, so a
-# machine that has everything runs no apt-get at all. Nothing is downloaded at build time; this is the only step
-# that reaches a package registry.
+# Installs the Debian packages hymoe builds against, plus any named as arguments (the AVX-512 emulation script
+# passes its own). Idempotent: packages already present are skipped, so a machine that has everything runs no
+# apt-get at all. Nothing is downloaded at build time; this is the only step that installs from a package registry.
 set -euo pipefail
 packages=(cmake ninja-build g++ clang libclang-rt-dev libomp-dev
-          nlohmann-json3-dev libcli11-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev)
+          nlohmann-json3-dev libcli11-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev "$@")
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
