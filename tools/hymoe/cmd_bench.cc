@@ -582,8 +582,9 @@ int run_bench(const BenchOptions& o) {
   }
   const Limits lim = measure_limits();
   if (!o.json)
-    fmt::print("hymoe bench: {} threads, isa {}, measured FMA peak {:.1f} GFLOP/s, read bandwidth {:.1f} GB/s; "
-               "{} weights; medians of repeated runs\n",
+    fmt::print("hymoe bench: {} threads, isa {}, start-up probes: FMA peak {:.1f} GFLOP/s, read bandwidth {:.1f} GB/s; "
+               "{} weights; medians of repeated runs; %peak and %bw against the best probe pass of the start-up "
+               "and of each row's own repeats\n",
                num_threads(), kernels::isa_name(kernels::active_isa()), lim.peak_gflops, lim.read_gbps, o.weights);
   if (!o.json) print_header();
   std::vector<nlohmann::json> rows;
