@@ -88,6 +88,37 @@ const kernels::IsaKernels& probe_kernels() {
   return ik ? *ik : *kernels::isa_kernels(kernels::Isa::kAvx2);
 }
 
+// A buffer of ones far beyond the last-level cache, read in timed passes over all threads: the read-bandwidth
+// probe, and (before every cold repeat) the pass that evicts the caches. A pass reads each chunk as one stream,
+// or as `streams` regions of it interleaved a cache line at a time (the decode kernel's pattern).
+class ReadBuffer {
+ public:
+  ReadBuffer(int64_t floats, int64_t chunks)
+      : floats_(floats), chunks_(chunks), buf_(new float[static_cast<size_t>(floats)]) {
+    const int64_t chunk = floats_ / chunks_;
+    kernels::parallel_for(chunks_, [&](int64_t c, int) { std::fill(buf_.get() + c * chunk, buf_.get() + (c + 1) * chunk, 1.0f); });
+  }
+  // One pass; returns its bandwidth in GB/s.
+  double read_gbps(int streams) const {
+    const kernels::IsaKernels& ik = probe_kernels();
+    const int64_t chunk = floats_ / chunks_;
+    std::vector<float> sums(static_cast<size_t>(chunks_));
+    const auto t0 = Clock::now();
+    kernels::parallel_for(chunks_, [&](int64_t c, int) {
+      const float* base = buf_.get() + c * chunk;
+      sums[static_cast<size_t>(c)] = streams == 1 ? ik.sum_probe(base, chunk)
+                                                  : ik.sum_probe_streams(base, chunk / streams, streams, chunk / streams);
+    });
+    const double gbps = static_cast<double>(floats_) * 4 / (ms_since(t0) * 1e6);
+    if (std::accumulate(sums.begin(), sums.end(), 0.0) != static_cast<double>(floats_)) fail("read probe: wrong sum");
+    return gbps;
+  }
+
+ private:
+  int64_t floats_, chunks_;
+  std::unique_ptr<float[]> buf_;
+};
+
 // One pass of the FMA probe on every thread: GFLOP/s.
 double probe_peak_once(int64_t iters) {
   const kernels::IsaKernels& ik = probe_kernels();
@@ -103,68 +134,21 @@ double probe_peak_once(int64_t iters) {
 }
 
 Limits measure_limits() {
-  const kernels::IsaKernels* ik = &probe_kernels();
   Limits l;
-  std::vector<double> peak;
-  for (int rep = 0; rep < 5; ++rep) peak.push_back(probe_peak_once(2'000'000));
-  // Streaming reads of a buffer far beyond the last-level cache, split into chunks over the threads, in three
-  // patterns; the best median is the limit. One sequential stream per thread under-reads this machine: the decode
-  // kernel, which reads four weight panels side by side, read faster than it. So the probe also reads 4 and 8
-  // regions of each chunk interleaved a cache line at a time, the decode kernel's own pattern.
-  const int64_t floats = int64_t{1} << 27;  // 512 MiB
-  std::unique_ptr<float[]> buf(new float[static_cast<size_t>(floats)]);
-  const int64_t chunks = 256, chunk = floats / chunks;
-  kernels::parallel_for(chunks, [&](int64_t c, int) { std::fill(buf.get() + c * chunk, buf.get() + (c + 1) * chunk, 1.0f); });
-  double best_read = 0;
-  for (const int streams : {1, 4, 8}) {
-    std::vector<double> bw;
-    for (int rep = 0; rep < 5; ++rep) {
-      std::vector<float> sums(static_cast<size_t>(chunks));
-      const auto t0 = Clock::now();
-      kernels::parallel_for(chunks, [&](int64_t c, int) {
-        const float* base = buf.get() + c * chunk;
-        sums[static_cast<size_t>(c)] = streams == 1 ? ik->sum_probe(base, chunk)
-                                                    : ik->sum_probe_streams(base, chunk / streams, streams, chunk / streams);
-      });
-      bw.push_back(static_cast<double>(floats) * 4 / (ms_since(t0) * 1e6));
-      if (std::accumulate(sums.begin(), sums.end(), 0.0) != static_cast<double>(floats)) fail("read probe: wrong sum");
-    }
-    best_read = std::max(best_read, *std::max_element(bw.begin(), bw.end()));
-  }
-  l.read_gbps = best_read;
-  l.peak_gflops = *std::max_element(peak.begin(), peak.end());
+  for (int rep = 0; rep < 5; ++rep) l.peak_gflops = std::max(l.peak_gflops, probe_peak_once(2'000'000));
+  // Streaming reads in three patterns; the best pass is the limit. One sequential stream per thread under-reads
+  // this machine: the decode kernel, which reads four weight panels side by side, read faster than it. So the
+  // probe also reads 4 and 8 regions of each chunk interleaved a cache line at a time, the decode kernel's pattern.
+  const ReadBuffer probe(int64_t{1} << 27, 256);  // 512 MiB
+  for (const int streams : {1, 4, 8})
+    for (int rep = 0; rep < 5; ++rep) l.read_gbps = std::max(l.read_gbps, probe.read_gbps(streams));
   return l;
 }
 
 // Cold weights must come from memory, but a shape's shared expert (read by every token) can fit in the last-level
-// cache and would stay there between repeats. Streaming a buffer several times the LLC's size through the caches
-// before each cold repeat (untimed) evicts it.
-class CacheEvictor {
- public:
-  CacheEvictor() : floats_(int64_t{256} << 18), buf_(new float[static_cast<size_t>(floats_)]) {  // 256 MiB
-    kernels::parallel_for(kChunks, [&](int64_t c, int) {
-      std::fill(buf_.get() + c * (floats_ / kChunks), buf_.get() + (c + 1) * (floats_ / kChunks), 1.0f);
-    });
-  }
-  // Returns the read bandwidth of the pass in GB/s: a probe of the memory in the same moment as the next repeat.
-  double evict(const kernels::IsaKernels& ik) {
-    std::vector<float> sums(kChunks);
-    const auto t0 = Clock::now();
-    kernels::parallel_for(kChunks, [&](int64_t c, int) {
-      const int64_t part = floats_ / kChunks / 4;  // four regions read side by side, as the probe's best pattern
-      sums[static_cast<size_t>(c)] = ik.sum_probe_streams(buf_.get() + c * (floats_ / kChunks), part, 4, part);
-    });
-    const double gbps = static_cast<double>(floats_) * 4 / (ms_since(t0) * 1e6);
-    sink_ += sums[0];
-    return gbps;
-  }
-
- private:
-  static constexpr int64_t kChunks = 64;
-  int64_t floats_;
-  std::unique_ptr<float[]> buf_;
-  float sink_ = 0.0f;
-};
+// cache and would stay there between repeats. A read pass over a buffer several times the LLC's size before each
+// cold repeat (untimed for the layer) evicts it, and its bandwidth is a probe taken in the same moment.
+ReadBuffer make_cache_evictor() { return ReadBuffer(int64_t{256} << 18, 64); }  // 256 MiB
 
 // ---- weights and routings --------------------------------------------------------------------------------------
 
@@ -398,7 +382,7 @@ void print_header() {
 }
 
 // Runs every configuration of one shape, printing a table row (and a JSON line) for each.
-void bench_shape(const BenchOptions& o, const BenchShape& s, const Limits& lim, CacheEvictor& evictor,
+void bench_shape(const BenchOptions& o, const BenchShape& s, const Limits& lim, const ReadBuffer& evictor,
                  std::vector<nlohmann::json>& out) {
   const int64_t D = s.dim, H = s.hidden, E = s.experts, K = s.top_k;
   const int64_t per_mlp = 3 * D * H;
@@ -494,7 +478,7 @@ void bench_shape(const BenchOptions& o, const BenchShape& s, const Limits& lim, 
           if (v.baseline && r > 3) continue;  // the baseline is slow: at most 3 timed repeats
           if (r > 0 && &v == &variants.front()) peak_probe.push_back(probe_peak_once(2'000'000));
           if (o.weights == "cold") {
-            const double gbps = evictor.evict(probe_kernels());
+            const double gbps = evictor.read_gbps(4);
             if (r > 0 && &v == &variants.front()) read_probe.push_back(gbps);
           }
           const std::vector<int32_t>& indices = v.routings[static_cast<size_t>(r)];
@@ -588,7 +572,7 @@ int run_bench(const BenchOptions& o) {
                num_threads(), kernels::isa_name(kernels::active_isa()), lim.peak_gflops, lim.read_gbps, o.weights);
   if (!o.json) print_header();
   std::vector<nlohmann::json> rows;
-  CacheEvictor evictor;
+  const ReadBuffer evictor = make_cache_evictor();
   for (const auto& s : shapes) bench_shape(o, s, lim, evictor, rows);
   return 0;
 }
