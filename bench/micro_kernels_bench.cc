@@ -29,8 +29,8 @@ void BM_MicroKernel(benchmark::State& state, Isa isa) {
   std::vector<uint16_t> bb(b.size(), float_to_bf16(0.25f));
   std::vector<float> c(static_cast<size_t>(ik->mr * ik->nr));
   for (auto _ : state) {
-    if constexpr (kBf16) ik->gemm_bf16w(ik->mr, kc, a.data(), bb.data(), c.data(), ik->nr, false);
-    else ik->gemm_f32w(ik->mr, kc, a.data(), b.data(), c.data(), ik->nr, false);
+    if constexpr (kBf16) ik->gemm_bf16w(ik->mr, kc, a.data(), bb.data(), c.data(), ik->nr, false, nullptr, 0);
+    else ik->gemm_f32w(ik->mr, kc, a.data(), b.data(), c.data(), ik->nr, false, nullptr, 0);
     benchmark::DoNotOptimize(c.data());
   }
   state.counters["FLOPS"] = benchmark::Counter(2.0 * ik->mr * ik->nr * kc, benchmark::Counter::kIsIterationInvariantRate);

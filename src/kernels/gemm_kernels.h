@@ -34,6 +34,9 @@ struct PackedMatrix {
 
 // Packs b (logical (K, N), any layout, f32 or bf16) into panels of nr columns.
 PackedMatrix pack_matrix(const MatrixView& b, int nr);
+// Packs panel p (of ceil(N / nr)) of pack_matrix(b, nr) into out (k * nr elements of b's dtype): the unit of work
+// for callers that pack per call into their own memory and in parallel with other matrices.
+void pack_matrix_panel(const MatrixView& b, int nr, int64_t p, void* out);
 // Packs gate and up (both (K, H), same dtype) interleaved, nr/2 columns of each per panel.
 PackedMatrix pack_gate_up(const MatrixView& gate, const MatrixView& up, int nr);
 // Packs a plain row-major f32 (K, N) matrix with leading dimension ldb (the backward's activation gradients).
@@ -43,9 +46,13 @@ void pack_rows_f32(const float* b, int64_t ldb, int64_t k, int64_t n, int nr, fl
 // a packed row panel (element (i, k) at a[k * MR + i], see pack_rows_panel; rows [k0, k0 + kc) of it), P one packed weight panel's
 // rows [k0, k0 + kc) (contiguous, NR per row), and C row-major with leading dimension ldc. Every C element is one
 // float FMA chain in increasing k, so blocking K and splitting rows never change the bits.
-using GemmF32wFn = void (*)(int m, int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate);
+// prefetch / prefetch_bytes: a hint, up to min(kc, ceil(bytes / 64)) cache lines from `prefetch` on, fetched toward
+// L2 one per k step while the tile computes (the driver passes the next weight block). Never dereferenced: any
+// address, or nullptr, is allowed and the result does not depend on it.
+using GemmF32wFn = void (*)(int m, int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate,
+                            const void* prefetch, int64_t prefetch_bytes);
 using GemmBf16wFn = void (*)(int m, int64_t kc, const float* a, const uint16_t* b, float* c, int64_t ldc,
-                             bool accumulate);
+                             bool accumulate, const void* prefetch, int64_t prefetch_bytes);
 // The decode variant: one row (m = 1, a packed row panel as above) over `row_panels` adjacent weight panels, panel
 // i at b + i * panel_stride and its C at c + i * NR. Same bits as row_panels calls of the 1-row micro-kernel.
 using GemmRowF32wFn = void (*)(int64_t kc, const float* a, const float* b, int64_t panel_stride, float* c,

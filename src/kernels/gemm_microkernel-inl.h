@@ -19,9 +19,11 @@ inline typename V::vec load_w(const W* p) {
 }
 
 // Every loop over rows is fully unrolled (the pragmas): that is what lets the compiler keep acc0/acc1 in registers
-// instead of spilling the arrays to the stack on every k.
+// instead of spilling the arrays to the stack on every k. [prefetch, prefetch_end) is brought toward L2 a cache
+// line per k step, from the first k on, while the tile computes from L1 (see run_gemm_groups).
 template <int M, typename W>
-void gemm_tile(int64_t kc, const float* a, const W* b, float* c, int64_t ldc, bool accumulate) {
+void gemm_tile(int64_t kc, const float* a, const W* b, float* c, int64_t ldc, bool accumulate, const char* prefetch,
+               const char* prefetch_end) {
   typename V::vec acc0[M], acc1[M];
 #pragma GCC unroll 16
   for (int i = 0; i < M; ++i) {
@@ -30,6 +32,10 @@ void gemm_tile(int64_t kc, const float* a, const W* b, float* c, int64_t ldc, bo
   }
 #pragma GCC unroll 4
   for (int64_t k = 0; k < kc; ++k) {
+    if (prefetch < prefetch_end) {
+      __builtin_prefetch(prefetch, 0, 2);
+      prefetch += 64;
+    }
     const typename V::vec b0 = load_w(b + k * kNr);
     const typename V::vec b1 = load_w(b + k * kNr + V::kWidth);
 #pragma GCC unroll 16
@@ -48,10 +54,14 @@ void gemm_tile(int64_t kc, const float* a, const W* b, float* c, int64_t ldc, bo
 
 // m in 1..kMr picks the instantiation with exactly m rows, so tails cost no masking.
 template <typename W, int M = kMr>
-void gemm_rows(int m, int64_t kc, const float* a, const W* b, float* c, int64_t ldc, bool accumulate) {
+void gemm_rows(int m, int64_t kc, const float* a, const W* b, float* c, int64_t ldc, bool accumulate,
+               const void* prefetch, int64_t prefetch_bytes) {
   if constexpr (M >= 1) {
-    if (m == M) return gemm_tile<M, W>(kc, a, b, c, ldc, accumulate);
-    return gemm_rows<W, M - 1>(m, kc, a, b, c, ldc, accumulate);
+    if (m == M) {
+      const char* pf = static_cast<const char*>(prefetch);
+      return gemm_tile<M, W>(kc, a, b, c, ldc, accumulate, pf, pf ? pf + prefetch_bytes : pf);
+    }
+    return gemm_rows<W, M - 1>(m, kc, a, b, c, ldc, accumulate, prefetch, prefetch_bytes);
   }
 }
 
@@ -105,11 +115,13 @@ void swiglu(int64_t n, const float* g, const float* u, float* h) {
   }
 }
 
-void gemm_f32w(int m, int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool acc) {
-  gemm_rows<float>(m, kc, a, b, c, ldc, acc);
+void gemm_f32w(int m, int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool acc, const void* pf,
+               int64_t pf_bytes) {
+  gemm_rows<float>(m, kc, a, b, c, ldc, acc, pf, pf_bytes);
 }
-void gemm_bf16w(int m, int64_t kc, const float* a, const uint16_t* b, float* c, int64_t ldc, bool acc) {
-  gemm_rows<uint16_t>(m, kc, a, b, c, ldc, acc);
+void gemm_bf16w(int m, int64_t kc, const float* a, const uint16_t* b, float* c, int64_t ldc, bool acc, const void* pf,
+                int64_t pf_bytes) {
+  gemm_rows<uint16_t>(m, kc, a, b, c, ldc, acc, pf, pf_bytes);
 }
 void gemm_f32w_row(int64_t kc, const float* a, const float* b, int64_t panel_stride, float* c, bool acc) {
   gemm_row_panels<float>(kc, a, b, panel_stride, c, acc);

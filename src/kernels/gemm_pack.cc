@@ -17,19 +17,25 @@ T stored(const MatrixView& b, int64_t kk, int64_t nn) {
 }
 
 // Fills panel p of out: for each k, nr values; column j of the panel comes from column_of(j) of a source
-// (-1: zero padding).
+// (-1: zero padding). Rows of k are filled in blocks so that, for sources whose columns are contiguous over k
+// (kOutIn), the nr strided writes of a block land in the same few KiB of the panel instead of sweeping all of it
+// once per column.
 template <typename T, typename ColumnOf>
 void fill_panel(int64_t k, int nr, T* panel, ColumnOf&& column_of, const MatrixView& gate, const MatrixView& up) {
-  for (int j = 0; j < nr; ++j) {
-    const auto [which, col] = column_of(j);  // which: 0 = gate, 1 = up/plain, col < 0: padding
-    const MatrixView& src = which == 0 ? gate : up;
-    if (col < 0) {
-      for (int64_t kk = 0; kk < k; ++kk) panel[kk * nr + j] = T(0);
-    } else if (src.layout == WeightLayout::kOutIn) {  // column col is contiguous over k
-      const T* s = static_cast<const T*>(src.data) + col * src.k;
-      for (int64_t kk = 0; kk < k; ++kk) panel[kk * nr + j] = s[kk];
-    } else {
-      for (int64_t kk = 0; kk < k; ++kk) panel[kk * nr + j] = stored<T>(src, kk, col);
+  constexpr int64_t kBlock = 64;
+  for (int64_t k0 = 0; k0 < k; k0 += kBlock) {
+    const int64_t k1 = std::min(k, k0 + kBlock);
+    for (int j = 0; j < nr; ++j) {
+      const auto [which, col] = column_of(j);  // which: 0 = gate, 1 = up/plain, col < 0: padding
+      const MatrixView& src = which == 0 ? gate : up;
+      if (col < 0) {
+        for (int64_t kk = k0; kk < k1; ++kk) panel[kk * nr + j] = T(0);
+      } else if (src.layout == WeightLayout::kOutIn) {  // column col is contiguous over k
+        const T* s = static_cast<const T*>(src.data) + col * src.k;
+        for (int64_t kk = k0; kk < k1; ++kk) panel[kk * nr + j] = s[kk];
+      } else {
+        for (int64_t kk = k0; kk < k1; ++kk) panel[kk * nr + j] = stored<T>(src, kk, col);
+      }
     }
   }
 }
@@ -51,6 +57,14 @@ void pack_panels(PackedMatrix& out, const MatrixView& gate, const MatrixView& up
   });
 }
 
+// Column j of panel p of a plain (not gate/up) packing.
+auto plain_columns(const MatrixView& b, int nr) {
+  return [&b, nr](int64_t p, int j) {
+    const int64_t col = p * nr + j;
+    return std::pair<int, int64_t>{1, col < b.n ? col : -1};
+  };
+}
+
 void check_packable(const MatrixView& b, int nr) {
   HYMOE_CHECK(b.data && b.k > 0 && b.n > 0 && nr > 0 && nr % 2 == 0);
   HYMOE_CHECK(b.dtype == DType::kF32 || b.dtype == DType::kBF16, "weights must be f32 or bf16");
@@ -66,13 +80,18 @@ PackedMatrix pack_matrix(const MatrixView& b, int nr) {
   out.k = b.k;
   out.n = b.n;
   out.panels = (b.n + nr - 1) / nr;
-  auto column_of = [&](int64_t p, int j) {
-    const int64_t col = p * nr + j;
-    return std::pair<int, int64_t>{1, col < b.n ? col : -1};
-  };
-  if (b.dtype == DType::kBF16) pack_panels<uint16_t>(out, b, b, column_of);
-  else pack_panels<float>(out, b, b, column_of);
+  if (b.dtype == DType::kBF16) pack_panels<uint16_t>(out, b, b, plain_columns(b, nr));
+  else pack_panels<float>(out, b, b, plain_columns(b, nr));
   return out;
+}
+
+void pack_matrix_panel(const MatrixView& b, int nr, int64_t p, void* out) {
+  check_packable(b, nr);
+  HYMOE_CHECK(p >= 0 && p * nr < b.n, "panel ", p, " of a matrix of ", b.n, " columns");
+  auto columns = plain_columns(b, nr);
+  auto column_of = [&](int j) { return columns(p, j); };
+  if (b.dtype == DType::kBF16) fill_panel<uint16_t>(b.k, nr, static_cast<uint16_t*>(out), column_of, b, b);
+  else fill_panel<float>(b.k, nr, static_cast<float*>(out), column_of, b, b);
 }
 
 PackedMatrix pack_gate_up(const MatrixView& gate, const MatrixView& up, int nr) {

@@ -13,22 +13,39 @@ namespace hymoe::kernels {
 void grouped_rows_gemm_packed(const GroupedRowsGemm& p, Isa isa) {
   const IsaKernels* ik = isa_kernels(isa);
   HYMOE_CHECK(ik && p.offsets && p.offsets[0] == 0 && p.k > 0 && p.n > 0);
-  std::vector<PackedMatrix> packed(static_cast<size_t>(p.num_groups));
+  // The weights change between calls (training, the router's gate), so they are packed per call, into workspace
+  // memory (a fresh allocation costs a page fault per 4 KiB: at decode that was most of the router's time) and
+  // as one parallel pass over the panels of every group.
+  const int64_t panels = (p.n + ik->nr - 1) / ik->nr, panel_elems = panels * p.k * ik->nr;
   std::vector<GemmGroup> groups(static_cast<size_t>(p.num_groups));
+  std::vector<int64_t> busy;  // groups with rows
   DType dtype = DType::kF32;
-  bool first = true;
   for (int64_t g = 0; g < p.num_groups; ++g) {
     const int64_t rows = p.offsets[g + 1] - p.offsets[g];
     HYMOE_CHECK(rows >= 0 && p.b[g].k == p.k && p.b[g].n == p.n);
     if (rows == 0) continue;
-    if (!first && p.b[g].dtype != dtype) return grouped_rows_gemm_portable(p);  // mixed dtypes: no packed kernel
+    if (!busy.empty() && p.b[g].dtype != dtype) return grouped_rows_gemm_portable(p);  // mixed dtypes: no packed kernel
     dtype = p.b[g].dtype;
-    first = false;
-    packed[static_cast<size_t>(g)] = pack_matrix(p.b[g], ik->nr);
-    groups[static_cast<size_t>(g)] = {p.a + p.offsets[g] * p.k, p.k, nullptr, rows, p.k,
-                                      packed[static_cast<size_t>(g)].data(), packed[static_cast<size_t>(g)].panels};
+    busy.push_back(g);
   }
   const WorkspaceLease ws;
+  const Workspace::Scope scope(*ws);
+  const int64_t elem_floats = dtype == DType::kBF16 ? 2 : 1;  // elements per float of workspace
+  float* const packed = ws->floats((static_cast<int64_t>(busy.size()) * panel_elems + elem_floats - 1) / elem_floats);
+  const auto packed_group = [&](size_t i) -> void* {
+    return reinterpret_cast<char*>(packed) + static_cast<int64_t>(i) * panel_elems * dtype_size(dtype);
+  };
+  parallel_for(static_cast<int64_t>(busy.size()) * panels, [&](int64_t t, int) {
+    const size_t i = static_cast<size_t>(t / panels);
+    const int64_t panel = t % panels;
+    pack_matrix_panel(p.b[busy[i]], ik->nr, panel,
+                      static_cast<char*>(packed_group(i)) + panel * p.k * ik->nr * dtype_size(dtype));
+  });
+  for (size_t i = 0; i < busy.size(); ++i) {
+    const int64_t g = busy[i];
+    groups[static_cast<size_t>(g)] = {p.a + p.offsets[g] * p.k, p.k, nullptr, p.offsets[g + 1] - p.offsets[g], p.k,
+                                      packed_group(i), panels};
+  }
   run_gemm_groups(*ik, dtype, groups, *ws, [&](const GemmTile& t, const float* c, int64_t ldc) {
     const int64_t col0 = t.p0 * ik->nr, w = std::min<int64_t>(t.np * ik->nr, p.n - col0);
     for (int64_t r = 0; r < t.rows; ++r) {

@@ -79,11 +79,18 @@ TEST_P(MicroKernelTest, MatchesReferenceOnEveryTileShape) {
         for (bool acc : {false, true}) {
           std::vector<float> got = c0, want = c0;
           if (bf16) {
-            ik_->gemm_bf16w(m, kc, ap.data(), bb.data(), got.data(), ldc, acc);
+            ik_->gemm_bf16w(m, kc, ap.data(), bb.data(), got.data(), ldc, acc, nullptr, 0);
             gemm_bf16w_f32__ref(m, mr, nr, kc, ap.data(), bb.data(), want.data(), ldc, acc);
           } else {
-            ik_->gemm_f32w(m, kc, ap.data(), bf.data(), got.data(), ldc, acc);
+            ik_->gemm_f32w(m, kc, ap.data(), bf.data(), got.data(), ldc, acc, nullptr, 0);
             gemm_f32w_f32__ref(m, mr, nr, kc, ap.data(), bf.data(), want.data(), ldc, acc);
+          }
+          {  // the prefetch hint never changes a bit, even pointing past the end of every buffer
+            std::vector<float> hinted = c0;
+            const float* past_end = bf.data() + bf.size();
+            if (bf16) ik_->gemm_bf16w(m, kc, ap.data(), bb.data(), hinted.data(), ldc, acc, past_end, kc * 64);
+            else ik_->gemm_f32w(m, kc, ap.data(), bf.data(), hinted.data(), ldc, acc, past_end, kc * 64);
+            ASSERT_EQ(hinted, got) << "m=" << m << " kc=" << kc << ": the prefetch hint changed the result";
           }
           for (int i = 0; i < mr; ++i)
             for (int64_t j = 0; j < ldc; ++j) {
@@ -120,8 +127,8 @@ TEST_P(MicroKernelTest, RowVariantEqualsOneRowTilesBitwise) {
         if (bf16) ik_->gemm_bf16w_row(kc, ap.data(), bb.data(), panel_stride, got.data(), acc);
         else ik_->gemm_f32w_row(kc, ap.data(), bf.data(), panel_stride, got.data(), acc);
         for (int p = 0; p < np; ++p) {
-          if (bf16) ik_->gemm_bf16w(1, kc, ap.data(), bb.data() + p * panel_stride, want.data() + p * nr, nr, acc);
-          else ik_->gemm_f32w(1, kc, ap.data(), bf.data() + p * panel_stride, want.data() + p * nr, nr, acc);
+          if (bf16) ik_->gemm_bf16w(1, kc, ap.data(), bb.data() + p * panel_stride, want.data() + p * nr, nr, acc, nullptr, 0);
+          else ik_->gemm_f32w(1, kc, ap.data(), bf.data() + p * panel_stride, want.data() + p * nr, nr, acc, nullptr, 0);
         }
         ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float))) << "kc=" << kc << " bf16=" << bf16;
       }
