@@ -59,6 +59,9 @@ using GemmRowF32wFn = void (*)(int64_t kc, const float* a, const float* b, int64
                                bool accumulate);
 using GemmRowBf16wFn = void (*)(int64_t kc, const float* a, const uint16_t* b, int64_t panel_stride, float* c,
                                 bool accumulate);
+// out[j] = x . w_j for j < n, w_j the row w + j * ldw of k floats: dot products straight from an (N, K) layout,
+// each with a fixed summation order that depends on nothing but x and w_j (see dot_rows_gemm).
+using DotRowsFn = void (*)(int64_t k, const float* x, const float* w, int64_t ldw, int n, float* out);
 // h[i] = silu(g[i]) * u[i] for i < n (n a multiple of the vector width).
 using SwigluFn = void (*)(int64_t n, const float* g, const float* u, float* h);
 
@@ -72,6 +75,7 @@ struct IsaKernels {
   GemmRowF32wFn gemm_f32w_row;
   GemmRowBf16wFn gemm_bf16w_row;
   SwigluFn swiglu;
+  DotRowsFn dot_rows;
   const char* gemm_f32w_name;   // e.g. "gemm_f32w_f32_6x16__avx2"
   const char* gemm_bf16w_name;  // e.g. "gemm_bf16w_f32_6x16__avx2"
   // Probes of the machine's limits for the benchmarks (not used by the kernels): FLOPs of `iters` steps of 12

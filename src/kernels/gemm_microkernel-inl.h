@@ -89,6 +89,49 @@ void gemm_row_panels(int64_t kc, const float* a, const W* b, int64_t panel_strid
   for (int j = 0; j < 2 * kPanels; ++j) V::store(c + j * V::kWidth, acc[j]);
 }
 
+// out[j] = sum over i < k of x[i] * w[j * ldw + i], for j < N: dot products of one row with N weight rows, read
+// straight from their (N, K) layout. Two vector partial sums per row (even and odd vectors of k, for enough
+// independent FMA chains), reduced in a fixed order, then the k % kWidth tail in order: the bits depend only on
+// x and the weight rows, never on which other rows or tokens are computed beside them.
+template <int N>
+void dot_rows_n(int64_t k, const float* x, const float* w, int64_t ldw, float* out) {
+  typename V::vec even[N], odd[N];
+#pragma GCC unroll 8
+  for (int j = 0; j < N; ++j) even[j] = odd[j] = V::zero();
+  int64_t i = 0;
+  for (; i + 2 * V::kWidth <= k; i += 2 * V::kWidth) {
+    const typename V::vec x0 = V::load(x + i), x1 = V::load(x + i + V::kWidth);
+#pragma GCC unroll 8
+    for (int j = 0; j < N; ++j) {
+      even[j] = V::fma(x0, V::load(w + j * ldw + i), even[j]);
+      odd[j] = V::fma(x1, V::load(w + j * ldw + i + V::kWidth), odd[j]);
+    }
+  }
+  const int64_t vector_end = i;
+#pragma GCC unroll 8
+  for (int j = 0; j < N; ++j) {
+    float lanes[V::kWidth];
+    V::store(lanes, V::add(even[j], odd[j]));
+    float sum = 0.0f;
+    for (int l = 0; l < V::kWidth; ++l) sum += lanes[l];
+    for (int64_t t = vector_end; t < k; ++t) sum += x[t] * w[j * ldw + t];
+    out[j] = sum;
+  }
+}
+
+constexpr int kDotRows = 4;
+
+void dot_rows(int64_t k, const float* x, const float* w, int64_t ldw, int n, float* out) {
+  for (int j = 0; j < n; j += kDotRows) {
+    switch (n - j) {
+      case 1: dot_rows_n<1>(k, x, w + j * ldw, ldw, out + j); break;
+      case 2: dot_rows_n<2>(k, x, w + j * ldw, ldw, out + j); break;
+      case 3: dot_rows_n<3>(k, x, w + j * ldw, ldw, out + j); break;
+      default: dot_rows_n<kDotRows>(k, x, w + j * ldw, ldw, out + j); break;
+    }
+  }
+}
+
 // exp(x) by range reduction to [-ln2/2, ln2/2] and a degree-6 polynomial (the Cephes expf coefficients): about
 // 1 ulp on [-87, 88]; inputs are clamped there, which only affects values whose silu is 0 or x to float precision.
 inline typename V::vec exp_approx(typename V::vec x) {

@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "kernels/grouped_ffn.h"
+#include "kernels/isa.h"
 
 namespace hymoe::kernels {
 
@@ -37,6 +38,13 @@ struct GroupedWeightGradGemm {
 // References: double accumulation, no SIMD, no threads.
 void grouped_rows_gemm_ref(const GroupedRowsGemm& p);
 void grouped_weight_grad_gemm_ref(const GroupedWeightGradGemm& p);
+
+// C (T, N) = A (T, K) . W^T for a small f32 W stored (N, K) row-major (a router's gate): every element one dot
+// product whose bits depend only on its row of A and of W, not on T, the other rows or the thread count, so a
+// token routes the same way alone or in any batch. Read straight from W's layout: nothing is packed per call,
+// which at one token was most of the router's time.
+void dot_rows_gemm(int64_t T, int64_t K, int64_t N, const float* a, const float* w, float* c, Isa isa = active_isa());
+void dot_rows_gemm_ref(int64_t T, int64_t K, int64_t N, const float* a, const float* w, float* c);
 
 // Dispatching entry points (the active ISA's implementation).
 void grouped_rows_gemm(const GroupedRowsGemm& p);

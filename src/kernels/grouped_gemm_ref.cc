@@ -81,4 +81,13 @@ void grouped_weight_grad_gemm_portable(const GroupedWeightGradGemm& p) {
   }
 }
 
+void dot_rows_gemm_ref(int64_t T, int64_t K, int64_t N, const float* a, const float* w, float* c) {
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t j = 0; j < N; ++j) {
+      double sum = 0.0;
+      for (int64_t i = 0; i < K; ++i) sum += static_cast<double>(a[t * K + i]) * w[j * K + i];
+      c[t * N + j] = static_cast<float>(sum);
+    }
+}
+
 }  // namespace hymoe::kernels

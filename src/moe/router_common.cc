@@ -20,13 +20,11 @@ std::vector<std::pair<std::string, Tensor>> Router::backward(const RouterBackwar
 namespace hymoe::router_detail {
 
 std::vector<float> gate_logits(const Tensor& x, const Tensor& gate) {
-  // One (T, D) x (D, E) GEMM on the grouped kernels (float accumulation, like PyTorch's float32 matmul): the
-  // router must not cost more than a sliver of the layer.
+  // Float dot products of each token with each gate row (float accumulation, like PyTorch's float32 matmul),
+  // batch-invariant (a token's logits do not depend on the tokens routed beside it) and cheap at one token.
   const int64_t T = x.dim(0), D = x.dim(1), E = gate.dim(0);
   std::vector<float> logits(static_cast<size_t>(T * E));
-  const int64_t offsets[2] = {0, T};
-  const kernels::MatrixView w{gate.data(), DType::kF32, kernels::WeightLayout::kOutIn, D, E};
-  kernels::grouped_rows_gemm({1, offsets, D, E, x.data(), &w, logits.data(), false});
+  kernels::dot_rows_gemm(T, D, E, x.data(), gate.data(), logits.data());
   return logits;
 }
 

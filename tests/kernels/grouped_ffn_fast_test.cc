@@ -228,6 +228,36 @@ TEST_P(GroupedFfnFastTest, RowsGemmMatchesReference) {
       }
 }
 
+// The router's logits: near the double reference at awkward sizes, and batch-invariant (a token alone gets the
+// same bits as inside any batch) for any thread count.
+TEST_P(GroupedFfnFastTest, DotRowsGemmMatchesReferenceAndIsBatchInvariant) {
+  Rng rng(13);
+  for (int64_t K : {1, 7, 16, 17, 33, 64, 131})
+    for (int64_t N : {1, 3, 4, 5, 33, 70}) {
+      const int64_t T = 20;
+      const auto a = random_values(rng, T * K);
+      const auto w = random_values(rng, N * K);
+      std::vector<float> got(static_cast<size_t>(T * N)), want(got.size()), alone(static_cast<size_t>(N));
+      dot_rows_gemm(T, K, N, a.data(), w.data(), got.data(), GetParam());
+      dot_rows_gemm_ref(T, K, N, a.data(), w.data(), want.data());
+      for (size_t i = 0; i < got.size(); ++i)
+        ASSERT_NEAR(got[i], want[i], dot_error_bound(K, static_cast<double>(K))) << "K=" << K << " N=" << N << " at " << i;
+      for (int64_t t = 0; t < T; ++t) {
+        dot_rows_gemm(1, K, N, a.data() + t * K, w.data(), alone.data(), GetParam());
+        ASSERT_EQ(0, std::memcmp(alone.data(), got.data() + t * N, alone.size() * sizeof(float)))
+            << "K=" << K << " N=" << N << ": token " << t << " alone differs from the batch";
+      }
+      const int before = num_threads();
+      for (int threads : {1, 2, 3}) {
+        set_num_threads(threads);
+        std::vector<float> again(got.size());
+        dot_rows_gemm(T, K, N, a.data(), w.data(), again.data(), GetParam());
+        set_num_threads(before);
+        ASSERT_EQ(again, got) << threads << " threads";
+      }
+    }
+}
+
 TEST_P(GroupedFfnFastTest, WeightGradGemmMatchesReference) {
   Rng rng(12);
   for (WeightLayout layout : {WeightLayout::kOutIn, WeightLayout::kInOut})
