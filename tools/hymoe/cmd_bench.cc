@@ -376,7 +376,7 @@ std::vector<std::string> all_shape_names(const std::string& dir) {
 }
 
 void print_header() {
-  fmt::print("{:<17} {:>5} {:<5} {:<7} {:>9} {:>9} {:>8} {:>7} {:>6} {:>6} {:>9} {:>6} {:>9} {:>6}\n", "shape",
+  fmt::print("{:<17} {:>5} {:<5} {:<7} {:>9} {:>9} {:>8} {:>7} {:>7} {:>7} {:>9} {:>6} {:>9} {:>6}\n", "shape",
              "T", "dtype", "routing", "layer ms", "tok/s", "GFLOP/s", "GB/s", "%peak", "%bw", "expert ms", "disp%",
              "blas ms", "speed");
 }
@@ -449,6 +449,7 @@ void bench_shape(const BenchOptions& o, const BenchShape& s, const Limits& lim, 
         // touched experts come from memory; hot: one routing repeated.
         std::vector<std::vector<int32_t>> routings;
         std::vector<double> layer, expert, bytes;
+        std::vector<double> peak_now, read_now;  // the probes taken just before each timed repeat
       };
       std::vector<Variant> variants;
       for (const std::string& routing : o.routings) {
@@ -472,14 +473,16 @@ void bench_shape(const BenchOptions& o, const BenchShape& s, const Limits& lim, 
       // The machine's limits are probed again before every repeat (an FMA pass, and the eviction pass as the read
       // probe), and each row is against the best of these and the start-up probes: on a shared machine a single
       // probe often catches a slowed moment (2x on this host), and a limit measured low flatters the layer.
+      // Each timed repeat also keeps the probes taken just before it, for the paired fractions (below).
       std::vector<double> peak_probe, read_probe;
       for (int r = 0; r < repeats + 1; ++r)  // repeat 0 warms up
         for (Variant& v : variants) {
           if (v.baseline && r > 3) continue;  // the baseline is slow: at most 3 timed repeats
           if (r > 0 && &v == &variants.front()) peak_probe.push_back(probe_peak_once(2'000'000));
+          double read_now = lim.read_gbps;
           if (o.weights == "cold") {
-            const double gbps = evictor.read_gbps(4);
-            if (r > 0 && &v == &variants.front()) read_probe.push_back(gbps);
+            read_now = evictor.read_gbps(4);
+            if (r > 0 && &v == &variants.front()) read_probe.push_back(read_now);
           }
           const std::vector<int32_t>& indices = v.routings[static_cast<size_t>(r)];
 #ifdef HYMOE_HAVE_OPENBLAS
@@ -493,6 +496,8 @@ void bench_shape(const BenchOptions& o, const BenchShape& s, const Limits& lim, 
           const int64_t distinct = std::count(touched.begin(), touched.end(), 1);
           v.layer.push_back(lt.layer_ms);
           v.expert.push_back(lt.expert_ms);
+          v.peak_now.push_back(peak_probe.empty() ? lim.peak_gflops : peak_probe.back());
+          v.read_now.push_back(read_now);
           v.bytes.push_back(static_cast<double>((distinct * per_mlp + 3 * D * w.shared_hidden) * static_cast<int64_t>(elem) + E * D * 4));
         }
       for (const Variant& v : variants) {
@@ -514,6 +519,15 @@ void bench_shape(const BenchOptions& o, const BenchShape& s, const Limits& lim, 
         const double read_gbps = read_probe.empty() ? lim.read_gbps
                                                      : std::max(lim.read_gbps, *std::max_element(read_probe.begin(), read_probe.end()));
         const double frac_peak = gflops / peak_gflops, frac_bw = weight_bytes / (read_gbps * 1e6) / layer_ms;
+        // Paired: each repeat against the probes taken just before it, then the median of those ratios. On a
+        // shared machine whose speed drifts (the FMA probe here swings 2x with the neighbours' load), this cancels
+        // the drift that the best-pass fractions above charge to the layer; both are reported.
+        std::vector<double> paired_peak, paired_bw;
+        for (size_t r = 0; r < layer.size(); ++r) {
+          paired_peak.push_back(flops / (layer[r] * 1e6) / v.peak_now[r]);
+          paired_bw.push_back(bytes[r] / (layer[r] * 1e6) / v.read_now[r]);
+        }
+        const double frac_peak_paired = median(paired_peak), frac_bw_paired = median(paired_bw);
         const double baseline_ms = base.empty() ? std::nan("") : median(base);
         nlohmann::json j = {{"shape", s.name}, {"tokens", T}, {"dtype", dtype}, {"threads", num_threads()},
                             {"routing", routing}, {"weights", o.weights}, {"isa", std::string(kernels::isa_name(kernels::active_isa()))},
@@ -521,6 +535,7 @@ void bench_shape(const BenchOptions& o, const BenchShape& s, const Limits& lim, 
                             {"expert_ms", expert_ms}, {"flops", flops}, {"weight_bytes", weight_bytes},
                             {"peak_gflops", peak_gflops}, {"read_gbps", read_gbps}, {"gflops", gflops},
                             {"weight_gbps", gbps}, {"frac_peak", frac_peak}, {"frac_bandwidth", frac_bw},
+                            {"frac_peak_paired", frac_peak_paired}, {"frac_bandwidth_paired", frac_bw_paired},
                             {"dispatch_frac", 1.0 - expert_ms / layer_ms}};
         if (!base.empty()) {
           j["baseline_ms"] = baseline_ms;
@@ -530,9 +545,10 @@ void bench_shape(const BenchOptions& o, const BenchShape& s, const Limits& lim, 
         }
         if (o.json) fmt::print("{}\n", j.dump());
         else
-          fmt::print("{:<17} {:>5} {:<5} {:<7} {:>9.2f} {:>9.0f} {:>8.1f} {:>7.1f} {:>5.0f}% {:>5.0f}% {:>9.2f} {:>5.1f}% {:>9} {:>6}\n",
+          fmt::print("{:<17} {:>5} {:<5} {:<7} {:>9.2f} {:>9.0f} {:>8.1f} {:>7.1f} {:>7} {:>7} {:>9.2f} {:>5.1f}% {:>9} {:>6}\n",
                      s.name, T, dtype, routing, layer_ms, static_cast<double>(T) / (layer_ms / 1e3), gflops, gbps,
-                     100 * frac_peak, 100 * frac_bw, expert_ms, 100 * (1.0 - expert_ms / layer_ms),
+                     fmt::format("{:.0f}/{:.0f}", 100 * frac_peak, 100 * frac_peak_paired),
+                     fmt::format("{:.0f}/{:.0f}", 100 * frac_bw, 100 * frac_bw_paired), expert_ms, 100 * (1.0 - expert_ms / layer_ms),
                      base.empty() ? std::string("-") : fmt::format("{:.2f}", baseline_ms),
                      base.empty() ? std::string("-") : fmt::format("{:.2f}x", baseline_ms / layer_ms));
         std::fflush(stdout);
@@ -567,8 +583,8 @@ int run_bench(const BenchOptions& o) {
   const Limits lim = measure_limits();
   if (!o.json)
     fmt::print("hymoe bench: {} threads, isa {}, start-up probes: FMA peak {:.1f} GFLOP/s, read bandwidth {:.1f} GB/s; "
-               "{} weights; medians of repeated runs; %peak and %bw against the best probe pass of the start-up "
-               "and of each row's own repeats\n",
+               "{} weights; medians of repeated runs; %peak and %bw as best/paired: against the best probe pass of "
+               "the start-up and of the row's repeats / median over repeats of each against the probes just before it\n",
                num_threads(), kernels::isa_name(kernels::active_isa()), lim.peak_gflops, lim.read_gbps, o.weights);
   if (!o.json) print_header();
   std::vector<nlohmann::json> rows;
