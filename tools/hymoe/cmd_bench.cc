@@ -449,7 +449,7 @@ void bench_shape(const BenchOptions& o, const BenchShape& s, const Limits& lim, 
         // touched experts come from memory; hot: one routing repeated.
         std::vector<std::vector<int32_t>> routings;
         std::vector<double> layer, expert, bytes;
-        std::vector<double> peak_now, read_now;  // the probes taken just before each timed repeat
+        std::vector<size_t> peak_at, read_at;  // per timed repeat: the index of the probe pass just before it
       };
       std::vector<Variant> variants;
       for (const std::string& routing : o.routings) {
@@ -473,17 +473,13 @@ void bench_shape(const BenchOptions& o, const BenchShape& s, const Limits& lim, 
       // The machine's limits are probed again before every repeat (an FMA pass, and the eviction pass as the read
       // probe), and each row is against the best of these and the start-up probes: on a shared machine a single
       // probe often catches a slowed moment (2x on this host), and a limit measured low flatters the layer.
-      // Each timed repeat also keeps the probes taken just before it, for the paired fractions (below).
+      // Each timed repeat also keeps the probe passes that bracket it, for the paired fractions (below).
       std::vector<double> peak_probe, read_probe;
       for (int r = 0; r < repeats + 1; ++r)  // repeat 0 warms up
         for (Variant& v : variants) {
           if (v.baseline && r > 3) continue;  // the baseline is slow: at most 3 timed repeats
           if (r > 0 && &v == &variants.front()) peak_probe.push_back(probe_peak_once(2'000'000));
-          double read_now = lim.read_gbps;
-          if (o.weights == "cold") {
-            read_now = evictor.read_gbps(4);
-            if (r > 0 && &v == &variants.front()) read_probe.push_back(read_now);
-          }
+          read_probe.push_back(o.weights == "cold" ? evictor.read_gbps(4) : lim.read_gbps);
           const std::vector<int32_t>& indices = v.routings[static_cast<size_t>(r)];
 #ifdef HYMOE_HAVE_OPENBLAS
           const LayerTimes lt = run_layer(*router, x, indices, K, v.baseline ? blas : fast, y);
@@ -496,10 +492,13 @@ void bench_shape(const BenchOptions& o, const BenchShape& s, const Limits& lim, 
           const int64_t distinct = std::count(touched.begin(), touched.end(), 1);
           v.layer.push_back(lt.layer_ms);
           v.expert.push_back(lt.expert_ms);
-          v.peak_now.push_back(peak_probe.empty() ? lim.peak_gflops : peak_probe.back());
-          v.read_now.push_back(read_now);
+          v.peak_at.push_back(peak_probe.size() - 1);
+          v.read_at.push_back(read_probe.size() - 1);
           v.bytes.push_back(static_cast<double>((distinct * per_mlp + 3 * D * w.shared_hidden) * static_cast<int64_t>(elem) + E * D * 4));
         }
+      // The passes after the last repeat close its bracket.
+      peak_probe.push_back(probe_peak_once(2'000'000));
+      read_probe.push_back(o.weights == "cold" ? evictor.read_gbps(4) : lim.read_gbps);
       for (const Variant& v : variants) {
         if (v.baseline) continue;
         const std::string& routing = v.routing;
@@ -516,16 +515,16 @@ void bench_shape(const BenchOptions& o, const BenchShape& s, const Limits& lim, 
         // A limit is the best the machine showed (as STREAM reports its best pass): a probe pass that a neighbour
         // slowed down would otherwise flatter the layer's fraction.
         const double peak_gflops = std::max(lim.peak_gflops, *std::max_element(peak_probe.begin(), peak_probe.end()));
-        const double read_gbps = read_probe.empty() ? lim.read_gbps
-                                                     : std::max(lim.read_gbps, *std::max_element(read_probe.begin(), read_probe.end()));
+        const double read_gbps = std::max(lim.read_gbps, *std::max_element(read_probe.begin(), read_probe.end()));
         const double frac_peak = gflops / peak_gflops, frac_bw = weight_bytes / (read_gbps * 1e6) / layer_ms;
-        // Paired: each repeat against the probes taken just before it, then the median of those ratios. On a
-        // shared machine whose speed drifts (the FMA probe here swings 2x with the neighbours' load), this cancels
-        // the drift that the best-pass fractions above charge to the layer; both are reported.
+        // Paired: each repeat against the better of the two probe passes that bracket it, then the median of
+        // those ratios. On a shared machine whose speed drifts (the FMA probe here swings 2x with the neighbours'
+        // load), this cancels the drift that the best-pass fractions above charge to the layer; both are reported.
         std::vector<double> paired_peak, paired_bw;
         for (size_t r = 0; r < layer.size(); ++r) {
-          paired_peak.push_back(flops / (layer[r] * 1e6) / v.peak_now[r]);
-          paired_bw.push_back(bytes[r] / (layer[r] * 1e6) / v.read_now[r]);
+          const size_t p = v.peak_at[r], q = v.read_at[r];
+          paired_peak.push_back(flops / (layer[r] * 1e6) / std::max(peak_probe[p], peak_probe[p + 1]));
+          paired_bw.push_back(bytes[r] / (layer[r] * 1e6) / std::max(read_probe[q], read_probe[q + 1]));
         }
         const double frac_peak_paired = median(paired_peak), frac_bw_paired = median(paired_bw);
         const double baseline_ms = base.empty() ? std::nan("") : median(base);
