@@ -47,7 +47,7 @@ void pack_rows_f32(const float* b, int64_t ldb, int64_t k, int64_t n, int nr, fl
 // rows [k0, k0 + kc) (contiguous, NR per row), and C row-major with leading dimension ldc. Every C element is one
 // float FMA chain in increasing k, so blocking K and splitting rows never change the bits.
 // prefetch / prefetch_bytes: a hint, up to min(kc, ceil(bytes / 64)) cache lines from `prefetch` on, fetched toward
-// L2 one per k step while the tile computes (the driver passes the next weight block). Never dereferenced: any
+// L2 evenly over the k loop while the tile computes (the driver passes a share of the next weight block). Never dereferenced: any
 // address, or nullptr, is allowed and the result does not depend on it.
 using GemmF32wFn = void (*)(int m, int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate,
                             const void* prefetch, int64_t prefetch_bytes);

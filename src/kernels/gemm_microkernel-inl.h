@@ -19,8 +19,8 @@ inline typename V::vec load_w(const W* p) {
 }
 
 // Every loop over rows is fully unrolled (the pragmas): that is what lets the compiler keep acc0/acc1 in registers
-// instead of spilling the arrays to the stack on every k. [prefetch, prefetch_end) is brought toward L2 a cache
-// line per k step, from the first k on, while the tile computes from L1 (see run_gemm_groups).
+// instead of spilling the arrays to the stack on every k. [prefetch, prefetch_end) is brought toward L2 while the
+// tile computes from L1 (see run_gemm_groups).
 template <int M, typename W>
 void gemm_tile(int64_t kc, const float* a, const W* b, float* c, int64_t ldc, bool accumulate, const char* prefetch,
                const char* prefetch_end) {
@@ -30,9 +30,13 @@ void gemm_tile(int64_t kc, const float* a, const W* b, float* c, int64_t ldc, bo
     acc0[i] = accumulate ? V::load(c + i * ldc) : V::zero();
     acc1[i] = accumulate ? V::load(c + i * ldc + V::kWidth) : V::zero();
   }
+  // The lines go out evenly over the k loop, one every `every` steps (a power of two), not in a burst at its start.
+  int64_t every = 1;
+  if (prefetch_end > prefetch)
+    while (2 * every * ((prefetch_end - prefetch + 63) / 64) <= kc) every *= 2;
 #pragma GCC unroll 4
   for (int64_t k = 0; k < kc; ++k) {
-    if (prefetch < prefetch_end) {
+    if ((k & (every - 1)) == 0 && prefetch < prefetch_end) {
       __builtin_prefetch(prefetch, 0, 2);
       prefetch += 64;
     }
