@@ -76,10 +76,12 @@ inline std::vector<GemmTile> plan_tiles(const IsaKernels& ik, const std::vector<
 // from memory and the others reuse it from L1: the demand is bursty, and the first micro-tile would stall on
 // DRAM at ~10 bytes a cycle. So the other micro-tiles of a block prefetch the next block (the next panel, or the
 // first panel of the next k block) toward L2, each its share, spread evenly over its k loop: the first
-// micro-tile of the next block then finds it there. Measured at 512 tokens on Qwen3-30B-A3B f32: 12-18% faster
-// than the hardware prefetchers alone, and issuing each share evenly rather than as a burst at the start of the
-// micro-tile another 4-8% (docs/performance.md). A prefetch of the whole next block at once (256 lines in a burst) was 5-10% slower, and
-// the decode path (one row, no reuse) streams without any: the hardware prefetchers follow it.
+// micro-tile of the next block then finds it there. A tile of a single micro-tile (2-6 rows) prefetches the next
+// block itself, which keeps a second stream in flight beside the one it reads. Measured (docs/performance.md):
+// at 512 tokens on Qwen3-30B-A3B f32, 12-18% faster than the hardware prefetchers alone, and another 4-8% for
+// spreading each share evenly rather than in a burst; at 32 tokens 6-37% faster with the lone micro-tile's
+// prefetch. A prefetch of the whole next block at once (256 lines in a burst) was 5-10% slower. The decode path
+// (one row over several panels per call) streams without any: the hardware prefetchers follow it.
 template <typename Epilogue>
 void run_gemm_groups(const IsaKernels& ik, DType wdtype, const std::vector<GemmGroup>& groups, Workspace& ws,
                      Epilogue&& epilogue) {
@@ -136,20 +138,22 @@ void run_gemm_groups(const IsaKernels& ik, DType wdtype, const std::vector<GemmG
         const int64_t off = (tile.p0 + p) * panel_elems + k0 * ik.nr;
         const char* next = nullptr;  // the next weight block of this tile, and its bytes
         int64_t next_bytes = 0;
-        if (micro_tiles > 1 && p + 1 < tile.np) {
+        if (p + 1 < tile.np) {
           next = weights + (off + panel_elems) * wsize;
           next_bytes = kc * ik.nr * wsize;
-        } else if (micro_tiles > 1 && k0 + kc < g.k) {
+        } else if (k0 + kc < g.k) {
           next = weights + (tile.p0 * panel_elems + (k0 + kc) * ik.nr) * wsize;
           next_bytes = std::min(kKc, g.k - k0 - kc) * ik.nr * wsize;
         }
-        const int64_t share = micro_tiles > 1 ? (next_bytes + 64 * (micro_tiles - 1) - 1) / (64 * (micro_tiles - 1)) * 64 : 0;
+        // Micro-tiles 1.. share the prefetch; a lone micro-tile (2-6 rows: T of 8-32) prefetches it all itself.
+        const int64_t first_pf = micro_tiles > 1 ? 1 : 0, sharing = micro_tiles - first_pf;
+        const int64_t share = (next_bytes + 64 * sharing - 1) / (64 * sharing) * 64;
         for (int64_t r = 0, i = 0; r < tile.rows; r += ik.mr, ++i) {
           const int m = static_cast<int>(std::min<int64_t>(ik.mr, tile.rows - r));
           const float* a = ap + r * g.k + k0 * ik.mr;
           float* cc = c + r * ldc + p * ik.nr;
-          const int64_t pf_begin = std::min(next_bytes, (i - 1) * share);
-          const char* pf = next && i > 0 ? next + pf_begin : nullptr;
+          const int64_t pf_begin = std::min(next_bytes, (i - first_pf) * share);
+          const char* pf = next && i >= first_pf ? next + pf_begin : nullptr;
           const int64_t pf_bytes = std::min(share, next_bytes - pf_begin);
           if (wdtype == DType::kBF16)
             ik.gemm_bf16w(m, kc, a, static_cast<const uint16_t*>(g.b) + off, cc, ldc, k0 > 0, pf, pf_bytes);
