@@ -93,20 +93,26 @@ void gemm_row_panels(int64_t kc, const float* a, const W* b, int64_t panel_strid
   for (int j = 0; j < 2 * kPanels; ++j) V::store(c + j * V::kWidth, acc[j]);
 }
 
-// out[t * ldo + j] = sum over i < k of x[t * ldx + i] * w[j * ldw + i], for t < TT rows of x and j < NN rows
-// of w: dot products straight from the weights' (N, K) layout, register-blocked over both so each loaded vector
-// feeds several FMAs (a 4 x 3 block: 12 chains, 7 loads for 12 FMAs). Every output is one vector chain over the
-// whole vectors of k, its lanes summed in order, then the k % kWidth tail in order: its bits depend only on its
-// row of x and its row of w, never on the block it was computed in, the batch or the thread count.
+// Dot products straight from the weights' (N, K) layout: out[t * ldo + j] = x_t . w_j for up to kDotTokens rows
+// x_t = x + t * ldx and kDotMaxRows rows w_j = w + j * ldw. Every output is one vector chain over the whole vectors
+// of k, its lanes then summed in order, then the k % kWidth tail in order: its bits depend only on x_t and w_j,
+// never on the block it was computed in, the batch or the thread count.
+//
+// Blocking: register blocks of 4 tokens x 3 rows (12 chains, 7 loads for 12 FMAs), over k blocks of kDotKc when
+// there are several blocks of tokens, so a block of tokens stays in L1 while the rows stream from L2; the chains
+// wait in `acc` between k blocks (a store and a load are exact, so the blocking never changes a bit).
+constexpr int kDotTokens = 16, kDotMaxRows = 32, kDotTt = 4, kDotNn = 3;
+constexpr int64_t kDotKc = 512;
+
 template <int TT, int NN>
-void dot_block(int64_t k, const float* x, int64_t ldx, const float* w, int64_t ldw, float* out, int64_t ldo) {
-  typename V::vec acc[TT][NN];
+void dot_block(int64_t k0, int64_t k1, const float* x, int64_t ldx, const float* w, int64_t ldw,
+               typename V::vec* acc, int acc_ld) {
+  typename V::vec a[TT][NN];
 #pragma GCC unroll 4
   for (int t = 0; t < TT; ++t)
 #pragma GCC unroll 4
-    for (int j = 0; j < NN; ++j) acc[t][j] = V::zero();
-  int64_t i = 0;
-  for (; i + V::kWidth <= k; i += V::kWidth) {
+    for (int j = 0; j < NN; ++j) a[t][j] = acc[t * acc_ld + j];
+  for (int64_t i = k0; i < k1; i += V::kWidth) {
     typename V::vec wv[NN];
 #pragma GCC unroll 4
     for (int j = 0; j < NN; ++j) wv[j] = V::load(w + j * ldw + i);
@@ -114,44 +120,58 @@ void dot_block(int64_t k, const float* x, int64_t ldx, const float* w, int64_t l
     for (int t = 0; t < TT; ++t) {
       const typename V::vec xv = V::load(x + t * ldx + i);
 #pragma GCC unroll 4
-      for (int j = 0; j < NN; ++j) acc[t][j] = V::fma(xv, wv[j], acc[t][j]);
+      for (int j = 0; j < NN; ++j) a[t][j] = V::fma(xv, wv[j], a[t][j]);
     }
   }
-  const int64_t vector_end = i;
 #pragma GCC unroll 4
   for (int t = 0; t < TT; ++t)
 #pragma GCC unroll 4
-    for (int j = 0; j < NN; ++j) {
+    for (int j = 0; j < NN; ++j) acc[t * acc_ld + j] = a[t][j];
+}
+
+template <int TT>
+void dot_block_rows(int nn, int64_t k0, int64_t k1, const float* x, int64_t ldx, const float* w, int64_t ldw,
+                    typename V::vec* acc, int acc_ld) {
+  switch (nn) {
+    case 3: return dot_block<TT, 3>(k0, k1, x, ldx, w, ldw, acc, acc_ld);
+    case 2: return dot_block<TT, 2>(k0, k1, x, ldx, w, ldw, acc, acc_ld);
+    default: return dot_block<TT, 1>(k0, k1, x, ldx, w, ldw, acc, acc_ld);
+  }
+}
+
+// tokens in 1..kDotTokens, n in 1..kDotMaxRows.
+void dot_rows(int64_t k, const float* x, int64_t ldx, int tokens, const float* w, int64_t ldw, int n, float* out,
+              int64_t ldo) {
+  typename V::vec acc[kDotTokens * kDotMaxRows];
+  for (int i = 0; i < tokens * kDotMaxRows; ++i) acc[i] = V::zero();
+  const int64_t vector_end = k / V::kWidth * V::kWidth;
+  // With one register block of tokens the rows are read once anyway: no k blocks, so each row streams whole.
+  const int64_t kc = tokens > kDotTt ? kDotKc : (vector_end > 0 ? vector_end : 1);
+  for (int64_t k0 = 0; k0 < vector_end; k0 += kc) {
+    const int64_t k1 = k0 + kc < vector_end ? k0 + kc : vector_end;
+    for (int t = 0; t < tokens; t += kDotTt)
+      for (int j = 0; j < n; j += kDotNn) {
+        const int tt = tokens - t < kDotTt ? tokens - t : kDotTt, nn = n - j < kDotNn ? n - j : kDotNn;
+        const float* xt = x + t * ldx;
+        const float* wj = w + j * ldw;
+        typename V::vec* a = acc + t * kDotMaxRows + j;
+        switch (tt) {
+          case 4: dot_block_rows<4>(nn, k0, k1, xt, ldx, wj, ldw, a, kDotMaxRows); break;
+          case 3: dot_block_rows<3>(nn, k0, k1, xt, ldx, wj, ldw, a, kDotMaxRows); break;
+          case 2: dot_block_rows<2>(nn, k0, k1, xt, ldx, wj, ldw, a, kDotMaxRows); break;
+          default: dot_block_rows<1>(nn, k0, k1, xt, ldx, wj, ldw, a, kDotMaxRows); break;
+        }
+      }
+  }
+  for (int t = 0; t < tokens; ++t)
+    for (int j = 0; j < n; ++j) {
       float lanes[V::kWidth];
-      V::store(lanes, acc[t][j]);
+      V::store(lanes, acc[t * kDotMaxRows + j]);
       float sum = 0.0f;
       for (int l = 0; l < V::kWidth; ++l) sum += lanes[l];
       for (int64_t r = vector_end; r < k; ++r) sum += x[t * ldx + r] * w[j * ldw + r];
       out[t * ldo + j] = sum;
     }
-}
-
-constexpr int kDotTokens = 4, kDotRows = 3;
-
-template <int TT>
-void dot_rows_for(int64_t k, const float* x, int64_t ldx, const float* w, int64_t ldw, int n, float* out,
-                  int64_t ldo) {
-  int j = 0;
-  for (; j + kDotRows <= n; j += kDotRows) dot_block<TT, kDotRows>(k, x, ldx, w + j * ldw, ldw, out + j, ldo);
-  if (n - j == 2) dot_block<TT, 2>(k, x, ldx, w + j * ldw, ldw, out + j, ldo);
-  else if (n - j == 1) dot_block<TT, 1>(k, x, ldx, w + j * ldw, ldw, out + j, ldo);
-}
-
-void dot_rows(int64_t k, const float* x, int64_t ldx, int tokens, const float* w, int64_t ldw, int n, float* out,
-              int64_t ldo) {
-  int t = 0;
-  for (; t + kDotTokens <= tokens; t += kDotTokens) dot_rows_for<kDotTokens>(k, x + t * ldx, ldx, w, ldw, n, out + t * ldo, ldo);
-  switch (tokens - t) {
-    case 3: dot_rows_for<3>(k, x + t * ldx, ldx, w, ldw, n, out + t * ldo, ldo); break;
-    case 2: dot_rows_for<2>(k, x + t * ldx, ldx, w, ldw, n, out + t * ldo, ldo); break;
-    case 1: dot_rows_for<1>(k, x + t * ldx, ldx, w, ldw, n, out + t * ldo, ldo); break;
-    default: break;
-  }
 }
 
 // exp(x) by range reduction to [-ln2/2, ln2/2] and a degree-6 polynomial (the Cephes expf coefficients): about

@@ -232,7 +232,7 @@ TEST_P(GroupedFfnFastTest, RowsGemmMatchesReference) {
 // same bits as inside any batch) for any thread count.
 TEST_P(GroupedFfnFastTest, DotRowsGemmMatchesReferenceAndIsBatchInvariant) {
   Rng rng(13);
-  for (int64_t K : {1, 7, 16, 17, 33, 64, 131})
+  for (int64_t K : {1, 7, 16, 17, 33, 64, 131, 1031})  // 1031: over two k blocks of the dot kernel
     for (int64_t N : {1, 3, 4, 5, 33, 70}) {
       const int64_t T = 20;
       const auto a = random_values(rng, T * K);
