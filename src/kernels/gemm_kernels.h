@@ -59,9 +59,10 @@ using GemmRowF32wFn = void (*)(int64_t kc, const float* a, const float* b, int64
                                bool accumulate);
 using GemmRowBf16wFn = void (*)(int64_t kc, const float* a, const uint16_t* b, int64_t panel_stride, float* c,
                                 bool accumulate);
-// out[t * ldo + j] = x_t . w_j for t < tokens (1..16) and j < n (1..32), x_t the row x + t * ldx and w_j the row
-// w + j * ldw, k floats each: dot products straight from an (N, K) layout, each with a fixed summation order that
-// depends on nothing but x_t and w_j (see dot_rows_gemm).
+// out[t * ldo + j] = x_t . w_j for t < tokens (1..kDotMaxTokens) and j < n (1..kDotMaxRows), x_t the row
+// x + t * ldx and w_j the row w + j * ldw, k floats each: dot products straight from an (N, K) layout, each with a
+// fixed summation order that depends on nothing but x_t and w_j (see dot_rows_gemm).
+constexpr int kDotMaxTokens = 16, kDotMaxRows = 32;
 using DotRowsFn = void (*)(int64_t k, const float* x, int64_t ldx, int tokens, const float* w, int64_t ldw, int n,
                            float* out, int64_t ldo);
 // h[i] = silu(g[i]) * u[i] for i < n (n a multiple of the vector width).

@@ -93,7 +93,7 @@ void gemm_row_panels(int64_t kc, const float* a, const W* b, int64_t panel_strid
   for (int j = 0; j < 2 * kPanels; ++j) V::store(c + j * V::kWidth, acc[j]);
 }
 
-// Dot products straight from the weights' (N, K) layout: out[t * ldo + j] = x_t . w_j for up to kDotTokens rows
+// Dot products straight from the weights' (N, K) layout: out[t * ldo + j] = x_t . w_j for up to kDotMaxTokens rows
 // x_t = x + t * ldx and kDotMaxRows rows w_j = w + j * ldw. Every output is one vector chain over the whole vectors
 // of k, its lanes then summed in order, then the k % kWidth tail in order: its bits depend only on x_t and w_j,
 // never on the block it was computed in, the batch or the thread count.
@@ -101,7 +101,7 @@ void gemm_row_panels(int64_t kc, const float* a, const W* b, int64_t panel_strid
 // Blocking: register blocks of 4 tokens x 3 rows (12 chains, 7 loads for 12 FMAs), over k blocks of kDotKc when
 // there are several blocks of tokens, so a block of tokens stays in L1 while the rows stream from L2; the chains
 // wait in `acc` between k blocks (a store and a load are exact, so the blocking never changes a bit).
-constexpr int kDotTokens = 16, kDotMaxRows = 32, kDotTt = 4, kDotNn = 3;
+constexpr int kDotTt = 4, kDotNn = 3;  // the register block; the call's limits are kDotMaxTokens x kDotMaxRows
 constexpr int64_t kDotKc = 512;
 
 template <int TT, int NN>
@@ -139,10 +139,10 @@ void dot_block_rows(int nn, int64_t k0, int64_t k1, const float* x, int64_t ldx,
   }
 }
 
-// tokens in 1..kDotTokens, n in 1..kDotMaxRows.
+// tokens in 1..kDotMaxTokens, n in 1..kDotMaxRows.
 void dot_rows(int64_t k, const float* x, int64_t ldx, int tokens, const float* w, int64_t ldw, int n, float* out,
               int64_t ldo) {
-  typename V::vec acc[kDotTokens * kDotMaxRows];
+  typename V::vec acc[kDotMaxTokens * kDotMaxRows];
   for (int i = 0; i < tokens * kDotMaxRows; ++i) acc[i] = V::zero();
   const int64_t vector_end = k / V::kWidth * V::kWidth;
   // With one register block of tokens the rows are read once anyway: no k blocks, so each row streams whole.

@@ -99,8 +99,9 @@ void dot_rows_gemm(int64_t T, int64_t K, int64_t N, const float* a, const float*
   HYMOE_CHECK(T >= 0 && K > 0 && N > 0);
   const IsaKernels* ik = isa_kernels(isa);
   if (!ik) return dot_rows_gemm_ref(T, K, N, a, w, c);
-  // Tasks of 16 tokens x 32 weight rows: 32 rows of a 2048-wide gate are 256 KiB, reused from L2 by the tokens.
-  constexpr int64_t kTokens = 16, kRows = 32;
+  // Tasks of the kernel's most tokens x rows (16 x 32): 32 rows of a 2048-wide gate are 256 KiB, reused from L2
+  // by the tokens.
+  constexpr int64_t kTokens = kDotMaxTokens, kRows = kDotMaxRows;
   const int64_t row_blocks = (N + kRows - 1) / kRows;
   parallel_for((T + kTokens - 1) / kTokens * row_blocks, [&](int64_t task, int) {
     const int64_t t0 = task / row_blocks * kTokens, n0 = task % row_blocks * kRows;
