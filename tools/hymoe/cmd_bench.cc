@@ -583,7 +583,8 @@ int run_bench(const BenchOptions& o) {
   if (!o.json)
     fmt::print("hymoe bench: {} threads, isa {}, start-up probes: FMA peak {:.1f} GFLOP/s, read bandwidth {:.1f} GB/s; "
                "{} weights; medians of repeated runs; %peak and %bw as best/paired: against the best probe pass of "
-               "the start-up and of the row's repeats / median over repeats of each against the probes just before it\n",
+               "the start-up and of the row's repeats / median over repeats of each against the better probe pass "
+               "bracketing it\n",
                num_threads(), kernels::isa_name(kernels::active_isa()), lim.peak_gflops, lim.read_gbps, o.weights);
   if (!o.json) print_header();
   std::vector<nlohmann::json> rows;
