@@ -152,9 +152,13 @@ void run_gemm_groups(const IsaKernels& ik, DType wdtype, const std::vector<GemmG
           const int m = static_cast<int>(std::min<int64_t>(ik.mr, tile.rows - r));
           const float* a = ap + r * g.k + k0 * ik.mr;
           float* cc = c + r * ldc + p * ik.nr;
-          const int64_t pf_begin = std::min(next_bytes, (i - first_pf) * share);
-          const char* pf = next && i >= first_pf ? next + pf_begin : nullptr;
-          const int64_t pf_bytes = std::min(share, next_bytes - pf_begin);
+          const char* pf = nullptr;  // this micro-tile's share of the next block
+          int64_t pf_bytes = 0;
+          if (next && i >= first_pf) {
+            const int64_t begin = std::min(next_bytes, (i - first_pf) * share);
+            pf = next + begin;
+            pf_bytes = std::min(share, next_bytes - begin);
+          }
           if (wdtype == DType::kBF16)
             ik.gemm_bf16w(m, kc, a, static_cast<const uint16_t*>(g.b) + off, cc, ldc, k0 > 0, pf, pf_bytes);
           else

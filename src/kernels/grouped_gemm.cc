@@ -1,5 +1,5 @@
-// The fast grouped GEMM forms of the backward pass (and the router's logits), on the same micro-kernels and
-// driver as the forward's grouped FFN, plus their dispatch by the active ISA.
+// The fast grouped GEMM forms of the backward pass, on the same micro-kernels and driver as the forward's grouped
+// FFN, the router's logits on the ISA's dot kernel, and their dispatch by the active ISA.
 #include <algorithm>
 #include <memory>
 #include <vector>
@@ -13,9 +13,8 @@ namespace hymoe::kernels {
 void grouped_rows_gemm_packed(const GroupedRowsGemm& p, Isa isa) {
   const IsaKernels* ik = isa_kernels(isa);
   HYMOE_CHECK(ik && p.offsets && p.offsets[0] == 0 && p.k > 0 && p.n > 0);
-  // The weights change between calls (training, the router's gate), so they are packed per call, into workspace
-  // memory (a fresh allocation costs a page fault per 4 KiB: at decode that was most of the router's time) and
-  // as one parallel pass over the panels of every group.
+  // Training changes the weights every step, so they are packed per call: into workspace memory (a fresh
+  // allocation costs a page fault per 4 KiB on every call) and as one parallel pass over the panels of every group.
   const int64_t panels = (p.n + ik->nr - 1) / ik->nr, panel_elems = panels * p.k * ik->nr;
   std::vector<GemmGroup> groups(static_cast<size_t>(p.num_groups));
   std::vector<int64_t> busy;  // groups with rows

@@ -4,6 +4,8 @@
 //   rows form:          C[rows_g, :N]  (+)=  A[rows_g, :K] . B_g           B_g a (K, N) MatrixView
 //   weight-grad form:   dW_g (K, N)    (+)=  A[rows_g, :K]^T . G[rows_g, :N]  dW_g stored in `layout`
 //
+// Beside them, the router's logits: dot_rows_gemm, one ungrouped C = A . W^T read straight from W's layout.
+//
 // Every output element has one fixed summation order, so results are the same bits for any thread count.
 #pragma once
 
