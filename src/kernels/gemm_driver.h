@@ -42,15 +42,40 @@ constexpr int64_t kKc = 256;
 constexpr int64_t kNcColumns = 128;
 constexpr int64_t kMaxRowBlockTiles = 16;  // row block <= 16 * MR rows
 
+// Rows per row block of a group of m rows: one block when m <= 16 * MR, else equal blocks rounded up to MR rows.
+// Every block but the last is a whole number of micro-tiles.
+inline int64_t row_block_rows(int64_t m, int mr) {
+  const int64_t max_block = kMaxRowBlockTiles * mr;
+  const int64_t blocks = (m + max_block - 1) / max_block;
+  return ((m + blocks - 1) / blocks + mr - 1) / mr * mr;
+}
+
+// Micro-tile i of a row block of n rows: the block is split into ceil(n / MR) micro-tiles whose sizes differ by
+// at most one (32 rows: 6, 6, 5, 5, 5, 5), not MR, ..., MR and a short remainder (6, 6, 6, 6, 6, 2). A tile of
+// 1-3 rows has too few independent FMA chains to cover the FMA latency and costs nearly as much as a full one;
+// tiles of 4-6 rows all run at the full rate. Measured with the same kernels in one process: 3-10% faster for
+// groups of 7-26 rows, 1-5% for 31-32 (docs/performance.md). The bits do not change: every C element is still
+// one FMA chain in k order.
+struct MicroTile {
+  int64_t start;
+  int rows;
+};
+inline MicroTile micro_tile(int64_t n, int mr, int64_t i) {
+  const int64_t tiles = (n + mr - 1) / mr, base = n / tiles, extra = n % tiles;
+  return {i * base + std::min(i, extra), static_cast<int>(base + (i < extra ? 1 : 0))};
+}
+
 // Splits every group into tiles; shrinks the column block when there would be too few tiles for the threads.
 inline std::vector<GemmTile> plan_tiles(const IsaKernels& ik, const std::vector<GemmGroup>& groups, int threads,
                                         int64_t& max_rows, int64_t& max_panels) {
-  const int64_t max_block = kMaxRowBlockTiles * ik.mr;
   int64_t nc = std::max<int64_t>(1, kNcColumns / ik.nr);
   auto count = [&](int64_t ncp) {
     int64_t n = 0;
     for (const auto& g : groups)
-      if (g.m > 0) n += ((g.m + max_block - 1) / max_block) * ((g.panels + ncp - 1) / ncp);
+      if (g.m > 0) {
+        const int64_t per = row_block_rows(g.m, ik.mr);
+        n += ((g.m + per - 1) / per) * ((g.panels + ncp - 1) / ncp);
+      }
     return n;
   };
   while (nc > 1 && count(nc) < 8 * threads) nc /= 2;
@@ -60,8 +85,7 @@ inline std::vector<GemmTile> plan_tiles(const IsaKernels& ik, const std::vector<
   for (size_t g = 0; g < groups.size(); ++g) {
     const int64_t m = groups[g].m;
     if (m == 0) continue;
-    const int64_t blocks = (m + max_block - 1) / max_block;
-    const int64_t per = ((m + blocks - 1) / blocks + ik.mr - 1) / ik.mr * ik.mr;
+    const int64_t per = row_block_rows(m, ik.mr);
     for (int64_t r0 = 0; r0 < m; r0 += per)
       for (int64_t p0 = 0; p0 < groups[g].panels; p0 += nc) {
         tiles.push_back({static_cast<int64_t>(g), r0, std::min(per, m - r0), p0, std::min(nc, groups[g].panels - p0)});
@@ -93,24 +117,28 @@ void run_gemm_groups(const IsaKernels& ik, DType wdtype, const std::vector<GemmG
   const int64_t ldc = max_panels * ik.nr;
   const int64_t scratch_floats = max_rows * ldc;
   float* const scratch = ws.floats(scratch_floats * threads);
-  // Activations packed once per run into MR-row panels over the full K, // (rows/MR, K, MR) per group, so no tile
-  // repacks them and the micro-kernel streams them contiguously. Packed in blocks of rows so a single large group
-  // (the shared expert) packs on every thread.
-  const int64_t pack_block = kMaxRowBlockTiles * ik.mr;
+  // Activations packed once per run, one (K, MR) panel per micro-tile (its rows, then zeros), so no tile repacks
+  // them and the micro-kernel streams them contiguously: // (micro-tiles, K, MR) per group, a row block at
+  // a_off + r0 * K. Packed a row block per task, so a single large group (the shared expert) packs on every thread.
   std::vector<int64_t> a_off(groups.size() + 1, 0);
-  std::vector<std::pair<int64_t, int64_t>> pack_tasks;  // (group, first row)
+  std::vector<std::pair<int64_t, int64_t>> pack_tasks;  // (group, first row of a row block)
   for (size_t g = 0; g < groups.size(); ++g) {
     a_off[g + 1] = a_off[g] + (groups[g].m + ik.mr - 1) / ik.mr * ik.mr * groups[g].k;
-    for (int64_t r0 = 0; r0 < groups[g].m; r0 += pack_block) pack_tasks.emplace_back(static_cast<int64_t>(g), r0);
+    if (groups[g].m == 0) continue;
+    const int64_t per = row_block_rows(groups[g].m, ik.mr);
+    for (int64_t r0 = 0; r0 < groups[g].m; r0 += per) pack_tasks.emplace_back(static_cast<int64_t>(g), r0);
   }
   float* const a_packed = ws.floats(a_off.back());
   parallel_for(static_cast<int64_t>(pack_tasks.size()), [&](int64_t t, int) {
     const auto [g, r0] = pack_tasks[static_cast<size_t>(t)];
     const GemmGroup& gr = groups[static_cast<size_t>(g)];
-    const int64_t rows = std::min(pack_block, gr.m - r0);
-    float* out = a_packed + a_off[static_cast<size_t>(g)] + r0 * gr.k;
-    if (gr.a_rows) pack_rows_panel(gr.a, gr.lda, rows, gr.k, ik.mr, out, gr.a_rows + r0);
-    else pack_rows_panel(gr.a + r0 * gr.lda, gr.lda, rows, gr.k, ik.mr, out);
+    const int64_t rows = std::min(row_block_rows(gr.m, ik.mr), gr.m - r0);
+    for (int64_t i = 0; i * ik.mr < rows; ++i) {
+      const MicroTile mt = micro_tile(rows, ik.mr, i);
+      float* out = a_packed + a_off[static_cast<size_t>(g)] + (r0 + i * ik.mr) * gr.k;
+      if (gr.a_rows) pack_rows_panel(gr.a, gr.lda, mt.rows, gr.k, ik.mr, out, gr.a_rows + r0 + mt.start);
+      else pack_rows_panel(gr.a + (r0 + mt.start) * gr.lda, gr.lda, mt.rows, gr.k, ik.mr, out);
+    }
   });
   parallel_for(static_cast<int64_t>(tiles.size()), [&](int64_t t, int thread) {
     const GemmTile& tile = tiles[static_cast<size_t>(t)];
@@ -148,10 +176,11 @@ void run_gemm_groups(const IsaKernels& ik, DType wdtype, const std::vector<GemmG
         // Micro-tiles 1.. share the prefetch; a lone micro-tile (2-6 rows: T of 8-32) prefetches it all itself.
         const int64_t first_pf = micro_tiles > 1 ? 1 : 0, sharing = micro_tiles - first_pf;
         const int64_t share = (next_bytes + 64 * sharing - 1) / (64 * sharing) * 64;
-        for (int64_t r = 0, i = 0; r < tile.rows; r += ik.mr, ++i) {
-          const int m = static_cast<int>(std::min<int64_t>(ik.mr, tile.rows - r));
-          const float* a = ap + r * g.k + k0 * ik.mr;
-          float* cc = c + r * ldc + p * ik.nr;
+        for (int64_t i = 0; i < micro_tiles; ++i) {
+          const MicroTile mt = micro_tile(tile.rows, ik.mr, i);
+          const int m = mt.rows;
+          const float* a = ap + i * ik.mr * g.k + k0 * ik.mr;
+          float* cc = c + mt.start * ldc + p * ik.nr;
           const char* pf = nullptr;  // this micro-tile's share of the next block
           int64_t pf_bytes = 0;
           if (next && i >= first_pf) {

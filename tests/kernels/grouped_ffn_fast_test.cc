@@ -12,6 +12,7 @@
 #include "hymoe/error.h"
 #include "hymoe/threads.h"
 #include "fast_kernel_test_util.h"
+#include "kernels/gemm_driver.h"
 #include "kernels/gemm_kernels.h"
 #include "kernels/grouped_ffn_impl.h"
 #include "kernels/grouped_gemm_impl.h"
@@ -302,6 +303,37 @@ TEST_P(GroupedFfnFastTest, IdenticalBitsForAnyThreadCount) {
     }
   }
   set_num_threads(before);
+}
+
+// The driver's row blocks are whole micro-tiles but for the last, and a block's micro-tiles tile its rows in order,
+// ceil(rows / MR) of them, their sizes differing by at most one: no short remainder tile (32 rows: 6,6,5,5,5,5).
+TEST(GemmDriverTest, MicroTilesSplitARowBlockIntoNearEqualSizes) {
+  for (int mr : {6, 12})
+    for (int64_t m = 1; m <= 40 * mr; ++m) {
+      const int64_t per = row_block_rows(m, mr);
+      ASSERT_EQ(per % mr, 0) << m;
+      ASSERT_LE(per, kMaxRowBlockTiles * mr) << m;
+      const int64_t max_block = kMaxRowBlockTiles * mr;
+      ASSERT_EQ((m + per - 1) / per, (m + max_block - 1) / max_block) << m;  // as few blocks as fit
+      for (int64_t r0 = 0; r0 < m; r0 += per) {
+        const int64_t n = std::min(per, m - r0), tiles = (n + mr - 1) / mr;
+        int64_t next = 0, smallest = mr, largest = 0;
+        for (int64_t i = 0; i < tiles; ++i) {
+          const MicroTile t = micro_tile(n, mr, i);
+          ASSERT_EQ(t.start, next) << "m " << m << " mr " << mr << " tile " << i;
+          ASSERT_GE(t.rows, 1);
+          ASSERT_LE(t.rows, mr);
+          next += t.rows;
+          smallest = std::min<int64_t>(smallest, t.rows);
+          largest = std::max<int64_t>(largest, t.rows);
+        }
+        ASSERT_EQ(next, n) << "m " << m << " mr " << mr;
+        ASSERT_LE(largest - smallest, 1) << "m " << m << " mr " << mr;
+      }
+    }
+  EXPECT_EQ(micro_tile(32, 6, 5).rows, 5);
+  EXPECT_EQ(micro_tile(32, 6, 5).start, 27);
+  EXPECT_EQ(micro_tile(7, 6, 1).rows, 3);
 }
 
 INSTANTIATE_TEST_SUITE_P(Isas, GroupedFfnFastTest, ::testing::Values(Isa::kAvx2, Isa::kAvx512), test::isa_param_name);
