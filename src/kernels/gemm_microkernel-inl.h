@@ -20,7 +20,9 @@ inline typename V::vec load_w(const W* p) {
 
 // Every loop over rows is fully unrolled (the pragmas): that is what lets the compiler keep acc0/acc1 in registers
 // instead of spilling the arrays to the stack on every k. [prefetch, prefetch_end) is brought toward L2 while the
-// tile computes from L1 (see run_gemm_groups).
+// tile computes from L1 (see run_gemm_groups). The hint is prefetcht1: L2 on Intel and on AMD from Zen 4, but
+// AMD cores before Zen 4 fill L1 with it too, so on Zen 3 the next block shares L1 with the current one; a KC
+// of 128, which fits both, measured no faster there (docs/performance.md).
 template <int M, typename W>
 void gemm_tile(int64_t kc, const float* a, const W* b, float* c, int64_t ldc, bool accumulate, const char* prefetch,
                const char* prefetch_end) {
