@@ -59,6 +59,14 @@ using GemmRowF32wFn = void (*)(int64_t kc, const float* a, const float* b, int64
                                bool accumulate);
 using GemmRowBf16wFn = void (*)(int64_t kc, const float* a, const uint16_t* b, int64_t panel_stride, float* c,
                                 bool accumulate);
+// The few-rows variant: m = 2 or 3 rows (a packed row panel as above) over kSmallRowsPanels[m] adjacent weight
+// panels, panel i at b + i * panel_stride and its C at c + i * NR (row r at + r * ldc). Same bits as that many
+// calls of the m-row micro-kernel.
+constexpr int kSmallRowsPanels[4] = {0, 0, 3, 2};
+using GemmSmallF32wFn = void (*)(int m, int64_t kc, const float* a, const float* b, int64_t panel_stride, float* c,
+                                 int64_t ldc, bool accumulate);
+using GemmSmallBf16wFn = void (*)(int m, int64_t kc, const float* a, const uint16_t* b, int64_t panel_stride,
+                                  float* c, int64_t ldc, bool accumulate);
 // out[t * ldo + j] = x_t . w_j for t < tokens (1..kDotMaxTokens) and j < n (1..kDotMaxRows), x_t the row
 // x + t * ldx and w_j the row w + j * ldw, k floats each: dot products straight from an (N, K) layout, each with a
 // fixed summation order that depends on nothing but x_t and w_j (see dot_rows_gemm).
@@ -77,6 +85,8 @@ struct IsaKernels {
   int row_panels;  // panels per call of the decode variant
   GemmRowF32wFn gemm_f32w_row;
   GemmRowBf16wFn gemm_bf16w_row;
+  GemmSmallF32wFn gemm_f32w_small;  // m = 2-3 rows over kSmallRowsPanels[m] panels per call
+  GemmSmallBf16wFn gemm_bf16w_small;
   SwigluFn swiglu;
   DotRowsFn dot_rows;
   const char* gemm_f32w_name;   // e.g. "gemm_f32w_f32_6x16__avx2"

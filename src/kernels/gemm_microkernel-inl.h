@@ -95,6 +95,43 @@ void gemm_row_panels(int64_t kc, const float* a, const W* b, int64_t panel_strid
   for (int j = 0; j < 2 * kPanels; ++j) V::store(c + j * V::kWidth, acc[j]);
 }
 
+// M = 2-3 rows over P adjacent weight panels (panel j at b + j * panel_stride, its C at c + j * kNr): a group of
+// 2-3 rows is a single micro-tile with 4-6 FMA chains, too few to cover the FMA latency; over P panels it has
+// 2 * M * P (12) and streams P panels at once, as the decode variant does for one row. Same bits as P calls of
+// the M-row gemm_tile.
+template <int M, int P, typename W>
+void gemm_rows_panels(int64_t kc, const float* a, const W* b, int64_t panel_stride, float* c, int64_t ldc,
+                      bool accumulate) {
+  typename V::vec acc[M][2 * P];
+#pragma GCC unroll 4
+  for (int i = 0; i < M; ++i)
+#pragma GCC unroll 8
+    for (int j = 0; j < 2 * P; ++j) acc[i][j] = accumulate ? V::load(c + i * ldc + j * V::kWidth) : V::zero();
+  for (int64_t k = 0; k < kc; ++k) {
+    // One weight vector live at a time: 12 accumulators, the widening's temporaries and a broadcast fit the
+    // 16 ymm registers (holding both halves of a panel spilled an accumulator of the 3-row bf16 form).
+#pragma GCC unroll 8
+    for (int j = 0; j < 2 * P; ++j) {
+      const typename V::vec bv = load_w(b + (j / 2) * panel_stride + k * kNr + (j % 2) * V::kWidth);
+#pragma GCC unroll 4
+      for (int i = 0; i < M; ++i) acc[i][j] = V::fma(V::broadcast(a + k * kMr + i), bv, acc[i][j]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < M; ++i)
+#pragma GCC unroll 8
+    for (int j = 0; j < 2 * P; ++j) V::store(c + i * ldc + j * V::kWidth, acc[i][j]);
+}
+
+static_assert(kSmallRowsPanels[2] == 3 && kSmallRowsPanels[3] == 2, "gemm_small_rows instantiates these");
+
+template <typename W>
+void gemm_small_rows(int m, int64_t kc, const float* a, const W* b, int64_t panel_stride, float* c, int64_t ldc,
+                     bool accumulate) {
+  if (m == 2) return gemm_rows_panels<2, 3, W>(kc, a, b, panel_stride, c, ldc, accumulate);
+  return gemm_rows_panels<3, 2, W>(kc, a, b, panel_stride, c, ldc, accumulate);
+}
+
 // Dot products straight from the weights' (N, K) layout: out[t * ldo + j] = x_t . w_j for up to kDotMaxTokens rows
 // x_t = x + t * ldx and kDotMaxRows rows w_j = w + j * ldw. Every output is one vector chain over the whole vectors
 // of k, its lanes then summed in order, then the k % kWidth tail in order: its bits depend only on x_t and w_j,
@@ -209,6 +246,14 @@ void gemm_f32w(int m, int64_t kc, const float* a, const float* b, float* c, int6
 void gemm_bf16w(int m, int64_t kc, const float* a, const uint16_t* b, float* c, int64_t ldc, bool acc, const void* pf,
                 int64_t pf_bytes) {
   gemm_rows<uint16_t>(m, kc, a, b, c, ldc, acc, pf, pf_bytes);
+}
+void gemm_f32w_small(int m, int64_t kc, const float* a, const float* b, int64_t panel_stride, float* c, int64_t ldc,
+                     bool acc) {
+  gemm_small_rows<float>(m, kc, a, b, panel_stride, c, ldc, acc);
+}
+void gemm_bf16w_small(int m, int64_t kc, const float* a, const uint16_t* b, int64_t panel_stride, float* c,
+                      int64_t ldc, bool acc) {
+  gemm_small_rows<uint16_t>(m, kc, a, b, panel_stride, c, ldc, acc);
 }
 void gemm_f32w_row(int64_t kc, const float* a, const float* b, int64_t panel_stride, float* c, bool acc) {
   gemm_row_panels<float>(kc, a, b, panel_stride, c, acc);

@@ -135,6 +135,38 @@ TEST_P(MicroKernelTest, RowVariantEqualsOneRowTilesBitwise) {
     }
 }
 
+// The few-rows variant gives the same bits as the m-row micro-kernel on each of its panels.
+TEST_P(MicroKernelTest, SmallRowsVariantEqualsMRowTilesBitwise) {
+  Rng rng(9);
+  const int mr = ik_->mr, nr = ik_->nr;
+  for (int m : {2, 3})
+    for (bool bf16 : {false, true})
+      for (int64_t kc : {1, 3, 8, 17, 256}) {
+        const int np = kSmallRowsPanels[m];
+        const int64_t panel_stride = (kc + 2) * nr, ldc = np * nr + 5;  // panels need not be adjacent
+        const auto a = random_values(rng, m * kc);
+        std::vector<float> ap(static_cast<size_t>(mr * kc));
+        pack_rows_panel(a.data(), kc, m, kc, mr, ap.data());
+        const auto bf = random_values(rng, np * panel_stride, bf16);
+        std::vector<uint16_t> bb(bf.size());
+        for (size_t i = 0; i < bf.size(); ++i) bb[i] = float_to_bf16(bf[i]);
+        for (bool acc : {false, true}) {
+          const auto c0 = random_values(rng, m * ldc);
+          std::vector<float> got = c0, want = c0;
+          if (bf16) ik_->gemm_bf16w_small(m, kc, ap.data(), bb.data(), panel_stride, got.data(), ldc, acc);
+          else ik_->gemm_f32w_small(m, kc, ap.data(), bf.data(), panel_stride, got.data(), ldc, acc);
+          for (int p = 0; p < np; ++p) {
+            if (bf16)
+              ik_->gemm_bf16w(m, kc, ap.data(), bb.data() + p * panel_stride, want.data() + p * nr, ldc, acc, nullptr, 0);
+            else
+              ik_->gemm_f32w(m, kc, ap.data(), bf.data() + p * panel_stride, want.data() + p * nr, ldc, acc, nullptr, 0);
+          }
+          ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
+              << "m=" << m << " kc=" << kc << " bf16=" << bf16 << " acc=" << acc;
+        }
+      }
+}
+
 TEST_P(MicroKernelTest, SwigluMatchesReference) {
   std::vector<float> g, u;
   for (int i = -2000; i <= 2000; ++i) {
