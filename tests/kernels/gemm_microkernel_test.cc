@@ -16,6 +16,14 @@ namespace {
 using test::dot_error_bound;
 using test::random_values;
 
+// The bf16 bits of values already exact in bf16 (random_values(..., true)): both dtypes' kernels see the same
+// numbers.
+std::vector<uint16_t> bf16_bits(const std::vector<float>& v) {
+  std::vector<uint16_t> bits(v.size());
+  for (size_t i = 0; i < v.size(); ++i) bits[i] = float_to_bf16(v[i]);
+  return bits;
+}
+
 class MicroKernelTest : public ::testing::TestWithParam<Isa> {
  protected:
   void SetUp() override {
@@ -72,8 +80,7 @@ TEST_P(MicroKernelTest, MatchesReferenceOnEveryTileShape) {
       std::vector<float> ap(static_cast<size_t>(mr * kc));
       pack_rows_panel(a.data(), lda, mr, kc, mr, ap.data());
       const auto bf = random_values(rng, kc * nr, bf16);
-      std::vector<uint16_t> bb(bf.size());
-      for (size_t i = 0; i < bf.size(); ++i) bb[i] = float_to_bf16(bf[i]);
+      const std::vector<uint16_t> bb = bf16_bits(bf);
       const auto c0 = random_values(rng, mr * ldc);
       for (int m = 1; m <= mr; ++m)
         for (bool acc : {false, true}) {
@@ -108,52 +115,28 @@ TEST_P(MicroKernelTest, MatchesReferenceOnEveryTileShape) {
     }
 }
 
-// The decode variant gives the same bits as the 1-row micro-kernel on each of its panels.
-TEST_P(MicroKernelTest, RowVariantEqualsOneRowTilesBitwise) {
+// The few-rows variants (one row over row_panels panels, 2-3 rows over kSmallRowsPanels[m]) give the same bits
+// as the m-row micro-kernel on each of their panels.
+TEST_P(MicroKernelTest, FewRowsVariantsEqualMRowTilesBitwise) {
   Rng rng(8);
-  const int mr = ik_->mr, nr = ik_->nr, np = ik_->row_panels;
-  for (bool bf16 : {false, true})
-    for (int64_t kc : {1, 3, 8, 17, 256}) {
-      const int64_t panel_stride = (kc + 2) * nr;  // panels need not be adjacent
-      const auto a = random_values(rng, kc);
-      std::vector<float> ap(static_cast<size_t>(mr * kc));
-      pack_rows_panel(a.data(), kc, 1, kc, mr, ap.data());
-      const auto bf = random_values(rng, np * panel_stride, bf16);
-      std::vector<uint16_t> bb(bf.size());
-      for (size_t i = 0; i < bf.size(); ++i) bb[i] = float_to_bf16(bf[i]);
-      for (bool acc : {false, true}) {
-        const auto c0 = random_values(rng, np * nr);
-        std::vector<float> got = c0, want = c0;
-        if (bf16) ik_->gemm_bf16w_row(kc, ap.data(), bb.data(), panel_stride, got.data(), acc);
-        else ik_->gemm_f32w_row(kc, ap.data(), bf.data(), panel_stride, got.data(), acc);
-        for (int p = 0; p < np; ++p) {
-          if (bf16) ik_->gemm_bf16w(1, kc, ap.data(), bb.data() + p * panel_stride, want.data() + p * nr, nr, acc, nullptr, 0);
-          else ik_->gemm_f32w(1, kc, ap.data(), bf.data() + p * panel_stride, want.data() + p * nr, nr, acc, nullptr, 0);
-        }
-        ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float))) << "kc=" << kc << " bf16=" << bf16;
-      }
-    }
-}
-
-// The few-rows variant gives the same bits as the m-row micro-kernel on each of its panels.
-TEST_P(MicroKernelTest, SmallRowsVariantEqualsMRowTilesBitwise) {
-  Rng rng(9);
   const int mr = ik_->mr, nr = ik_->nr;
-  for (int m : {2, 3})
+  for (int m : {1, 2, 3})
     for (bool bf16 : {false, true})
       for (int64_t kc : {1, 3, 8, 17, 256}) {
-        const int np = kSmallRowsPanels[m];
-        const int64_t panel_stride = (kc + 2) * nr, ldc = np * nr + 5;  // panels need not be adjacent
+        const int np = m == 1 ? ik_->row_panels : kSmallRowsPanels[m];
+        // Panels need not be adjacent; the 1-row variant writes its row contiguously (ldc unused).
+        const int64_t panel_stride = (kc + 2) * nr, ldc = m == 1 ? np * nr : np * nr + 5;
         const auto a = random_values(rng, m * kc);
         std::vector<float> ap(static_cast<size_t>(mr * kc));
         pack_rows_panel(a.data(), kc, m, kc, mr, ap.data());
         const auto bf = random_values(rng, np * panel_stride, bf16);
-        std::vector<uint16_t> bb(bf.size());
-        for (size_t i = 0; i < bf.size(); ++i) bb[i] = float_to_bf16(bf[i]);
+        const std::vector<uint16_t> bb = bf16_bits(bf);
         for (bool acc : {false, true}) {
           const auto c0 = random_values(rng, m * ldc);
           std::vector<float> got = c0, want = c0;
-          if (bf16) ik_->gemm_bf16w_small(m, kc, ap.data(), bb.data(), panel_stride, got.data(), ldc, acc);
+          if (m == 1 && bf16) ik_->gemm_bf16w_row(kc, ap.data(), bb.data(), panel_stride, got.data(), acc);
+          else if (m == 1) ik_->gemm_f32w_row(kc, ap.data(), bf.data(), panel_stride, got.data(), acc);
+          else if (bf16) ik_->gemm_bf16w_small(m, kc, ap.data(), bb.data(), panel_stride, got.data(), ldc, acc);
           else ik_->gemm_f32w_small(m, kc, ap.data(), bf.data(), panel_stride, got.data(), ldc, acc);
           for (int p = 0; p < np; ++p) {
             if (bf16)
