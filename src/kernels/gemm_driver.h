@@ -54,7 +54,7 @@ inline int64_t row_block_rows(int64_t m, int mr) {
 // at most one (32 rows: 6, 6, 5, 5, 5, 5), not MR, ..., MR and a short remainder (6, 6, 6, 6, 6, 2). A tile of
 // 1-3 rows has too few independent FMA chains to cover the FMA latency and costs nearly as much as a full one;
 // tiles of 4-6 rows all run at the full rate. Measured with the same kernels in one process: 3-10% faster for
-// groups of 7-26 rows, 1-5% for 31-32 (docs/performance.md). The bits do not change: every C element is still
+// groups of 7-26 rows, about 3% (median, within noise) for 32-48 (docs/performance.md). The bits do not change: every C element is still
 // one FMA chain in k order.
 struct MicroTile {
   int64_t start;

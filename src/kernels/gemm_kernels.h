@@ -60,7 +60,7 @@ using GemmRowF32wFn = void (*)(int64_t kc, const float* a, const float* b, int64
 using GemmRowBf16wFn = void (*)(int64_t kc, const float* a, const uint16_t* b, int64_t panel_stride, float* c,
                                 bool accumulate);
 // The few-rows variant: m = 2 or 3 rows (a packed row panel as above) over kSmallRowsPanels[m] adjacent weight
-// panels, panel i at b + i * panel_stride and its C at c + i * NR (row r at + r * ldc). Same bits as that many
+// panels, panel i at b + i * panel_stride and its C at c + i * NR, C's rows ldc apart. Same bits as that many
 // calls of the m-row micro-kernel.
 constexpr int kSmallRowsPanels[4] = {0, 0, 3, 2};
 using GemmSmallF32wFn = void (*)(int m, int64_t kc, const float* a, const float* b, int64_t panel_stride, float* c,
