@@ -1,9 +1,12 @@
 // The hymoe command's behaviour on bad input: a clear message naming the file/field/value, a non-zero exit,
-// and no output file. Also `inspect` and `demo` on their happy paths.
+// and no output file. Also `inspect`, `demo` and `bench` (its JSON contract) on their happy paths.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
 
 #include "hymoe/safetensors.h"
 #include "test_util.h"
@@ -147,6 +150,87 @@ TEST(InspectCli, ListsTensors) {
   EXPECT_NE(log.find("router.gate.weight"), std::string::npos);
   EXPECT_NE(log.find("F32"), std::string::npos);
   EXPECT_NE(run_command(tool_path() + " inspect /nonexistent.safetensors", &log), 0);
+}
+
+// `hymoe bench --json` on a tiny shape: one object per configuration with the fields the docs name, and FLOPs and
+// weight bytes by their formulas (FLOPs 2*T*(E*D + K*3*D*H + 3*D*shared*H); bytes the distinct experts touched,
+// the shared MLP and the f32 router gate).
+class BenchCli : public ::testing::Test {
+ protected:
+  void SetUp() override { dir_ = temp_dir("bench"); }
+  void TearDown() override { fs::remove_all(dir_); }
+  void write_shape(const std::string& file, const std::string& text) { std::ofstream(dir_ + "/" + file) << text; }
+  int bench(const std::string& args, std::string* log) {
+    return run_command(tool_path() + " bench --shapes-dir " + dir_ + " --threads 1 --repeats 1 --weights hot " + args, log);
+  }
+  std::string dir_;
+};
+
+constexpr const char* kTinyShape =
+    R"({"name": "tiny", "model": "Tiny", "dim": 64, "expert_hidden": 32, "experts": 4, "top_k": 2, )"
+    R"("shared_experts": 1, "activation": "swiglu", "router": "softmax"})";
+
+TEST_F(BenchCli, JsonRowsCarryTheDocumentedFieldsAndCounts) {
+  write_shape("tiny.json", kTinyShape);
+  std::string log;
+  ASSERT_EQ(bench("--shape tiny --tokens 1 3 --dtype f32 bf16 --no-baseline --json", &log), 0) << log;
+  std::istringstream lines(log);
+  std::vector<nlohmann::json> rows;
+  for (std::string line; std::getline(lines, line);)
+    if (!line.empty() && line[0] == '{') rows.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(rows.size(), 4u) << log;
+  const int64_t D = 64, H = 32, E = 4, K = 2, shared_hidden = 32;
+  for (const auto& r : rows) {
+    for (const char* key : {"shape", "tokens", "dtype", "threads", "routing", "layer_ms", "expert_ms", "baseline_ms",
+                            "flops", "weight_bytes", "peak_gflops", "read_gbps", "frac_peak_paired",
+                            "frac_bandwidth_paired", "dispatch_frac"})
+      ASSERT_TRUE(r.contains(key)) << key << " missing in " << r.dump();
+    EXPECT_EQ(r["shape"], "tiny");
+    EXPECT_EQ(r["threads"], 1);
+    EXPECT_TRUE(r["baseline_ms"].is_null());
+    const int64_t T = r["tokens"];
+    EXPECT_EQ(r["flops"].get<double>(), 2.0 * T * (E * D + K * 3 * D * H + 3 * D * shared_hidden));
+    const int64_t elem = r["dtype"] == "bf16" ? 2 : 4;
+    if (T == 1)  // one token touches exactly top_k experts
+      EXPECT_EQ(r["weight_bytes"].get<double>(), static_cast<double>((K * 3 * D * H + 3 * D * shared_hidden) * elem + E * D * 4));
+    EXPECT_GT(r["layer_ms"].get<double>(), 0.0);
+    EXPECT_LE(r["expert_ms"].get<double>(), r["layer_ms"].get<double>());
+    EXPECT_GT(r["peak_gflops"].get<double>(), 0.0);
+    EXPECT_GT(r["read_gbps"].get<double>(), 0.0);
+  }
+}
+
+TEST_F(BenchCli, RefusesBadShapesNamingFileAndField) {
+  struct Case {
+    const char* text;
+    const char* fragment;
+  };
+  const Case cases[] = {
+      {R"({"name": "bad", "model": "B", "dim": "wide", "expert_hidden": 32, "experts": 4, "top_k": 2, "shared_experts": 0})",
+       "field 'dim' has the wrong type"},
+      {R"({"name": "bad", "model": "B", "dim": 64, "experts": 4, "top_k": 2, "shared_experts": 0})",
+       "missing field 'expert_hidden'"},
+      {R"({"name": "bad", "model": "B", "dim": 64, "expert_hidden": 32, "experts": 4, "top_k": 5, "shared_experts": 0})",
+       "inconsistent shape"},
+      {R"({"name": "bad", "model": "B", "dim": 64, "expert_hidden": 32, "experts": 4, "top_k": 2, "shared_experts": 0,
+          "activation": "gelu", "router": "softmax"})",
+       "activation 'gelu'"},
+      {R"({"name": "bad", "model": "B", "dim": 64)", "not valid JSON"},
+  };
+  for (const Case& c : cases) {
+    write_shape("bad.json", c.text);
+    std::string log;
+    const int rc = bench("--shape bad --tokens 1 --dtype f32 --no-baseline --json", &log);
+    EXPECT_NE(rc, 0) << c.text;
+    EXPECT_NE(log.find("bad.json"), std::string::npos) << "message lacks the file: " << log;
+    EXPECT_NE(log.find(c.fragment), std::string::npos) << "message lacks '" << c.fragment << "': " << log;
+    EXPECT_EQ(log.find('{'), std::string::npos) << "no row may be printed: " << log;
+  }
+  write_shape("tiny.json", kTinyShape);
+  std::string log;
+  EXPECT_NE(bench("--shape nosuch --tokens 1 --dtype f32 --no-baseline", &log), 0);
+  EXPECT_NE(log.find("--shape=nosuch is not in"), std::string::npos) << log;
+  EXPECT_NE(log.find("tiny"), std::string::npos) << "the known shapes are listed: " << log;
 }
 
 TEST(DemoCli, RunsSmallBatch) {

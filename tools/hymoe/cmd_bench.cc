@@ -61,7 +61,11 @@ BenchShape load_shape(const std::filesystem::path& file) {
   BenchShape s;
   auto get = [&](const char* key, auto& out) {
     if (!j.contains(key)) fail(file.string(), ": missing field '", key, "'");
-    out = j[key].get<std::decay_t<decltype(out)>>();
+    try {
+      out = j[key].get<std::decay_t<decltype(out)>>();
+    } catch (const nlohmann::json::exception&) {
+      fail(file.string(), ": field '", key, "' has the wrong type: ", j[key].dump());
+    }
   };
   get("name", s.name);
   get("model", s.model);
@@ -70,6 +74,14 @@ BenchShape load_shape(const std::filesystem::path& file) {
   get("experts", s.experts);
   get("top_k", s.top_k);
   get("shared_experts", s.shared);
+  // The timed layer is SwiGLU experts under a softmax router; a shape that says otherwise is refused rather than
+  // timed as something it is not.
+  std::string activation = "swiglu", router = "softmax";
+  if (j.contains("activation")) get("activation", activation);
+  if (j.contains("router")) get("router", router);
+  if (activation != "swiglu" || router != "softmax")
+    fail(file.string(), ": activation '", activation, "' with router '", router,
+         "': the bench times SwiGLU experts under a softmax router only");
   if (s.dim < 1 || s.hidden < 1 || s.experts < 1 || s.top_k < 1 || s.top_k > s.experts || s.shared < 0)
     fail(file.string(), ": inconsistent shape (dim ", s.dim, ", expert_hidden ", s.hidden, ", experts ", s.experts,
          ", top_k ", s.top_k, ", shared_experts ", s.shared, ")");
