@@ -182,8 +182,8 @@ TEST_F(BenchCli, JsonRowsCarryTheDocumentedFieldsAndCounts) {
   const int64_t D = 64, H = 32, E = 4, K = 2, shared_hidden = 32;
   for (const auto& r : rows) {
     for (const char* key : {"shape", "tokens", "dtype", "threads", "routing", "layer_ms", "expert_ms", "baseline_ms",
-                            "flops", "weight_bytes", "peak_gflops", "read_gbps", "frac_peak_paired",
-                            "frac_bandwidth_paired", "dispatch_frac"})
+                            "flops", "weight_bytes", "peak_gflops", "read_gbps", "kernel_gflops", "frac_peak_paired",
+                            "frac_kernel_paired", "frac_bandwidth_paired", "dispatch_frac"})
       ASSERT_TRUE(r.contains(key)) << key << " missing in " << r.dump();
     EXPECT_EQ(r["shape"], "tiny");
     EXPECT_EQ(r["threads"], 1);
@@ -197,6 +197,10 @@ TEST_F(BenchCli, JsonRowsCarryTheDocumentedFieldsAndCounts) {
     EXPECT_LE(r["expert_ms"].get<double>(), r["layer_ms"].get<double>());
     EXPECT_GT(r["peak_gflops"].get<double>(), 0.0);
     EXPECT_GT(r["read_gbps"].get<double>(), 0.0);
+    EXPECT_GT(r["kernel_gflops"].get<double>(), 0.0);
+    // Both fractions divide the same GFLOP/s, so they stand in the ratio of the two best probe passes.
+    EXPECT_NEAR(r["frac_kernel"].get<double>() * r["kernel_gflops"].get<double>(),
+                r["frac_peak"].get<double>() * r["peak_gflops"].get<double>(), 1e-9 * r["gflops"].get<double>());
   }
 }
 

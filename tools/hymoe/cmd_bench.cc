@@ -91,7 +91,7 @@ BenchShape load_shape(const std::filesystem::path& file) {
 // ---- machine limits, measured in this run --------------------------------------------------------------------
 
 struct Limits {
-  double peak_gflops = 0, read_gbps = 0;
+  double peak_gflops = 0, read_gbps = 0, kernel_gflops = 0;
 };
 
 // The active ISA's probes; under HYMOE_ISA=scalar, AVX2's (the probes only need the CPU to have some vector ISA).
@@ -145,9 +145,39 @@ double probe_peak_once(int64_t iters) {
   return std::accumulate(flops.begin(), flops.end(), 0.0) / (ms_since(t0) * 1e6);
 }
 
+// One pass of the f32 micro-kernel, hot in L1 (one full MR x NR tile over KC = 256, again and again), on every
+// thread: GFLOP/s. It is what the layer's GEMMs could reach if nothing but their own arithmetic mattered. The FMA
+// probe's register-only chains do not feel a neighbour that takes load ports or L1 from the kernels (on the
+// development host the micro-kernel swings between 0.65 and 1.0 of the FMA probe within a minute while the probe
+// stays flat), so the layer is also given as a fraction of this.
+double probe_kernel_once(int64_t calls) {
+  const kernels::IsaKernels& ik = probe_kernels();
+  const int threads = num_threads();
+  const int64_t kc = 256, tasks = 8 * threads, a_size = ik.mr * kc, b_size = kc * ik.nr, c_size = ik.mr * ik.nr;
+  // Per thread: its A panel, weight panel and C tile (64-float gaps keep the threads' lines apart).
+  const int64_t stride = a_size + b_size + c_size + 64;
+  std::vector<float> buf(static_cast<size_t>(stride * threads));
+  for (int64_t th = 0; th < threads; ++th) {
+    std::fill_n(buf.begin() + th * stride, a_size, 0.5f);
+    std::fill_n(buf.begin() + th * stride + a_size, b_size, 0.25f);
+  }
+  const auto t0 = Clock::now();
+  kernels::parallel_for(tasks, [&](int64_t, int thread) {
+    float* a = buf.data() + thread * stride;
+    for (int64_t i = 0; i < calls; ++i) ik.gemm_f32w(ik.mr, kc, a, a + a_size, a + a_size + b_size, ik.nr, false, nullptr, 0);
+  });
+  const double ms = ms_since(t0);
+  for (int64_t th = 0; th < threads; ++th)  // every C element is 0.5 * 0.25 summed kc times, exactly
+    if (buf[static_cast<size_t>(th * stride + a_size + b_size)] != 0.125f * static_cast<float>(kc))
+      fail("micro-kernel probe: wrong result");
+  return 2.0 * static_cast<double>(tasks * calls * ik.mr * ik.nr * kc) / (ms * 1e6);
+}
+constexpr int64_t kKernelProbeCalls = 4000;
+
 Limits measure_limits() {
   Limits l;
   for (int rep = 0; rep < 5; ++rep) l.peak_gflops = std::max(l.peak_gflops, probe_peak_once(2'000'000));
+  for (int rep = 0; rep < 5; ++rep) l.kernel_gflops = std::max(l.kernel_gflops, probe_kernel_once(kKernelProbeCalls));
   // Streaming reads in three patterns; the best pass is the limit. One sequential stream per thread under-reads
   // this machine: the decode kernel, which reads four weight panels side by side, read faster than it. So the
   // probe also reads 4 and 8 regions of each chunk interleaved a cache line at a time, the decode kernel's pattern.
@@ -388,9 +418,9 @@ std::vector<std::string> all_shape_names(const std::string& dir) {
 }
 
 void print_header() {
-  fmt::print("{:<17} {:>5} {:<5} {:<7} {:>9} {:>9} {:>8} {:>7} {:>7} {:>7} {:>9} {:>6} {:>9} {:>6}\n", "shape",
-             "T", "dtype", "routing", "layer ms", "tok/s", "GFLOP/s", "GB/s", "%peak", "%bw", "expert ms", "disp%",
-             "blas ms", "speed");
+  fmt::print("{:<17} {:>5} {:<5} {:<7} {:>9} {:>9} {:>8} {:>7} {:>7} {:>7} {:>7} {:>9} {:>6} {:>9} {:>6}\n", "shape",
+             "T", "dtype", "routing", "layer ms", "tok/s", "GFLOP/s", "GB/s", "%peak", "%kern", "%bw", "expert ms",
+             "disp%", "blas ms", "speed");
 }
 
 // Runs every configuration of one shape, printing a table row (and a JSON line) for each.
@@ -486,11 +516,14 @@ void bench_shape(const BenchOptions& o, const BenchShape& s, const Limits& lim, 
       // probe), and each row is against the best of these and the start-up probes: on a shared machine a single
       // probe often catches a slowed moment (2x on this host), and a limit measured low flatters the layer.
       // Each timed repeat also keeps the probe passes that bracket it, for the paired fractions (below).
-      std::vector<double> peak_probe, read_probe;
+      std::vector<double> peak_probe, read_probe, kernel_probe;
       for (int r = 0; r < repeats + 1; ++r)  // repeat 0 warms up
         for (Variant& v : variants) {
           if (v.baseline && r > 3) continue;  // the baseline is slow: at most 3 timed repeats
-          if (r > 0 && &v == &variants.front()) peak_probe.push_back(probe_peak_once(2'000'000));
+          if (r > 0 && &v == &variants.front()) {
+            peak_probe.push_back(probe_peak_once(2'000'000));
+            kernel_probe.push_back(probe_kernel_once(kKernelProbeCalls));
+          }
           read_probe.push_back(o.weights == "cold" ? evictor.read_gbps(4) : lim.read_gbps);
           const std::vector<int32_t>& indices = v.routings[static_cast<size_t>(r)];
 #ifdef HYMOE_HAVE_OPENBLAS
@@ -510,6 +543,7 @@ void bench_shape(const BenchOptions& o, const BenchShape& s, const Limits& lim, 
         }
       // The passes after the last repeat close its bracket.
       peak_probe.push_back(probe_peak_once(2'000'000));
+      kernel_probe.push_back(probe_kernel_once(kKernelProbeCalls));
       read_probe.push_back(o.weights == "cold" ? evictor.read_gbps(4) : lim.read_gbps);
       for (const Variant& v : variants) {
         if (v.baseline) continue;
@@ -528,17 +562,22 @@ void bench_shape(const BenchOptions& o, const BenchShape& s, const Limits& lim, 
         // slowed down would otherwise flatter the layer's fraction.
         const double peak_gflops = std::max(lim.peak_gflops, *std::max_element(peak_probe.begin(), peak_probe.end()));
         const double read_gbps = std::max(lim.read_gbps, *std::max_element(read_probe.begin(), read_probe.end()));
+        const double kernel_gflops =
+            std::max(lim.kernel_gflops, *std::max_element(kernel_probe.begin(), kernel_probe.end()));
         const double frac_peak = gflops / peak_gflops, frac_bw = weight_bytes / (read_gbps * 1e6) / layer_ms;
+        const double frac_kernel = gflops / kernel_gflops;
         // Paired: each repeat against the better of the two probe passes that bracket it, then the median of
         // those ratios. On a shared machine whose speed drifts (the FMA probe here swings 2x with the neighbours'
         // load), this cancels the drift that the best-pass fractions above charge to the layer; both are reported.
-        std::vector<double> paired_peak, paired_bw;
+        std::vector<double> paired_peak, paired_bw, paired_kernel;
         for (size_t r = 0; r < layer.size(); ++r) {
           const size_t p = v.peak_at[r], q = v.read_at[r];
           paired_peak.push_back(flops / (layer[r] * 1e6) / std::max(peak_probe[p], peak_probe[p + 1]));
+          paired_kernel.push_back(flops / (layer[r] * 1e6) / std::max(kernel_probe[p], kernel_probe[p + 1]));
           paired_bw.push_back(bytes[r] / (layer[r] * 1e6) / std::max(read_probe[q], read_probe[q + 1]));
         }
         const double frac_peak_paired = median(paired_peak), frac_bw_paired = median(paired_bw);
+        const double frac_kernel_paired = median(paired_kernel);
         const double baseline_ms = base.empty() ? std::nan("") : median(base);
         nlohmann::json j = {{"shape", s.name}, {"tokens", T}, {"dtype", dtype}, {"threads", num_threads()},
                             {"routing", routing}, {"weights", o.weights}, {"isa", std::string(kernels::isa_name(kernels::active_isa()))},
@@ -547,6 +586,8 @@ void bench_shape(const BenchOptions& o, const BenchShape& s, const Limits& lim, 
                             {"peak_gflops", peak_gflops}, {"read_gbps", read_gbps}, {"gflops", gflops},
                             {"weight_gbps", gbps}, {"frac_peak", frac_peak}, {"frac_bandwidth", frac_bw},
                             {"frac_peak_paired", frac_peak_paired}, {"frac_bandwidth_paired", frac_bw_paired},
+                            {"kernel_gflops", kernel_gflops}, {"frac_kernel", frac_kernel},
+                            {"frac_kernel_paired", frac_kernel_paired},
                             {"dispatch_frac", 1.0 - expert_ms / layer_ms}};
         if (!base.empty()) {
           j["baseline_ms"] = baseline_ms;
@@ -556,9 +597,10 @@ void bench_shape(const BenchOptions& o, const BenchShape& s, const Limits& lim, 
         }
         if (o.json) fmt::print("{}\n", j.dump());
         else
-          fmt::print("{:<17} {:>5} {:<5} {:<7} {:>9.2f} {:>9.0f} {:>8.1f} {:>7.1f} {:>7} {:>7} {:>9.2f} {:>5.1f}% {:>9} {:>6}\n",
+          fmt::print("{:<17} {:>5} {:<5} {:<7} {:>9.2f} {:>9.0f} {:>8.1f} {:>7.1f} {:>7} {:>7} {:>7} {:>9.2f} {:>5.1f}% {:>9} {:>6}\n",
                      s.name, T, dtype, routing, layer_ms, static_cast<double>(T) / (layer_ms / 1e3), gflops, gbps,
                      fmt::format("{:.0f}/{:.0f}", 100 * frac_peak, 100 * frac_peak_paired),
+                     fmt::format("{:.0f}/{:.0f}", 100 * frac_kernel, 100 * frac_kernel_paired),
                      fmt::format("{:.0f}/{:.0f}", 100 * frac_bw, 100 * frac_bw_paired), expert_ms, 100 * (1.0 - expert_ms / layer_ms),
                      base.empty() ? std::string("-") : fmt::format("{:.2f}", baseline_ms),
                      base.empty() ? std::string("-") : fmt::format("{:.2f}x", baseline_ms / layer_ms));
@@ -593,11 +635,13 @@ int run_bench(const BenchOptions& o) {
   }
   const Limits lim = measure_limits();
   if (!o.json)
-    fmt::print("hymoe bench: {} threads, isa {}, start-up probes: FMA peak {:.1f} GFLOP/s, read bandwidth {:.1f} GB/s; "
-               "{} weights; medians of repeated runs; %peak and %bw as best/paired: against the best probe pass of "
-               "the start-up and of the row's repeats / median over repeats of each against the better probe pass "
+    fmt::print("hymoe bench: {} threads, isa {}, start-up probes: FMA peak {:.1f} GFLOP/s, micro-kernel hot in L1 "
+               "{:.1f} GFLOP/s, read bandwidth {:.1f} GB/s; {} weights; medians of repeated runs; %peak (of the FMA "
+               "peak), %kern (of the micro-kernel probe) and %bw as best/paired: against the best probe pass of the "
+               "start-up and of the row's repeats / median over repeats of each against the better probe pass "
                "bracketing it\n",
-               num_threads(), kernels::isa_name(kernels::active_isa()), lim.peak_gflops, lim.read_gbps, o.weights);
+               num_threads(), kernels::isa_name(kernels::active_isa()), lim.peak_gflops, lim.kernel_gflops,
+               lim.read_gbps, o.weights);
   if (!o.json) print_header();
   std::vector<nlohmann::json> rows;
   const ReadBuffer evictor = make_cache_evictor();
