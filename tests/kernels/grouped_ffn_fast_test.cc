@@ -292,7 +292,8 @@ TEST_P(GroupedFfnFastTest, WeightGradGemmMatchesReference) {
 TEST_P(GroupedFfnFastTest, IdenticalBitsForAnyThreadCount) {
   const int before = num_threads();
   for (DType dt : {DType::kF32, DType::kBF16}) {
-    const Problem p(Activation::kSwiGLU, dt, 70, 90, {5, 0, 40, 1, 120, 9}, 99);
+    // Groups of 1-3 rows run the few-rows kernels, the rest the micro-kernel over row blocks.
+    const Problem p(Activation::kSwiGLU, dt, 70, 90, {5, 0, 40, 1, 120, 9, 2, 3}, 99);
     const auto fast = make_grouped_ffn_packed(p.shape, p.views, GetParam());
     std::vector<float> first;
     for (int threads : {1, 2, 3}) {
