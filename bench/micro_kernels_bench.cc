@@ -43,27 +43,22 @@ BENCHMARK_CAPTURE(BM_MicroKernelBf16w, avx2, Isa::kAvx2)->Arg(64)->Arg(256)->Arg
 BENCHMARK_CAPTURE(BM_MicroKernelF32w, avx512, Isa::kAvx512)->Arg(256);
 BENCHMARK_CAPTURE(BM_MicroKernelBf16w, avx512, Isa::kAvx512)->Arg(256);
 
-// The multi-panel variants for groups of 1-3 rows over kc = range(0) (rows = range(1)): one row over row_panels
-// panels (decode), 2-3 rows over kSmallRowsPanels[rows]; operands hot, so this is their compute rate, which the
-// 1-3 row micro-kernel caps by the FMA latency (compare BM_MicroKernel at the same kc).
+// The few-rows variant for groups of 1-3 rows (rows = range(1); one row is decode) over kFewRowsPanels[rows]
+// panels and kc = range(0); operands hot, so this is its compute rate, which the 1-3 row micro-kernel caps by
+// the FMA latency (compare BM_MicroKernel at the same kc).
 template <bool kBf16>
 void BM_FewRows(benchmark::State& state, Isa isa) {
   const IsaKernels* ik = kernels_or_skip(state, isa);
   if (!ik) return;
   const int64_t kc = state.range(0);
-  const int m = static_cast<int>(state.range(1)), panels = m == 1 ? ik->row_panels : kSmallRowsPanels[m];
+  const int m = static_cast<int>(state.range(1)), panels = kFewRowsPanels[m];
   const int64_t stride = kc * ik->nr, ldc = panels * ik->nr;
   std::vector<float> a(static_cast<size_t>(ik->mr * kc), 0.5f), b(static_cast<size_t>(panels * stride), 0.25f);
   std::vector<uint16_t> bb(b.size(), float_to_bf16(0.25f));
   std::vector<float> c(static_cast<size_t>(m * ldc));
   for (auto _ : state) {
-    if (m == 1) {
-      if constexpr (kBf16) ik->gemm_bf16w_row(kc, a.data(), bb.data(), stride, c.data(), false);
-      else ik->gemm_f32w_row(kc, a.data(), b.data(), stride, c.data(), false);
-    } else {
-      if constexpr (kBf16) ik->gemm_bf16w_small(m, kc, a.data(), bb.data(), stride, c.data(), ldc, false);
-      else ik->gemm_f32w_small(m, kc, a.data(), b.data(), stride, c.data(), ldc, false);
-    }
+    if constexpr (kBf16) ik->gemm_bf16w_few(m, kc, a.data(), bb.data(), stride, c.data(), ldc, false);
+    else ik->gemm_f32w_few(m, kc, a.data(), b.data(), stride, c.data(), ldc, false);
     benchmark::DoNotOptimize(c.data());
   }
   state.counters["FLOPS"] =

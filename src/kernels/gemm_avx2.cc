@@ -39,8 +39,7 @@ constexpr int kMr = 6;  // 6 rows x 2 ymm = 12 accumulators (see the register bu
 
 static_assert(kNr == 16);
 
-const IsaKernels kKernels{Isa::kAvx2, kMr, kNr, gemm_f32w, gemm_bf16w, kPanels, gemm_f32w_row, gemm_bf16w_row,
-                          gemm_f32w_small, gemm_bf16w_small, swiglu,
+const IsaKernels kKernels{Isa::kAvx2, kMr, kNr, gemm_f32w, gemm_bf16w, gemm_f32w_few, gemm_bf16w_few, swiglu,
                           dot_rows,
                           "gemm_f32w_f32_6x16__avx2", "gemm_bf16w_f32_6x16__avx2", fma_probe, sum_probe,
                           sum_probe_streams};

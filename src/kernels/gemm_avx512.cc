@@ -40,8 +40,7 @@ constexpr int kMr = 12;  // 12 rows x 2 zmm = 24 accumulators (see the register 
 
 static_assert(kNr == 32);
 
-const IsaKernels kKernels{Isa::kAvx512, kMr, kNr, gemm_f32w, gemm_bf16w, kPanels, gemm_f32w_row, gemm_bf16w_row,
-                          gemm_f32w_small, gemm_bf16w_small, swiglu,
+const IsaKernels kKernels{Isa::kAvx512, kMr, kNr, gemm_f32w, gemm_bf16w, gemm_f32w_few, gemm_bf16w_few, swiglu,
                           dot_rows,
                           "gemm_f32w_f32_12x32__avx512", "gemm_bf16w_f32_12x32__avx512", fma_probe, sum_probe,
                           sum_probe_streams};

@@ -153,29 +153,18 @@ void run_gemm_groups(const IsaKernels& ik, DType wdtype, const std::vector<GemmG
       const int64_t kc = std::min(kKc, g.k - k0);
       int64_t p = 0;
       // 1-3 rows (decode, and 8-32 tokens over many experts): several panels per call for enough independent
-      // FMA chains, the panels read side by side.
-      if (tile.rows == 1)
-        for (; p + ik.row_panels <= tile.np; p += ik.row_panels) {
-          const int64_t off = (tile.p0 + p) * panel_elems + k0 * ik.nr;
-          float* cc = c + p * ik.nr;
-          const float* a = ap + k0 * ik.mr;
-          if (wdtype == DType::kBF16)
-            ik.gemm_bf16w_row(kc, a, static_cast<const uint16_t*>(g.b) + off, panel_elems, cc, k0 > 0);
-          else
-            ik.gemm_f32w_row(kc, a, static_cast<const float*>(g.b) + off, panel_elems, cc, k0 > 0);
-        }
-      // 3 rows only in f32: with bf16 weights the few-rows variant measured 5-8% slower than a lone 3-row
-      // micro-tile with its prefetch (at 2 rows it is faster in both dtypes; docs/performance.md).
-      else if (tile.rows == 2 || (tile.rows == 3 && wdtype == DType::kF32))
-        for (const int per = kSmallRowsPanels[tile.rows]; p + per <= tile.np; p += per) {
+      // FMA chains, the panels read side by side. 3 rows only in f32: with bf16 weights the few-rows variant
+      // measured 5-8% slower than a lone 3-row micro-tile with its prefetch (docs/performance.md).
+      if (tile.rows <= 2 || (tile.rows == 3 && wdtype == DType::kF32))
+        for (const int per = kFewRowsPanels[tile.rows]; p + per <= tile.np; p += per) {
           const int64_t off = (tile.p0 + p) * panel_elems + k0 * ik.nr;
           float* cc = c + p * ik.nr;
           const float* a = ap + k0 * ik.mr;
           const int m = static_cast<int>(tile.rows);
           if (wdtype == DType::kBF16)
-            ik.gemm_bf16w_small(m, kc, a, static_cast<const uint16_t*>(g.b) + off, panel_elems, cc, ldc, k0 > 0);
+            ik.gemm_bf16w_few(m, kc, a, static_cast<const uint16_t*>(g.b) + off, panel_elems, cc, ldc, k0 > 0);
           else
-            ik.gemm_f32w_small(m, kc, a, static_cast<const float*>(g.b) + off, panel_elems, cc, ldc, k0 > 0);
+            ik.gemm_f32w_few(m, kc, a, static_cast<const float*>(g.b) + off, panel_elems, cc, ldc, k0 > 0);
         }
       for (; p < tile.np; ++p) {
         const int64_t off = (tile.p0 + p) * panel_elems + k0 * ik.nr;

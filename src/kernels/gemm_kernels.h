@@ -53,20 +53,14 @@ using GemmF32wFn = void (*)(int m, int64_t kc, const float* a, const float* b, f
                             const void* prefetch, int64_t prefetch_bytes);
 using GemmBf16wFn = void (*)(int m, int64_t kc, const float* a, const uint16_t* b, float* c, int64_t ldc,
                              bool accumulate, const void* prefetch, int64_t prefetch_bytes);
-// The decode variant: one row (m = 1, a packed row panel as above) over `row_panels` adjacent weight panels, panel
-// i at b + i * panel_stride and its C at c + i * NR. Same bits as row_panels calls of the 1-row micro-kernel.
-using GemmRowF32wFn = void (*)(int64_t kc, const float* a, const float* b, int64_t panel_stride, float* c,
-                               bool accumulate);
-using GemmRowBf16wFn = void (*)(int64_t kc, const float* a, const uint16_t* b, int64_t panel_stride, float* c,
-                                bool accumulate);
-// The few-rows variant: m = 2 or 3 rows (a packed row panel as above) over kSmallRowsPanels[m] adjacent weight
-// panels, panel i at b + i * panel_stride and its C at c + i * NR, C's rows ldc apart. Same bits as that many
-// calls of the m-row micro-kernel.
-constexpr int kSmallRowsPanels[4] = {0, 0, 3, 2};
-using GemmSmallF32wFn = void (*)(int m, int64_t kc, const float* a, const float* b, int64_t panel_stride, float* c,
-                                 int64_t ldc, bool accumulate);
-using GemmSmallBf16wFn = void (*)(int m, int64_t kc, const float* a, const uint16_t* b, int64_t panel_stride,
-                                  float* c, int64_t ldc, bool accumulate);
+// The few-rows variant: m = 1-3 rows (a packed row panel as above) over kFewRowsPanels[m] adjacent weight panels,
+// panel i at b + i * panel_stride and its C at c + i * NR, C's rows ldc apart. Same bits as that many calls of the
+// m-row micro-kernel. One row is the decode case.
+constexpr int kFewRowsPanels[4] = {0, 4, 3, 2};
+using GemmFewF32wFn = void (*)(int m, int64_t kc, const float* a, const float* b, int64_t panel_stride, float* c,
+                               int64_t ldc, bool accumulate);
+using GemmFewBf16wFn = void (*)(int m, int64_t kc, const float* a, const uint16_t* b, int64_t panel_stride, float* c,
+                                int64_t ldc, bool accumulate);
 // out[t * ldo + j] = x_t . w_j for t < tokens (1..kDotMaxTokens) and j < n (1..kDotMaxRows), x_t the row
 // x + t * ldx and w_j the row w + j * ldw, k floats each: dot products straight from an (N, K) layout, each with a
 // fixed summation order that depends on nothing but x_t and w_j (see dot_rows_gemm).
@@ -82,11 +76,8 @@ struct IsaKernels {
   int mr, nr;
   GemmF32wFn gemm_f32w;
   GemmBf16wFn gemm_bf16w;
-  int row_panels;  // panels per call of the decode variant
-  GemmRowF32wFn gemm_f32w_row;
-  GemmRowBf16wFn gemm_bf16w_row;
-  GemmSmallF32wFn gemm_f32w_small;  // m = 2-3 rows over kSmallRowsPanels[m] panels per call
-  GemmSmallBf16wFn gemm_bf16w_small;
+  GemmFewF32wFn gemm_f32w_few;  // m = 1-3 rows over kFewRowsPanels[m] panels per call
+  GemmFewBf16wFn gemm_bf16w_few;
   SwigluFn swiglu;
   DotRowsFn dot_rows;
   const char* gemm_f32w_name;   // e.g. "gemm_f32w_f32_6x16__avx2"

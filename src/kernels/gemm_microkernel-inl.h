@@ -71,34 +71,11 @@ void gemm_rows(int m, int64_t kc, const float* a, const W* b, float* c, int64_t 
   }
 }
 
-// One row over kPanels adjacent weight panels (panel i at b + i * panel_stride, its C at c + i * kNr): the decode
-// case. A 1 x NR tile has only two FMA chains, which the FMA latency caps at about 16 bytes of f32 (8 of bf16)
-// weights a cycle: too slow to stream at memory bandwidth on a busy core. Four panels give eight chains; every C
-// element is still one chain in k order, so the bits equal the 1-row gemm_tile's.
-constexpr int kPanels = 4;
-
-template <typename W>
-void gemm_row_panels(int64_t kc, const float* a, const W* b, int64_t panel_stride, float* c, bool accumulate) {
-  typename V::vec acc[2 * kPanels];
-#pragma GCC unroll 16
-  for (int j = 0; j < 2 * kPanels; ++j) acc[j] = accumulate ? V::load(c + j * V::kWidth) : V::zero();
-  for (int64_t k = 0; k < kc; ++k) {
-    const typename V::vec av = V::broadcast(a + k * kMr);
-#pragma GCC unroll 16
-    for (int j = 0; j < kPanels; ++j) {
-      const W* bp = b + j * panel_stride + k * kNr;
-      acc[2 * j] = V::fma(av, load_w(bp), acc[2 * j]);
-      acc[2 * j + 1] = V::fma(av, load_w(bp + V::kWidth), acc[2 * j + 1]);
-    }
-  }
-#pragma GCC unroll 16
-  for (int j = 0; j < 2 * kPanels; ++j) V::store(c + j * V::kWidth, acc[j]);
-}
-
-// M = 2-3 rows over P adjacent weight panels (panel j at b + j * panel_stride, its C at c + j * kNr): a group of
-// 2-3 rows is a single micro-tile with 4-6 FMA chains, too few to cover the FMA latency; over P panels it has
-// 2 * M * P (12) and streams P panels at once, as the decode variant does for one row. Same bits as P calls of
-// the M-row gemm_tile.
+// M = 1-3 rows over P adjacent weight panels (panel j at b + j * panel_stride, its C at c + j * kNr): a group of
+// 1-3 rows is a single micro-tile with 2-6 FMA chains, too few to cover the FMA latency (decode: a 1 x NR tile
+// caps at about 16 bytes of f32 weights a cycle, too slow to stream at memory bandwidth on a busy core); over P
+// panels it has 2 * M * P (8-12) chains and streams P panels at once. Every C element is still one chain in k
+// order: the same bits as P calls of the M-row gemm_tile.
 template <int M, int P, typename W>
 void gemm_rows_panels(int64_t kc, const float* a, const W* b, int64_t panel_stride, float* c, int64_t ldc,
                       bool accumulate) {
@@ -108,8 +85,8 @@ void gemm_rows_panels(int64_t kc, const float* a, const W* b, int64_t panel_stri
 #pragma GCC unroll 8
     for (int j = 0; j < 2 * P; ++j) acc[i][j] = accumulate ? V::load(c + i * ldc + j * V::kWidth) : V::zero();
   for (int64_t k = 0; k < kc; ++k) {
-    // One weight vector live at a time: 12 accumulators, the widening's temporaries and a broadcast fit the
-    // 16 ymm registers (holding both halves of a panel spilled an accumulator of the 3-row bf16 form).
+    // One weight vector live at a time: up to 12 accumulators, the widening's temporaries and a broadcast fit
+    // the 16 ymm registers (holding both halves of a panel spilled an accumulator of the 3-row bf16 form).
 #pragma GCC unroll 8
     for (int j = 0; j < 2 * P; ++j) {
       const typename V::vec bv = load_w(b + (j / 2) * panel_stride + k * kNr + (j % 2) * V::kWidth);
@@ -123,13 +100,12 @@ void gemm_rows_panels(int64_t kc, const float* a, const W* b, int64_t panel_stri
     for (int j = 0; j < 2 * P; ++j) V::store(c + i * ldc + j * V::kWidth, acc[i][j]);
 }
 
-static_assert(kSmallRowsPanels[2] == 3 && kSmallRowsPanels[3] == 2, "gemm_small_rows instantiates these");
-
 template <typename W>
-void gemm_small_rows(int m, int64_t kc, const float* a, const W* b, int64_t panel_stride, float* c, int64_t ldc,
-                     bool accumulate) {
-  if (m == 2) return gemm_rows_panels<2, 3, W>(kc, a, b, panel_stride, c, ldc, accumulate);
-  return gemm_rows_panels<3, 2, W>(kc, a, b, panel_stride, c, ldc, accumulate);
+void gemm_few_rows(int m, int64_t kc, const float* a, const W* b, int64_t panel_stride, float* c, int64_t ldc,
+                   bool accumulate) {
+  if (m == 1) return gemm_rows_panels<1, kFewRowsPanels[1], W>(kc, a, b, panel_stride, c, ldc, accumulate);
+  if (m == 2) return gemm_rows_panels<2, kFewRowsPanels[2], W>(kc, a, b, panel_stride, c, ldc, accumulate);
+  return gemm_rows_panels<3, kFewRowsPanels[3], W>(kc, a, b, panel_stride, c, ldc, accumulate);
 }
 
 // Dot products straight from the weights' (N, K) layout: out[t * ldo + j] = x_t . w_j for up to kDotMaxTokens rows
@@ -247,19 +223,13 @@ void gemm_bf16w(int m, int64_t kc, const float* a, const uint16_t* b, float* c, 
                 int64_t pf_bytes) {
   gemm_rows<uint16_t>(m, kc, a, b, c, ldc, acc, pf, pf_bytes);
 }
-void gemm_f32w_small(int m, int64_t kc, const float* a, const float* b, int64_t panel_stride, float* c, int64_t ldc,
-                     bool acc) {
-  gemm_small_rows<float>(m, kc, a, b, panel_stride, c, ldc, acc);
+void gemm_f32w_few(int m, int64_t kc, const float* a, const float* b, int64_t panel_stride, float* c, int64_t ldc,
+                   bool acc) {
+  gemm_few_rows<float>(m, kc, a, b, panel_stride, c, ldc, acc);
 }
-void gemm_bf16w_small(int m, int64_t kc, const float* a, const uint16_t* b, int64_t panel_stride, float* c,
-                      int64_t ldc, bool acc) {
-  gemm_small_rows<uint16_t>(m, kc, a, b, panel_stride, c, ldc, acc);
-}
-void gemm_f32w_row(int64_t kc, const float* a, const float* b, int64_t panel_stride, float* c, bool acc) {
-  gemm_row_panels<float>(kc, a, b, panel_stride, c, acc);
-}
-void gemm_bf16w_row(int64_t kc, const float* a, const uint16_t* b, int64_t panel_stride, float* c, bool acc) {
-  gemm_row_panels<uint16_t>(kc, a, b, panel_stride, c, acc);
+void gemm_bf16w_few(int m, int64_t kc, const float* a, const uint16_t* b, int64_t panel_stride, float* c,
+                    int64_t ldc, bool acc) {
+  gemm_few_rows<uint16_t>(m, kc, a, b, panel_stride, c, ldc, acc);
 }
 
 // Machine-limit probes for the benchmarks, here because they need the ISA's vectors. fma_probe runs 12

@@ -115,17 +115,16 @@ TEST_P(MicroKernelTest, MatchesReferenceOnEveryTileShape) {
     }
 }
 
-// The few-rows variants (one row over row_panels panels, 2-3 rows over kSmallRowsPanels[m]) give the same bits
-// as the m-row micro-kernel on each of their panels.
+// The few-rows variant (1-3 rows over kFewRowsPanels[m] panels; one row is decode) gives the same bits as the
+// m-row micro-kernel on each of its panels.
 TEST_P(MicroKernelTest, FewRowsVariantsEqualMRowTilesBitwise) {
   Rng rng(8);
   const int mr = ik_->mr, nr = ik_->nr;
   for (int m : {1, 2, 3})
     for (bool bf16 : {false, true})
       for (int64_t kc : {1, 3, 8, 17, 256}) {
-        const int np = m == 1 ? ik_->row_panels : kSmallRowsPanels[m];
-        // Panels need not be adjacent; the 1-row variant writes its row contiguously (ldc unused).
-        const int64_t panel_stride = (kc + 2) * nr, ldc = m == 1 ? np * nr : np * nr + 5;
+        const int np = kFewRowsPanels[m];
+        const int64_t panel_stride = (kc + 2) * nr, ldc = np * nr + 5;  // panels need not be adjacent
         const auto a = random_values(rng, m * kc);
         std::vector<float> ap(static_cast<size_t>(mr * kc));
         pack_rows_panel(a.data(), kc, m, kc, mr, ap.data());
@@ -134,10 +133,8 @@ TEST_P(MicroKernelTest, FewRowsVariantsEqualMRowTilesBitwise) {
         for (bool acc : {false, true}) {
           const auto c0 = random_values(rng, m * ldc);
           std::vector<float> got = c0, want = c0;
-          if (m == 1 && bf16) ik_->gemm_bf16w_row(kc, ap.data(), bb.data(), panel_stride, got.data(), acc);
-          else if (m == 1) ik_->gemm_f32w_row(kc, ap.data(), bf.data(), panel_stride, got.data(), acc);
-          else if (bf16) ik_->gemm_bf16w_small(m, kc, ap.data(), bb.data(), panel_stride, got.data(), ldc, acc);
-          else ik_->gemm_f32w_small(m, kc, ap.data(), bf.data(), panel_stride, got.data(), ldc, acc);
+          if (bf16) ik_->gemm_bf16w_few(m, kc, ap.data(), bb.data(), panel_stride, got.data(), ldc, acc);
+          else ik_->gemm_f32w_few(m, kc, ap.data(), bf.data(), panel_stride, got.data(), ldc, acc);
           for (int p = 0; p < np; ++p) {
             if (bf16)
               ik_->gemm_bf16w(m, kc, ap.data(), bb.data() + p * panel_stride, want.data() + p * nr, ldc, acc, nullptr, 0);
