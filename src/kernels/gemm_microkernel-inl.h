@@ -18,11 +18,26 @@ inline typename V::vec load_w(const W* p) {
   else return V::load(p);
 }
 
-// Every loop over rows is fully unrolled (the pragmas): that is what lets the compiler keep acc0/acc1 in registers
-// instead of spilling the arrays to the stack on every k. [prefetch, prefetch_end) is brought toward L2 while the
-// tile computes from L1 (see run_gemm_groups). The hint is prefetcht1: L2 on Intel and on AMD from Zen 4, but
-// AMD cores before Zen 4 fill L1 with it too, so on Zen 3 the next block shares L1 with the current one; a KC
-// of 128, which fits both, measured no faster there (docs/performance.md).
+// Step k of an M-row tile. Every loop over rows is fully unrolled (the pragmas): that is what lets the compiler
+// keep acc0/acc1 in registers instead of spilling the arrays to the stack on every k.
+template <int M, typename W>
+inline void tile_step(int64_t k, const float* a, const W* b, typename V::vec (&acc0)[M], typename V::vec (&acc1)[M]) {
+  const typename V::vec b0 = load_w(b + k * kNr);
+  const typename V::vec b1 = load_w(b + k * kNr + V::kWidth);
+#pragma GCC unroll 16
+  for (int i = 0; i < M; ++i) {
+    const typename V::vec av = V::broadcast(a + k * kMr + i);
+    acc0[i] = V::fma(av, b0, acc0[i]);
+    acc1[i] = V::fma(av, b1, acc1[i]);
+  }
+}
+
+// [prefetch, prefetch_end) is brought toward L2 while the tile computes from L1 (see run_gemm_groups): one line
+// every `every` steps (a power of two), not in a burst at the start. The steps are run in groups between the
+// prefetches, never with a test per step: a per-step test (two compare-and-branch pairs per 12 FMAs) measured
+// 10-20% slower than the bare loop whenever the host was busy, in one process, interleaved (docs/performance.md).
+// The hint is prefetcht1: L2 on Intel and on AMD from Zen 4, but AMD cores before Zen 4 fill L1 with it too, so
+// on Zen 3 the next block shares L1 with the current one; a KC of 128, which fits both, measured no faster there.
 template <int M, typename W>
 void gemm_tile(int64_t kc, const float* a, const W* b, float* c, int64_t ldc, bool accumulate, const char* prefetch,
                const char* prefetch_end) {
@@ -32,25 +47,35 @@ void gemm_tile(int64_t kc, const float* a, const W* b, float* c, int64_t ldc, bo
     acc0[i] = accumulate ? V::load(c + i * ldc) : V::zero();
     acc1[i] = accumulate ? V::load(c + i * ldc + V::kWidth) : V::zero();
   }
-  // The lines go out evenly over the k loop, one every `every` steps (a power of two), not in a burst at its start.
-  int64_t every = 1;
-  if (prefetch_end > prefetch)
-    while (2 * every * ((prefetch_end - prefetch + 63) / 64) <= kc) every *= 2;
+  int64_t k = 0;
+  if (prefetch_end > prefetch) {
+    const int64_t lines = (prefetch_end - prefetch + 63) / 64;
+    int64_t every = 1;
+    while (2 * every * lines <= kc) every *= 2;
+    const int64_t end = (lines * every < kc ? lines * every : kc) / every * every;  // whole groups only
+    // One and two steps per line written out: an unrolled loop of one or two steps costs a remainder dispatch.
+    if (every == 1) {
+      for (; k < end; ++k, prefetch += 64) {
+        __builtin_prefetch(prefetch, 0, 2);
+        tile_step<M, W>(k, a, b, acc0, acc1);
+      }
+    } else if (every == 2) {
+      for (; k < end; k += 2, prefetch += 64) {
+        __builtin_prefetch(prefetch, 0, 2);
+        tile_step<M, W>(k, a, b, acc0, acc1);
+        tile_step<M, W>(k + 1, a, b, acc0, acc1);
+      }
+    } else {
+      for (; k < end; prefetch += 64) {
+        __builtin_prefetch(prefetch, 0, 2);
+        const int64_t group_end = k + every;
 #pragma GCC unroll 4
-  for (int64_t k = 0; k < kc; ++k) {
-    if ((k & (every - 1)) == 0 && prefetch < prefetch_end) {
-      __builtin_prefetch(prefetch, 0, 2);
-      prefetch += 64;
-    }
-    const typename V::vec b0 = load_w(b + k * kNr);
-    const typename V::vec b1 = load_w(b + k * kNr + V::kWidth);
-#pragma GCC unroll 16
-    for (int i = 0; i < M; ++i) {
-      const typename V::vec av = V::broadcast(a + k * kMr + i);
-      acc0[i] = V::fma(av, b0, acc0[i]);
-      acc1[i] = V::fma(av, b1, acc1[i]);
+        for (; k < group_end; ++k) tile_step<M, W>(k, a, b, acc0, acc1);
+      }
     }
   }
+#pragma GCC unroll 4
+  for (; k < kc; ++k) tile_step<M, W>(k, a, b, acc0, acc1);
 #pragma GCC unroll 16
   for (int i = 0; i < M; ++i) {
     V::store(c + i * ldc, acc0[i]);
