@@ -306,6 +306,25 @@ TEST_P(GroupedFfnFastTest, IdenticalBitsForAnyThreadCount) {
   set_num_threads(before);
 }
 
+// bf16 weights are widened exactly, in registers, by every kernel (the micro-kernel, the few-rows and decode
+// variants): the layer's bits are those of the same weight values given as f32, for every group size.
+TEST_P(GroupedFfnFastTest, Bf16WeightsGiveTheBitsOfTheSameValuesInF32) {
+  const Problem p(Activation::kSwiGLU, DType::kBF16, 70, 90, {5, 0, 40, 1, 120, 9, 2, 3, 13, 6}, 5);
+  std::vector<MlpWeightsView> f32_views;
+  const int64_t D = p.shape.dim, H = p.shape.hidden;
+  for (int64_t e = 0; e < p.shape.num_groups; ++e) {
+    MlpWeightsView w;
+    w.gate = MatrixView{p.gate.data() + e * H * D, DType::kF32, WeightLayout::kOutIn, D, H};
+    w.up = MatrixView{p.up.data() + e * H * D, DType::kF32, WeightLayout::kOutIn, D, H};
+    w.down = MatrixView{p.down.data() + e * D * H, DType::kF32, WeightLayout::kOutIn, H, D};
+    f32_views.push_back(w);
+  }
+  const Outputs bf16 = run(*make_grouped_ffn_packed(p.shape, p.views, GetParam()), p);
+  const Outputs f32 = run(*make_grouped_ffn_packed(p.shape, f32_views, GetParam()), p);
+  ASSERT_EQ(0, std::memcmp(bf16.y.data(), f32.y.data(), bf16.y.size() * sizeof(float)));
+  ASSERT_EQ(0, std::memcmp(bf16.saved_gate.data(), f32.saved_gate.data(), bf16.saved_gate.size() * sizeof(float)));
+}
+
 // The driver's row blocks are whole micro-tiles but for the last, and a block's micro-tiles tile its rows in order,
 // ceil(rows / MR) of them, their sizes differing by at most one: no short remainder tile (32 rows: 6,6,5,5,5,5).
 TEST(GemmDriverTest, MicroTilesSplitARowBlockIntoNearEqualSizes) {
