@@ -36,9 +36,13 @@ struct GemmTile {
   int64_t group, r0, rows, p0, np;
 };
 
-// Blocking. KC * NR * 4 bytes = 16 KiB of a f32 panel stays in L1 while the row block's micro-tiles sweep it;
-// a row block of A (at most kMaxRowBlock x KC floats) and a KC x NC weight block live in L2.
-constexpr int64_t kKc = 256;
+// Blocking. A K block of one f32 weight panel (KC * NR * 4 bytes = 8 KiB on AVX2) stays in L1 while the row
+// block's micro-tiles sweep it, and so does, for the 32-48 rows per expert of a 512-token prefill, the row
+// block's K block of A (3 KiB per micro-tile: 16-24 KiB): the micro-tiles then read A from L1, not L2. A row
+// block of up to kMaxRowBlockTiles * MR rows and a KC x NC weight block live in L2. KC = 256 (A from L2) measured
+// 5-20% slower at 128-512 tokens once the micro-kernel lost its per-step test (docs/performance.md); decode did
+// not change.
+constexpr int64_t kKc = 128;
 constexpr int64_t kNcColumns = 128;
 constexpr int64_t kMaxRowBlockTiles = 16;  // row block <= 16 * MR rows
 

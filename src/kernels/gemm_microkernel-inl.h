@@ -37,7 +37,7 @@ inline void tile_step(int64_t k, const float* a, const W* b, typename V::vec (&a
 // prefetches, never with a test per step: a per-step test (two compare-and-branch pairs per 12 FMAs) measured
 // 10-20% slower than the bare loop whenever the host was busy, in one process, interleaved (docs/performance.md).
 // The hint is prefetcht1: L2 on Intel and on AMD from Zen 4, but AMD cores before Zen 4 fill L1 with it too, so
-// on Zen 3 the next block shares L1 with the current one; a KC of 128, which fits both, measured no faster there.
+// on Zen 3 the next block shares L1 with the current one (with KC = 128, both fit).
 template <int M, typename W>
 void gemm_tile(int64_t kc, const float* a, const W* b, float* c, int64_t ldc, bool accumulate, const char* prefetch,
                const char* prefetch_end) {

@@ -146,7 +146,9 @@ TEST_P(GroupedFfnFastTest, MatchesReferenceOnRaggedBatches) {
       {0, 0, big, 0},                       // every row on one group, several row blocks
       {1, 2, 5, mr_, mr_ + 1, 2 * mr_},     // rows around MR
   };
-  const std::vector<std::pair<int64_t, int64_t>> dims = {{1, 1}, {17, 9}, {16, 24}, {33, 31}};
+  // The last pair spans three K blocks in the gate/up GEMM and two in the down GEMM: the accumulation across K
+  // blocks and the prefetch of the next K block's first panel.
+  const std::vector<std::pair<int64_t, int64_t>> dims = {{1, 1}, {17, 9}, {16, 24}, {33, 31}, {2 * kKc + 37, kKc + 11}};
   uint64_t seed = 1;
   for (Activation act : {Activation::kSwiGLU, Activation::kGelu, Activation::kRelu})
     for (DType dt : {DType::kF32, DType::kBF16})

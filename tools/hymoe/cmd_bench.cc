@@ -22,6 +22,7 @@
 #include "hymoe/moe.h"
 #include "hymoe/rng.h"
 #include "hymoe/threads.h"
+#include "kernels/gemm_driver.h"
 #include "kernels/gemm_kernels.h"
 #include "kernels/grouped_ffn.h"
 #include "kernels/thread_pool.h"
@@ -145,8 +146,8 @@ double probe_peak_once(int64_t iters) {
   return std::accumulate(flops.begin(), flops.end(), 0.0) / (ms_since(t0) * 1e6);
 }
 
-// One pass of the f32 micro-kernel, hot in L1 (one full MR x NR tile over KC = 256, again and again), on every
-// thread: GFLOP/s. It is what the layer's GEMMs could reach if nothing but their own arithmetic mattered. The FMA
+// One pass of the f32 micro-kernel, hot in L1 (one full MR x NR tile over the driver's KC, again and again), on
+// every thread: GFLOP/s. It is what the layer's GEMMs could reach if nothing but their own arithmetic mattered. The FMA
 // probe's register-only chains do not feel a neighbour that takes issue slots, load ports or L1 from the kernels
 // (on the development host the micro-kernel, in its earlier form with a test per k step, swung between 0.65 and
 // 1.0 of the FMA probe within a minute while the probe stayed flat), so the layer is also given as a fraction of
@@ -154,7 +155,8 @@ double probe_peak_once(int64_t iters) {
 double probe_kernel_once(int64_t calls) {
   const kernels::IsaKernels& ik = probe_kernels();
   const int threads = num_threads();
-  const int64_t kc = 256, tasks = 8 * threads, a_size = ik.mr * kc, b_size = kc * ik.nr, c_size = ik.mr * ik.nr;
+  const int64_t kc = kernels::kKc, tasks = 8 * threads;
+  const int64_t a_size = ik.mr * kc, b_size = kc * ik.nr, c_size = ik.mr * ik.nr;
   // Per thread: its A panel, weight panel and C tile (64-float gaps keep the threads' lines apart).
   const int64_t stride = a_size + b_size + c_size + 64;
   std::vector<float> buf(static_cast<size_t>(stride * threads));
@@ -173,7 +175,7 @@ double probe_kernel_once(int64_t calls) {
       fail("micro-kernel probe: wrong result");
   return 2.0 * static_cast<double>(tasks * calls * ik.mr * ik.nr * kc) / (ms * 1e6);
 }
-constexpr int64_t kKernelProbeCalls = 4000;
+constexpr int64_t kKernelProbeCalls = 1'024'000 / kernels::kKc;  // about 200 MFLOP per task on AVX2
 
 Limits measure_limits() {
   Limits l;
