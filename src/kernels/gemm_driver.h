@@ -40,8 +40,8 @@ struct GemmTile {
 // block's micro-tiles sweep it, and so does, for the 32-48 rows per expert of a 512-token prefill, the row
 // block's K block of A (3 KiB per micro-tile: 16-24 KiB): the micro-tiles then read A from L1, not L2. A row
 // block of up to kMaxRowBlockTiles * MR rows and a KC x NC weight block live in L2. KC = 256 (A from L2) measured
-// 5-20% slower at 128-512 tokens once the micro-kernel lost its per-step test (docs/performance.md); decode did
-// not change.
+// 5-16% slower at 128 tokens and up to 7% at 512 once the micro-kernel lost its per-step test, decode within
+// noise (docs/performance.md).
 constexpr int64_t kKc = 128;
 constexpr int64_t kNcColumns = 128;
 constexpr int64_t kMaxRowBlockTiles = 16;  // row block <= 16 * MR rows

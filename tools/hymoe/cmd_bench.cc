@@ -147,11 +147,11 @@ double probe_peak_once(int64_t iters) {
 }
 
 // One pass of the f32 micro-kernel, hot in L1 (one full MR x NR tile over the driver's KC, again and again), on
-// every thread: GFLOP/s. It is what the layer's GEMMs could reach if nothing but their own arithmetic mattered. The FMA
-// probe's register-only chains do not feel a neighbour that takes issue slots, load ports or L1 from the kernels
-// (on the development host the micro-kernel, in its earlier form with a test per k step, swung between 0.65 and
-// 1.0 of the FMA probe within a minute while the probe stayed flat), so the layer is also given as a fraction of
-// this.
+// every thread: GFLOP/s. It is what the layer's GEMMs could reach if nothing but their own arithmetic mattered.
+// The FMA probe's register-only chains do not feel a neighbour that takes issue slots, load ports or L1 from the
+// kernels (on the development host the micro-kernel, in its earlier form with a test per k step, swung between
+// 0.65 and 1.0 of the FMA probe within a minute while the probe stayed flat), so the layer is also given as a
+// fraction of this.
 double probe_kernel_once(int64_t calls) {
   const kernels::IsaKernels& ik = probe_kernels();
   const int threads = num_threads();
