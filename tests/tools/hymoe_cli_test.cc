@@ -237,6 +237,29 @@ TEST_F(BenchCli, RefusesBadShapesNamingFileAndField) {
   EXPECT_NE(log.find("tiny"), std::string::npos) << "the known shapes are listed: " << log;
 }
 
+// A shape too large for this machine's memory is skipped with a notice naming it; with --json the notice goes to
+// stderr, so stdout carries nothing but measurement objects.
+TEST_F(BenchCli, SkipsAShapeTooLargeForMemoryOffTheJsonStream) {
+  write_shape("huge.json", R"({"name": "huge", "model": "H", "dim": 65536, "expert_hidden": 65536, "experts": 4096, )"
+                           R"("top_k": 2, "shared_experts": 0, "activation": "swiglu", "router": "softmax"})");
+  write_shape("tiny.json", kTinyShape);
+  const std::string args = " bench --shapes-dir " + dir_ +
+                           " --threads 1 --repeats 1 --weights hot --shape huge tiny --tokens 1 --dtype f32 "
+                           "--no-baseline --json";
+  std::string both, out;
+  ASSERT_EQ(run_command(tool_path() + args, &both), 0) << both;
+  EXPECT_NE(both.find("huge              skipped: needs about"), std::string::npos) << both;
+  ASSERT_EQ(run_command("{ " + tool_path() + args + " 2>/dev/null; }", &out), 0) << out;
+  std::istringstream lines(out);
+  int rows = 0;
+  for (std::string line; std::getline(lines, line);) {
+    ASSERT_TRUE(!line.empty() && line[0] == '{') << "not a JSON object on stdout: " << line;
+    EXPECT_EQ(nlohmann::json::parse(line)["shape"], "tiny");
+    ++rows;
+  }
+  EXPECT_EQ(rows, 1);
+}
+
 TEST(DemoCli, RunsSmallBatch) {
   std::string log;
   ASSERT_EQ(run_command(tool_path() + " demo --tokens 3 --repeats 1 --no-bench", &log), 0) << log;

@@ -434,7 +434,9 @@ void bench_shape(const BenchOptions& o, const BenchShape& s, const Limits& lim, 
   // f32 weights + their packed copy, or f32 + a bf16 copy + its packed copy: 8 bytes a weight either way.
   const double need = static_cast<double>(E + s.shared) * static_cast<double>(per_mlp) * 8;
   if (need > 0.5 * static_cast<double>(mem_available_bytes())) {  // leave the rest to the machine's other users
-    fmt::print("{:<17} skipped: needs about {:.1f} GiB of weights, this machine has {:.1f} GiB available\n", s.name,
+    // With --json, stdout carries only measurement objects, so the notice goes to stderr.
+    fmt::print(o.json ? stderr : stdout,
+               "{:<17} skipped: needs about {:.1f} GiB of weights, this machine has {:.1f} GiB available\n", s.name,
                need / (1 << 30), static_cast<double>(mem_available_bytes()) / (1 << 30));
     return;
   }
