@@ -60,7 +60,7 @@ template <Extra kExtra, int kExtras>
 __attribute__((target("avx2,fma"))) void row_four_panels(int64_t kc, const float* a, int mr, const float* b,
                                                          int64_t panel_stride, float* c, bool accumulate) {
   // Every loop over the accumulators fully unrolled, as in the library: otherwise GCC keeps acc in memory and
-  // stores all eight every k step, which alone costs 15-25% of the stream rate.
+  // stores all eight every k step, which alone cost 13-26% of the stream rate (docs/performance.md).
   __m256 acc[8];
 #pragma GCC unroll 8
   for (int j = 0; j < 8; ++j) acc[j] = accumulate ? _mm256_loadu_ps(c + j * 8) : _mm256_setzero_ps();
