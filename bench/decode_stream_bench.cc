@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "bench_isa.h"
 #include "hymoe/dtype.h"
 #include "hymoe/threads.h"
 #include "kernels/gemm_driver.h"
@@ -96,10 +97,9 @@ using CopyFn = void (*)(int64_t, const float*, int, const float*, int64_t, float
 // One pass over a set of weights, the driver's way: tiles of 8 panels over all threads, K blocks of kKc, four
 // panels per call. `copy` == nullptr runs the library's kernel for `bf16`.
 void stream(benchmark::State& state, bool bf16, CopyFn copy) {
-  bool has_avx2 = false;
-  for (Isa isa : supported_isas()) has_avx2 |= isa == Isa::kAvx2;
-  if (!has_avx2) return state.SkipWithError("CPU lacks AVX2");
-  const IsaKernels& ik = isa_kernels_avx2();
+  const IsaKernels* kernels = kernels_or_skip(state, Isa::kAvx2);
+  if (!kernels) return;
+  const IsaKernels& ik = *kernels;
   Weights& w = weights(ik.mr);
   set_num_threads(static_cast<int>(state.range(0)));
   std::vector<float> out(static_cast<size_t>(num_threads() * 8 * kNr));

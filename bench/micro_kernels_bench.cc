@@ -5,19 +5,13 @@
 
 #include <vector>
 
+#include "bench_isa.h"
 #include "hymoe/threads.h"
 #include "kernels/gemm_kernels.h"
 #include "kernels/grouped_ffn.h"
 
 namespace hymoe::kernels {
 namespace {
-
-const IsaKernels* kernels_or_skip(benchmark::State& state, Isa isa) {
-  for (Isa s : supported_isas())
-    if (s == isa) return isa_kernels(isa);
-  state.SkipWithError("CPU lacks this ISA");
-  return nullptr;
-}
 
 // One MR x NR tile over kc = range(0), f32 or bf16 weights.
 template <bool kBf16>
