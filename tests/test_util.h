@@ -30,7 +30,25 @@ inline ::testing::AssertionResult all_close(const Tensor& got, const Tensor& exp
 // Runs a shell command line, returning its exit status; stdout+stderr land in *output.
 int run_command(const std::string& command, std::string* output);
 
-// A fresh, empty temporary directory (removed at process exit is not guaranteed; under the build's tmp).
+// A fresh, empty directory under the system's temporary directory, removed with everything in it when the object
+// goes out of scope: a test that makes files cleans up after itself whether it passes or fails.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& tag);
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  const std::string& path() const { return path_; }
+  // The path of `name` inside the directory.
+  std::string path(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+// A fresh, empty temporary directory, removed at the end of the test program. Prefer TempDir, which removes it
+// as soon as the test ends.
 std::string temp_dir(const std::string& tag);
 
 }  // namespace hymoe::test

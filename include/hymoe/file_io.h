@@ -11,7 +11,9 @@ namespace hymoe {
 // The file's bytes as a string; throws hymoe::Error naming the path when it cannot be opened.
 std::string read_text_file(const std::string& path);
 
-// Writes `bytes` to `path` through a temporary file and a rename (no partial output on failure).
+// Writes `bytes` to `path` through a short temporary file and a rename (no partial output on failure), with the
+// checks of hymoe::OutputFiles (defined in output_files.cc): a directory or socket is refused, a character device or
+// FIFO written directly. A command with inputs or several outputs uses OutputFiles itself.
 void write_file_atomically(const std::string& path, std::span<const std::byte> bytes);
 
 }  // namespace hymoe

@@ -238,11 +238,16 @@ std::vector<std::byte> counts_to_safetensors(const CountTable& table) {
   return w.serialize();
 }
 
-void write_counts(const std::string& path, const CountTable& table) {
+std::vector<std::byte> counts_file_bytes(const std::string& path, const CountTable& table) {
   const Format format = format_of(path);
-  if (format == Format::kSafetensors) return write_file_atomically(path, counts_to_safetensors(table));
+  if (format == Format::kSafetensors) return counts_to_safetensors(table);
   const std::string text = format == Format::kJson ? counts_to_json(table) : counts_to_csv(table);
-  write_file_atomically(path, std::as_bytes(std::span(text)));
+  const auto bytes = std::as_bytes(std::span(text));
+  return {bytes.begin(), bytes.end()};
+}
+
+void write_counts(const std::string& path, const CountTable& table) {
+  write_file_atomically(path, counts_file_bytes(path, table));
 }
 
 }  // namespace hymoe::placement

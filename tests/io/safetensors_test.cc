@@ -39,7 +39,8 @@ TEST(Safetensors, RoundTripThroughFile) {
   w.add("scalar", Tensor::scalar(-7.5f));
   w.add("empty", Tensor(Shape{0, 4}));
   w.set_metadata("format", "pt");
-  const std::string dir = test::temp_dir("st");
+  const test::TempDir tmp("st");
+  const std::string& dir = tmp.path();
   const std::string path = dir + "/t.safetensors";
   w.write(path);
   const auto f = SafetensorsFile::open(path);
@@ -55,7 +56,6 @@ TEST(Safetensors, RoundTripThroughFile) {
   std::memcpy(&n, bytes.data(), 8);
   EXPECT_EQ(n % 8, 0u);
   EXPECT_THROW(f.read_f32("a", Shape{3, 2}), Error);
-  std::filesystem::remove_all(dir);
 }
 
 TEST(Safetensors, ConvertsEveryDtype) {

@@ -70,7 +70,8 @@ TEST_P(BackwardConformance, Library) {
 
 TEST_P(BackwardConformance, Command) {
   const MoeCase c = load_moe_case(GetParam());
-  const std::string dir = temp_dir("bwd");
+  const TempDir tmp("bwd");
+  const std::string& dir = tmp.path();
   const SafetensorsFile input = SafetensorsFile::open(c.dir + "/input.safetensors");
   const SafetensorsFile exp = SafetensorsFile::open(c.dir + "/expected.safetensors");
   // aux_loss and z_loss alone: the same x with a zero grad_output.
@@ -94,7 +95,6 @@ TEST_P(BackwardConformance, Command) {
     const int compared = expect_grads_match(exp, obj.prefix, [&](const std::string& n) { return got.read_f32("grad." + n); });
     EXPECT_GE(compared, 2);
   }
-  std::filesystem::remove_all(dir);
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, BackwardConformance, ::testing::ValuesIn(train_case_names()),
@@ -116,7 +116,8 @@ TEST(BackwardErrors, NeedsTrainForward) {
 
 TEST(BackwardErrors, CommandNeedsTrainMode) {
   const MoeCase c = load_moe_case("softmax_silu_eval");
-  const std::string dir = temp_dir("bwd_eval");
+  const TempDir tmp("bwd_eval");
+  const std::string& dir = tmp.path();
   std::string log;
   const int rc = run_command(tool_path() + " forward --backward --config " + c.dir + "/config.json --weights " + c.dir +
                                  "/weights.safetensors --input " + c.dir + "/input.safetensors --output " + dir +
@@ -125,7 +126,6 @@ TEST(BackwardErrors, CommandNeedsTrainMode) {
   EXPECT_NE(rc, 0);
   EXPECT_NE(log.find("train mode"), std::string::npos) << log;
   EXPECT_FALSE(std::filesystem::exists(dir + "/out.safetensors"));
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -51,7 +51,8 @@ TEST_P(ForwardConformance, Library) {
 
 TEST_P(ForwardConformance, Command) {
   const MoeCase c = load_moe_case(GetParam());
-  const std::string out = temp_dir("fwd") + "/out.safetensors";
+  const TempDir tmp("fwd");
+  const std::string out = tmp.path("out.safetensors");
   std::string log;
   const int rc = run_command(tool_path() + " forward --config " + c.dir + "/config.json --weights " + c.dir +
                                  "/weights.safetensors --input " + c.dir + "/input.safetensors --output " + out,
@@ -61,7 +62,6 @@ TEST_P(ForwardConformance, Command) {
   const SafetensorsFile exp = SafetensorsFile::open(c.dir + "/expected.safetensors");
   expect_forward_outputs_match(exp, [&](const std::string& n) { return got.read_f32(n); },
                                c.config.router_type == "sigmoid_topk");
-  std::filesystem::remove_all(std::filesystem::path(out).parent_path());
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, ForwardConformance, ::testing::ValuesIn(moe_case_names()),

@@ -29,7 +29,8 @@ class PlanCommandConformance : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(PlanCommandConformance, Cli) {
   const PlacementCase c = load_placement_case(GetParam());
-  const std::string dir = temp_dir("plan_" + c.name);
+  const TempDir tmp("plan_" + c.name);
+  const std::string& dir = tmp.path();
   const std::string out = dir + "/plan.json";
   const auto& in = c.input;
   std::string strategy = in["strategy"].get<std::string>();
@@ -68,7 +69,8 @@ INSTANTIATE_TEST_SUITE_P(Cases, PlanCommandConformance, ::testing::ValuesIn(plac
                          [](const auto& info) { return info.param; });
 
 TEST(PlanCommand, BadStatisticsFailCleanlyAndWriteNothing) {
-  const std::string dir = temp_dir("plan_bad");
+  const TempDir tmp("plan_bad");
+  const std::string& dir = tmp.path();
   spit(dir + "/bad.csv", "layer,expert,count\n0,0,5\n0,1,-2\n");
   std::string output;
   const std::string cmd = tool_path() + " plan --stats " + dir + "/bad.csv --num-gpu-experts 1 --output " + dir +
@@ -93,7 +95,8 @@ TEST(PlanCommand, BadStatisticsFailCleanlyAndWriteNothing) {
 }
 
 TEST(PlanCommand, WritesPlanAndHeatMapAndEvaluatesOnHeldOutData) {
-  const std::string dir = temp_dir("plan_ok");
+  const TempDir tmp("plan_ok");
+  const std::string& dir = tmp.path();
   const std::string data = data_dir() + "/placement/";
   std::string output;
   const std::string cmd = tool_path() + " plan --stats " + data + "olmoe_arxiv.csv --stats " + data +
@@ -127,7 +130,8 @@ TEST(PlanCommand, WritesPlanAndHeatMapAndEvaluatesOnHeldOutData) {
 }
 
 TEST(StatsCommand, PrintsSkewAndVerdictAndConverts) {
-  const std::string dir = temp_dir("stats");
+  const TempDir tmp("stats");
+  const std::string& dir = tmp.path();
   std::string output;
   ASSERT_EQ(run_command(tool_path() + " stats --curve " + data_dir() +
                             "/placement/mixtral_mmlu_instruct_high_school_mathematics.csv --write " + dir + "/m.json",
@@ -144,8 +148,59 @@ TEST(StatsCommand, PrintsSkewAndVerdictAndConverts) {
   EXPECT_NE(run_command(tool_path() + " stats " + dir + "/missing.csv", &output), 0);
 }
 
+// plan and stats refuse an output that is one of their inputs, or two outputs naming one file, and check every
+// output's directory before writing any: nothing is written, the inputs keep their bytes.
+TEST(PlanCommand, RefusesOutputsThatReplaceInputsOrCannotAllBeWritten) {
+  const TempDir tmp("plan_outputs");
+  const std::string& dir = tmp.path();
+  fs::copy_file(data_dir() + "/placement/olmoe_c4.csv", dir + "/stats.csv");
+  spit(dir + "/stats.json", placement::counts_to_json(placement::read_counts(dir + "/stats.csv")));
+  const std::string stats = slurp(dir + "/stats.json");
+  const std::string plan = "cd " + dir + " && " + tool_path() + " plan --num-gpu-experts 64 ";
+  struct Case {
+    std::string args, fragment;
+  };
+  const Case cases[] = {
+      {"--stats stats.json --output stats.json", "--output stats.json is the same file as --stats stats.json"},
+      {"--stats stats.csv --stats ./stats.json --output " + dir + "/stats.json",
+       "--output " + dir + "/stats.json is the same file as --stats ./stats.json"},
+      {"--stats stats.csv --output p.json --svg ./p.json", "--output p.json and --svg ./p.json name the same file"},
+      {"--stats stats.csv --output p.json --svg nodir/p.svg", "--svg nodir/p.svg: its directory nodir cannot be used"},
+  };
+  for (const Case& c : cases) {
+    std::string output;
+    EXPECT_EQ(run_command(plan + c.args, &output), 1) << c.args << ": " << output;
+    EXPECT_NE(output.find(c.fragment), std::string::npos) << output;
+    EXPECT_EQ(output.find("strategy"), std::string::npos) << "the refusal comes before any work: " << output;
+  }
+  EXPECT_EQ(slurp(dir + "/stats.json"), stats);
+  EXPECT_FALSE(fs::exists(dir + "/p.json")) << "--output must not be written when --svg cannot be";
+  std::string output;
+  ASSERT_EQ(run_command(plan + "--stats stats.csv --output p.json --svg /dev/null", &output), 0) << output;
+  EXPECT_TRUE(fs::is_character_file("/dev/null"));
+  EXPECT_EQ(nlohmann::json::parse(slurp(dir + "/p.json"))["report"]["actual_num_gpu_experts"], 64);
+}
+
+TEST(StatsCommand, RefusesToWriteOverItsInput) {
+  const TempDir tmp("stats_outputs");
+  const std::string& dir = tmp.path();
+  fs::copy_file(data_dir() + "/placement/olmoe_c4.csv", dir + "/c4.csv");
+  const std::string before = slurp(dir + "/c4.csv");
+  fs::create_hard_link(dir + "/c4.csv", dir + "/same.csv");
+  for (const std::string& write : {dir + "/c4.csv", dir + "/./c4.csv", dir + "/same.csv"}) {
+    std::string output;
+    EXPECT_EQ(run_command(tool_path() + " stats " + dir + "/c4.csv --write " + write, &output), 1) << output;
+    EXPECT_NE(output.find("--write " + write + " is the same file as input file " + dir + "/c4.csv"),
+              std::string::npos)
+        << output;
+    EXPECT_EQ(output.find("verdict"), std::string::npos) << "the refusal comes before any work: " << output;
+  }
+  EXPECT_EQ(slurp(dir + "/c4.csv"), before);
+}
+
 TEST(ReplayCommand, ReportsHitRateMovesAndBytes) {
-  const std::string dir = temp_dir("replay");
+  const TempDir tmp("replay");
+  const std::string& dir = tmp.path();
   std::string csv = "token,step,layer,e1,e2\n";
   for (int t = 0; t < 256; ++t)
     for (int l = 0; l < 2; ++l) csv += std::to_string(t) + "," + std::to_string(t) + "," + std::to_string(l) + "," +

@@ -41,7 +41,8 @@ CountTable sample_table() {
 
 TEST(CountFiles, JsonCsvAndSafetensorsRoundTrip) {
   const CountTable t = sample_table();
-  const std::string dir = temp_dir("counts");
+  const TempDir tmp("counts");
+  const std::string& dir = tmp.path();
   for (const std::string ext : {".json", ".csv", ".safetensors"}) {
     const std::string path = dir + "/t" + ext;
     write_counts(path, t);

@@ -16,14 +16,20 @@ namespace {
 
 namespace fs = std::filesystem;
 
+std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
 class ForwardCli : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = temp_dir("cli");
+    dir_ = tmp_.path();
     case_ = data_dir() + "/conformance/moe/softmax_silu_basic";
     fs::copy_file(case_ + "/config.json", dir_ + "/config.json");
   }
-  void TearDown() override { fs::remove_all(dir_); }
 
   void write_config(const std::string& text) {
     std::ofstream(dir_ + "/config.json", std::ios::trunc) << text;
@@ -40,8 +46,9 @@ class ForwardCli : public ::testing::Test {
     EXPECT_NE(log.find(fragment), std::string::npos) << "message lacks '" << fragment << "': " << log;
     EXPECT_FALSE(fs::exists(out())) << "a failed run must not write its output";
     for (const auto& e : fs::directory_iterator(dir_))
-      EXPECT_EQ(e.path().filename().string().find("out.safetensors.tmp"), std::string::npos) << "temporary left behind";
+      EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << "temporary left behind";
   }
+  TempDir tmp_{"cli"};
   std::string dir_, case_;
 };
 
@@ -143,6 +150,81 @@ TEST_F(ForwardCli, MalformedWeightsFile) {
   expect_failure(forward(dir_ + "/w.safetensors", case_ + "/input.safetensors", &log), log, "w.safetensors: truncated");
 }
 
+// An output that is one of the inputs, by any spelling, is refused before any work, naming both flags; the input
+// keeps its bytes.
+TEST_F(ForwardCli, RefusesAnOutputThatIsAnInput) {
+  fs::copy_file(case_ + "/weights.safetensors", dir_ + "/weights.safetensors");
+  fs::copy_file(case_ + "/input.safetensors", dir_ + "/input.safetensors");
+  fs::create_symlink(dir_ + "/config.json", dir_ + "/link.json");
+  const std::string weights = read_bytes(dir_ + "/weights.safetensors"), input = read_bytes(dir_ + "/input.safetensors"),
+                    config = read_bytes(dir_ + "/config.json");
+  struct Case {
+    std::string output, fragment;
+  };
+  const Case cases[] = {
+      {"weights.safetensors", "--output weights.safetensors is the same file as --weights weights.safetensors"},
+      {"./input.safetensors", "--output ./input.safetensors is the same file as --input input.safetensors"},
+      {dir_ + "/link.json", "--output " + dir_ + "/link.json is the same file as --config config.json"},
+  };
+  for (const Case& c : cases) {
+    std::string log;
+    const int rc = run_command("cd " + dir_ + " && " + tool_path() +
+                                   " forward --config config.json --weights weights.safetensors --input "
+                                   "input.safetensors --output " + c.output,
+                               &log);
+    EXPECT_EQ(rc, 1) << log;
+    EXPECT_NE(log.find(c.fragment), std::string::npos) << log;
+  }
+  EXPECT_EQ(read_bytes(dir_ + "/weights.safetensors"), weights);
+  EXPECT_EQ(read_bytes(dir_ + "/input.safetensors"), input);
+  EXPECT_EQ(read_bytes(dir_ + "/config.json"), config);
+  EXPECT_TRUE(fs::is_symlink(dir_ + "/link.json"));
+}
+
+// A character device or a pipe is written in place, never replaced by a regular file; a directory is refused.
+TEST_F(ForwardCli, WritesDevicesAndPipesInPlaceAndRefusesADirectory) {
+  const std::string weights = case_ + "/weights.safetensors", input = case_ + "/input.safetensors";
+  std::string log;
+  ASSERT_EQ(forward(weights, input, &log), 0) << log;
+  const auto file_bytes = fs::file_size(out());
+  ASSERT_EQ(run_command(tool_path() + " forward --config " + dir_ + "/config.json --weights " + weights + " --input " +
+                            input + " --output /dev/null",
+                        &log),
+            0)
+      << log;
+  EXPECT_TRUE(fs::is_character_file("/dev/null"));
+  ASSERT_EQ(run_command(tool_path() + " forward --config " + dir_ + "/config.json --weights " + weights + " --input " +
+                            input + " --output /dev/stdout | wc -c",
+                        &log),
+            0)
+      << log;
+  EXPECT_EQ(std::stoull(log), file_bytes) << "the whole output goes down the pipe";
+  fs::create_directory(dir_ + "/d");
+  EXPECT_EQ(run_command(tool_path() + " forward --config " + dir_ + "/config.json --weights " + weights + " --input " +
+                            input + " --output " + dir_ + "/d",
+                        &log),
+            1);
+  EXPECT_NE(log.find("--output " + dir_ + "/d: is a directory"), std::string::npos) << log;
+  EXPECT_TRUE(fs::is_directory(dir_ + "/d"));
+}
+
+TEST_F(ForwardCli, AcceptsA255ByteOutputNameAndRefusesAMissingDirectory) {
+  const std::string weights = case_ + "/weights.safetensors", input = case_ + "/input.safetensors";
+  const std::string name = dir_ + "/" + std::string(243, 'o') + ".safetensors";
+  std::string log;
+  ASSERT_EQ(run_command(tool_path() + " forward --config " + dir_ + "/config.json --weights " + weights + " --input " +
+                            input + " --output " + name,
+                        &log),
+            0)
+      << log;
+  EXPECT_TRUE(SafetensorsFile::open(name).contains("y"));
+  EXPECT_EQ(run_command(tool_path() + " forward --config " + dir_ + "/config.json --weights " + weights + " --input " +
+                            input + " --output " + dir_ + "/nope/out.safetensors",
+                        &log),
+            1);
+  EXPECT_NE(log.find("its directory " + dir_ + "/nope cannot be used"), std::string::npos) << log;
+}
+
 TEST(InspectCli, ListsTensors) {
   std::string log;
   const std::string path = data_dir() + "/conformance/moe/softmax_silu_basic/weights.safetensors";
@@ -157,12 +239,12 @@ TEST(InspectCli, ListsTensors) {
 // the shared MLP and the f32 router gate).
 class BenchCli : public ::testing::Test {
  protected:
-  void SetUp() override { dir_ = temp_dir("bench"); }
-  void TearDown() override { fs::remove_all(dir_); }
+  void SetUp() override { dir_ = tmp_.path(); }
   void write_shape(const std::string& file, const std::string& text) { std::ofstream(dir_ + "/" + file) << text; }
   int bench(const std::string& args, std::string* log) {
     return run_command(tool_path() + " bench --shapes-dir " + dir_ + " --threads 1 --repeats 1 --weights hot " + args, log);
   }
+  TempDir tmp_{"bench"};
   std::string dir_;
 };
 

@@ -57,7 +57,8 @@ TEST(ImitationTraining, SgdAlsoLearns) {
 }
 
 TEST(ImitationTraining, CommandWritesCsvAndSvg) {
-  const std::string dir = temp_dir("train");
+  const TempDir tmp("train");
+  const std::string& dir = tmp.path();
   std::string log;
   const int rc = run_command(tool_path() +
                                  " train --router sigmoid_topk --dim 8 --hidden 8 --experts 4 --top-k 2 --tokens 32 "
@@ -89,7 +90,24 @@ TEST(ImitationTraining, CommandWritesCsvAndSvg) {
   EXPECT_EQ(text.str().rfind("<svg", 0), 0u);
   EXPECT_NE(text.str().find("</svg>"), std::string::npos);
   EXPECT_NE(text.str().find("<polyline"), std::string::npos);
-  std::filesystem::remove_all(dir);
+}
+
+// Both outputs are checked before training: an --svg that cannot be written fails at once and --csv is not written;
+// --csv and --svg naming one file are refused.
+TEST(ImitationTraining, CommandChecksEveryOutputBeforeTraining) {
+  const TempDir tmp("train_outputs");
+  const std::string& dir = tmp.path();
+  const std::string train = tool_path() + " train --dim 8 --hidden 8 --experts 4 --top-k 2 --tokens 32 --steps 3 ";
+  std::string log;
+  EXPECT_EQ(run_command(train + "--csv " + dir + "/run.csv --svg " + dir + "/nodir/run.svg", &log), 1) << log;
+  EXPECT_NE(log.find("--svg " + dir + "/nodir/run.svg: its directory " + dir + "/nodir cannot be used"),
+            std::string::npos)
+      << log;
+  EXPECT_EQ(log.find("step "), std::string::npos) << "the refusal comes before training: " << log;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/run.csv"));
+  EXPECT_EQ(run_command(train + "--csv " + dir + "/run.out --svg " + dir + "/./run.out", &log), 1) << log;
+  EXPECT_NE(log.find("name the same file"), std::string::npos) << log;
+  EXPECT_TRUE(std::filesystem::is_empty(dir));
 }
 
 TEST(ImitationTraining, CommandRejectsBadOptions) {

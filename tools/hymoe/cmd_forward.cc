@@ -6,6 +6,7 @@
 #include "hymoe/error.h"
 #include "hymoe/file_io.h"
 #include "hymoe/moe.h"
+#include "hymoe/output_files.h"
 #include "hymoe/safetensors.h"
 
 namespace hymoe::tool {
@@ -45,6 +46,12 @@ RunSettings parse_run_settings(const std::string& text, const std::string& label
 Tensor as_tensor(const std::vector<float>& v, Shape shape) { return Tensor(std::move(shape), v); }
 
 int run_forward(const ForwardOptions& o) {
+  OutputFiles files;
+  files.add_input("--config", o.config_path);
+  files.add_input("--weights", o.weights_path);
+  files.add_input("--input", o.input_path);
+  files.add_output("--output", o.output_path);
+  files.check();
   static constexpr std::string_view kRunFields[] = {"train", "step", "max_steps"};
   const std::string text = read_text_file(o.config_path);
   const MoEConfig config = parse_moe_config(text, o.config_path, kRunFields);
@@ -94,7 +101,8 @@ int run_forward(const ForwardOptions& o) {
     out.add("grad.x", layer.backward(grad_output, o.aux_loss_weight, o.z_loss_weight));
     for (const auto& [name, g] : layer.named_gradients()) out.add("grad." + name, *g);
   }
-  out.write(o.output_path);
+  files.stage("--output", out.serialize());
+  files.commit();
   return 0;
 }
 

@@ -6,6 +6,7 @@
 
 #include "commands.h"
 #include "hymoe/error.h"
+#include "hymoe/output_files.h"
 #include "hymoe/placement.h"
 #include "hymoe/safetensors.h"
 #include "placement_flags.h"
@@ -36,10 +37,6 @@ Tensor read_scores(const std::vector<std::string>& paths, std::optional<int64_t>
     else sum.add(t, path);
   }
   return sum.to_scores();
-}
-
-void write_text(const std::string& path, const std::string& text) {
-  write_file_atomically(path, std::as_bytes(std::span(text)));
 }
 
 void print_plan(const PlacementReport& r) {
@@ -83,6 +80,14 @@ int run_plan(const PlanFlags& f) {
   if (f.sweep && f.evaluate.empty()) fail("--sweep needs --evaluate DATA (the held-out data to score on)");
   if (!f.plan.empty() && (f.sweep || !f.stats.empty()))
     fail("--plan evaluates an existing plan; it does not go with --stats or --sweep");
+  OutputFiles files;
+  for (const auto& path : f.stats) files.add_input("--stats", path);
+  files.add_input("--previous", f.previous);
+  files.add_input("--evaluate", f.evaluate);
+  files.add_input("--plan", f.plan);
+  files.add_output("--output", f.output);
+  files.add_output("--svg", f.svg);
+  files.check();
   const PlanOptions base = f.plan_options();
 
   if (!f.plan.empty()) {  // evaluate a plan made earlier
@@ -118,8 +123,9 @@ int run_plan(const PlanFlags& f) {
     ev = evaluate_mask(plan.mask, heldout, options.cost);
   }
 
-  if (!f.output.empty()) write_text(f.output, json);
-  if (!f.svg.empty()) write_text(f.svg, svg);
+  files.stage("--output", json);
+  files.stage("--svg", svg);
+  files.commit();
   print_plan(plan.report);
   if (ev) {
     fmt::print("on {}: realized hit rate {} (planned {}), predicted step time {:.1f} us (all-CPU {:.1f} us)\n",

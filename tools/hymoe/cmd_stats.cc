@@ -4,6 +4,7 @@
 
 #include "commands.h"
 #include "hymoe/error.h"
+#include "hymoe/output_files.h"
 #include "hymoe/placement.h"
 #include "placement_flags.h"
 
@@ -52,6 +53,10 @@ void print_summary(const std::string& label, const CountTable& table, bool curve
 }
 
 int run_stats(const StatsFlags& f) {
+  OutputFiles files;
+  for (const auto& path : f.files) files.add_input("input file", path);
+  files.add_output("--write", f.write);
+  files.check();
   CountTable sum;
   for (const auto& path : f.files) {
     const CountTable t = read_counts_or_trace(path, f.trace_experts);
@@ -61,7 +66,8 @@ int run_stats(const StatsFlags& f) {
   }
   if (f.files.size() > 1) print_summary("all files summed", sum, f.curve);
   if (!f.write.empty()) {
-    write_counts(f.write, sum);
+    files.stage("--write", counts_file_bytes(f.write, sum));
+    files.commit();
     fmt::print("wrote {}\n", f.write);
   }
   return 0;

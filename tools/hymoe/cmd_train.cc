@@ -11,6 +11,7 @@
 
 #include "commands.h"
 #include "hymoe/error.h"
+#include "hymoe/output_files.h"
 #include "hymoe/train.h"
 #include "svg_plot.h"
 
@@ -36,16 +37,15 @@ void print_progress_bar(int64_t done, int64_t total, const StepMetrics& m) {
   std::fflush(stderr);
 }
 
-void write_csv(const std::string& path, const std::vector<StepMetrics>& rows) {
+std::string csv_text(const std::vector<StepMetrics>& rows) {
   std::string text = "step,loss,aux_loss,z_loss,min_tokens_per_expert,max_tokens_per_expert\n";
   for (const auto& m : rows)
     text += fmt::format("{},{:.9g},{:.9g},{:.9g},{},{}\n", m.step, m.loss, m.aux_loss, m.z_loss, m.min_tokens,
                         m.max_tokens);
-  const auto* bytes = reinterpret_cast<const std::byte*>(text.data());
-  write_file_atomically(path, {bytes, text.size()});
+  return text;
 }
 
-void write_svg(const std::string& path, const TrainCommandOptions& o, const std::vector<StepMetrics>& rows) {
+std::string svg_text(const TrainCommandOptions& o, const std::vector<StepMetrics>& rows) {
   const MoEConfig& c = o.run.student;
   PlotSeries loss{"MSE loss", "#1f77b4", false, {}, {}}, aux{"aux loss", "#9467bd", false, {}, {}};
   PlotSeries lo{"min tokens/expert", "#2ca02c", false, {}, {}}, hi{"max tokens/expert", "#d62728", false, {}, {}};
@@ -69,13 +69,16 @@ void write_svg(const std::string& path, const TrainCommandOptions& o, const std:
   if (c.router_type != "sigmoid_topk" || c.sequence_aux_loss_weight > 0) panels.push_back({"aux loss", false, {aux}});
   const std::string title = fmt::format("hymoe train: {} {} E={} K={}, aux weight {}, skew {}", c.router_type,
                                         c.activation, c.num_experts, c.top_k, o.run.aux_loss_weight, o.run.skew);
-  const std::string svg = render_svg_plot(title, "step", panels);
-  write_file_atomically(path, {reinterpret_cast<const std::byte*>(svg.data()), svg.size()});
+  return render_svg_plot(title, "step", panels);
 }
 
 int run_train(const TrainCommandOptions& o) {
   if (o.every < 1) fail("--every=", o.every, " must be >= 1");
   o.run.student.validate();
+  OutputFiles files;
+  files.add_output("--csv", o.csv_path);
+  files.add_output("--svg", o.svg_path);
+  files.check();
   ImitationRun run(o.run);
   const MoEConfig& c = o.run.student;
   fmt::print("hymoe train: student {} {} dim {} hidden {} E={} K={}; teacher {}; {} tokens/step, {} steps, {} "
@@ -99,8 +102,11 @@ int run_train(const TrainCommandOptions& o) {
   fmt::print("saved for backward: {} bytes for {} tokens ({:.0f} bytes/token)\n",
              run.student().saved_for_backward_bytes(), o.run.tokens,
              static_cast<double>(run.student().saved_for_backward_bytes()) / static_cast<double>(o.run.tokens));
-  if (!o.csv_path.empty()) write_csv(o.csv_path, rows), fmt::print("wrote {}\n", o.csv_path);
-  if (!o.svg_path.empty()) write_svg(o.svg_path, o, rows), fmt::print("wrote {}\n", o.svg_path);
+  if (files.wanted("--csv")) files.stage("--csv", csv_text(rows));
+  if (files.wanted("--svg")) files.stage("--svg", svg_text(o, rows));
+  files.commit();
+  if (!o.csv_path.empty()) fmt::print("wrote {}\n", o.csv_path);
+  if (!o.svg_path.empty()) fmt::print("wrote {}\n", o.svg_path);
   return 0;
 }
 

@@ -62,6 +62,8 @@ CountTable read_counts(const std::string& path);
 std::string counts_to_json(const CountTable& table);
 std::string counts_to_csv(const CountTable& table);
 std::vector<std::byte> counts_to_safetensors(const CountTable& table);  // `activation_freq`, F64
+// The file's contents in the format of the extension of `path`.
+std::vector<std::byte> counts_file_bytes(const std::string& path, const CountTable& table);
 // Writes in the format of the extension, atomically (a failure leaves no file).
 void write_counts(const std::string& path, const CountTable& table);
 
