@@ -28,27 +28,30 @@ void JsonStructureGuard::close() {
 
 namespace {
 
-// nlohmann's message without its "[json.exception.parse_error.101] " tag, and with the "last read: '...'" excerpt
-// of the input (which can be the whole of a long token, control characters included) cut to a quoted prefix.
+// nlohmann's message without its "[json.exception.parse_error.101] " tag, and with its excerpt of the input
+// ("last read: '...'", "number overflow parsing '...'": the whole of a token, which can be megabytes of digits or
+// of an unterminated string) cut to a quoted prefix.
 std::string parse_error_text(const std::string& what) {
   std::string text = what;
   if (text.starts_with("[json.exception.")) {
     const size_t close = text.find("] ");
     if (close != std::string::npos) text.erase(0, close + 2);
   }
-  static constexpr std::string_view kLastRead = "; last read: '";
-  const size_t last = text.find(kLastRead);
-  if (last == std::string::npos) return text;
-  const size_t begin = last + kLastRead.size();
-  size_t end = text.find("'; expected ", begin);
-  std::string tail;
-  if (end != std::string::npos) {
-    tail = text.substr(end + 1);
-  } else {
-    end = text.ends_with('\'') ? text.size() - 1 : text.size();
+  for (const std::string_view marker : {std::string_view("last read: '"), std::string_view("parsing '")}) {
+    const size_t at = text.find(marker);
+    if (at == std::string::npos) continue;
+    const size_t begin = at + marker.size();
+    size_t end = text.find("'; expected ", begin);
+    std::string tail;
+    if (end != std::string::npos) {
+      tail = text.substr(end + 1);
+    } else {
+      end = text.ends_with('\'') ? text.size() - 1 : text.size();
+    }
+    return text.substr(0, at) + std::string(marker.substr(0, marker.size() - 1)) +
+           quote_for_message(std::string_view(text).substr(begin, end - begin)) + tail;
   }
-  return text.substr(0, last) + "; last read: " + quote_for_message(std::string_view(text).substr(begin, end - begin)) +
-         tail;
+  return text;
 }
 
 }  // namespace
