@@ -51,4 +51,5 @@ class TempDir {
 // as soon as the test ends.
 std::string temp_dir(const std::string& tag);
 
+
 }  // namespace hymoe::test
