@@ -2,33 +2,20 @@
 // checked against the mapping before any tensor byte is touched (this file is the fuzz target's subject).
 #include "hymoe/safetensors.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
 
 #include "hymoe/error.h"
+#include "hymoe/mapped_file.h"
 
 namespace hymoe {
 
-// Owns the file image: either a read-only mapping or an in-memory copy.
+// The file image (declared in the header, which does not need to know how it is held).
 struct SafetensorsFile::Storage {
-  void* map = nullptr;
-  size_t map_size = 0;
-  std::vector<std::byte> owned;
-  ~Storage() {
-    if (map) munmap(map, map_size);
-  }
-  std::span<const std::byte> view() const {
-    if (map) return {static_cast<const std::byte*>(map), map_size};
-    return owned;
-  }
+  std::shared_ptr<const MappedFile> file;
+  std::span<const std::byte> view() const { return file->view(); }
 };
 
 namespace {
@@ -75,42 +62,16 @@ uint64_t json_u64(const nlohmann::json& value, const std::string& label, const s
 }  // namespace
 
 SafetensorsFile SafetensorsFile::open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail(path, ": cannot open: ", std::strerror(errno));
-  struct stat st {};
-  if (fstat(fd, &st) != 0) {
-    const int err = errno;
-    ::close(fd);
-    fail(path, ": cannot stat: ", std::strerror(err));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    fail(path, ": not a regular file");
-  }
-  auto storage = std::make_shared<Storage>();
-  if (st.st_size > 0) {
-    void* map = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
-    if (map == MAP_FAILED) {
-      const int err = errno;
-      ::close(fd);
-      fail(path, ": cannot map: ", std::strerror(err));
-    }
-    storage->map = map;
-    storage->map_size = static_cast<size_t>(st.st_size);
-  }
-  ::close(fd);
   SafetensorsFile file;
-  file.storage_ = std::move(storage);
+  file.storage_ = std::make_shared<Storage>(Storage{MappedFile::open(path)});
   file.label_ = path;
   file.parse();
   return file;
 }
 
 SafetensorsFile SafetensorsFile::from_bytes(std::vector<std::byte> bytes, std::string label) {
-  auto storage = std::make_shared<Storage>();
-  storage->owned = std::move(bytes);
   SafetensorsFile file;
-  file.storage_ = std::move(storage);
+  file.storage_ = std::make_shared<Storage>(Storage{MappedFile::from_bytes(std::move(bytes))});
   file.label_ = std::move(label);
   file.parse();
   return file;
