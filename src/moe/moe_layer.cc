@@ -309,9 +309,13 @@ Tensor MoELayer::forward(const Tensor& x, Mode mode, int64_t step, int64_t max_s
   const auto check_forward = [&](const char* stage, const float* v, int64_t n, int64_t row_len, const char* row_name) {
     check_stage_finite("forward", stage, v, n, row_len, row_name, x2, "x");
   };
-  check_forward("router logits", routing.logits.data(), T * E, E, "token");
-  check_forward("router scores", routing.scores.data(), T * E, E, "token");
-  check_forward("routing weights", routing.router_weights.data(), T * K, K, "token");
+  // By their sizes: a registered router may leave logits and scores empty.
+  const auto check_routing = [&](const char* stage, const std::vector<float>& v, int64_t row_len) {
+    check_forward(stage, v.data(), static_cast<int64_t>(v.size()), row_len, "token");
+  };
+  check_routing("router logits", routing.logits, E);
+  check_routing("router scores", routing.scores, E);
+  check_routing("routing weights", routing.router_weights, K);
   const float losses[2] = {routing.aux_loss, routing.z_loss};
   check_forward("router losses (aux_loss, z_loss)", losses, 2, 2, "row");
   // 2. Capacity.
