@@ -101,9 +101,10 @@ void check_stage_finite(const char* pass, const char* stage, const float* v, int
     if (std::isfinite(v[i])) continue;
     float largest = 0.0f;
     for (float u : input.values()) largest = std::max(largest, std::abs(u));
-    fail(pass, ": the ", stage, " have a non-finite value ", v[i], " at ", row_name, " ", i / row_len, ", column ",
-         i % row_len, " although every input is finite: float32 overflowed in this stage (largest |", input_name,
-         "| is ", largest, "; scale the ", input_name, " or the weights down)");
+    const std::string at = row_name ? detail::concat(" at ", row_name, " ", i / row_len, ", column ", i % row_len) : "";
+    fail(pass, ": a non-finite value ", v[i], " appeared in the ", stage, at,
+         " although every input is finite: float32 overflowed in this stage (largest |", input_name, "| is ", largest,
+         "; scale the ", input_name, " or the weights down)");
   }
 }
 
@@ -316,8 +317,8 @@ Tensor MoELayer::forward(const Tensor& x, Mode mode, int64_t step, int64_t max_s
   check_routing("router logits", routing.logits, E);
   check_routing("router scores", routing.scores, E);
   check_routing("routing weights", routing.router_weights, K);
-  const float losses[2] = {routing.aux_loss, routing.z_loss};
-  check_forward("router losses (aux_loss, z_loss)", losses, 2, 2, "row");
+  check_forward("router's aux_loss", &routing.aux_loss, 1, 1, nullptr);
+  check_forward("router's z_loss", &routing.z_loss, 1, 1, nullptr);
   // 2. Capacity.
   apply_capacity(config_, routing);
   // 3. Count and scan: the ragged batch. Its gather is fused into the kernel's packing of the rows (x_rows).

@@ -52,7 +52,7 @@ TEST(NonFiniteStages, RouterLogitsOverflow) {
   fill(layer, "router.", 1e30f);
   fill(layer, "experts.", 0.1f);
   const std::string msg = error_of([&] { layer.forward(constant_x(1e10f), Mode::kEval); });
-  EXPECT_NE(msg.find("forward: the router logits have a non-finite value inf at token 0"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("forward: a non-finite value inf appeared in the router logits at token 0"), std::string::npos) << msg;
   EXPECT_NE(msg.find("largest |x| is 1e+10"), std::string::npos) << msg;
 }
 
@@ -63,7 +63,7 @@ TEST(NonFiniteStages, HugeInputOverflowsTheRouterLossesFirst) {
   Rng rng(3);
   layer.init_random(rng);
   const std::string msg = error_of([&] { layer.forward(constant_x(1e30f), Mode::kEval); });
-  EXPECT_NE(msg.find("forward: the router losses (aux_loss, z_loss) have a non-finite value"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("forward: a non-finite value inf appeared in the router's z_loss although"), std::string::npos) << msg;
 }
 
 TEST(NonFiniteStages, RoutedExpertOutputsOverflow) {
@@ -72,7 +72,7 @@ TEST(NonFiniteStages, RoutedExpertOutputsOverflow) {
   fill(layer, "experts.", 1.0f);
   // gate = up = 8e20 per hidden unit: silu(gate) * up = 6.4e41 is past float's range.
   const std::string msg = error_of([&] { layer.forward(constant_x(1e20f), Mode::kEval); });
-  EXPECT_NE(msg.find("forward: the routed expert outputs have a non-finite value"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("forward: a non-finite value inf appeared in the routed expert outputs"), std::string::npos) << msg;
   EXPECT_NE(msg.find("at routed row 0, column 0"), std::string::npos) << msg;
 }
 
@@ -82,7 +82,7 @@ TEST(NonFiniteStages, SharedExpertOutputsOverflow) {
   fill(layer, "experts.", 0.0f);  // the routed experts give exactly 0
   fill(layer, "shared_expert.", 1.0f);
   const std::string msg = error_of([&] { layer.forward(constant_x(1e20f), Mode::kEval); });
-  EXPECT_NE(msg.find("forward: the shared expert outputs have a non-finite value"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("forward: a non-finite value inf appeared in the shared expert outputs"), std::string::npos) << msg;
 }
 
 TEST(NonFiniteStages, SumOfRoutedAndSharedOverflows) {
@@ -94,7 +94,7 @@ TEST(NonFiniteStages, SumOfRoutedAndSharedOverflows) {
   // SwiGLU with all-ones weights on a constant x = v: gate = up = 8v, h = silu(8v) * 8v ~ 64 v^2, y = 8 h = 512 v^2.
   const float v = std::sqrt(2.4e38f / 512.0f);
   const std::string msg = error_of([&] { layer.forward(constant_x(v), Mode::kEval); });
-  EXPECT_NE(msg.find("forward: the layer outputs y (routed + shared) have a non-finite value inf"), std::string::npos)
+  EXPECT_NE(msg.find("forward: a non-finite value inf appeared in the layer outputs y (routed + shared)"), std::string::npos)
       << msg;
 }
 
@@ -110,8 +110,8 @@ TEST(NonFiniteStages, BackwardNamesTheGradientThatOverflowed) {
   Tensor g(y.shape());
   std::fill(g.values().begin(), g.values().end(), 3e38f);
   const std::string msg = error_of([&] { layer.backward(g); });
-  EXPECT_NE(msg.find("backward: the routed experts' input gradients have a non-finite value"), std::string::npos)
-      << msg;
+  EXPECT_NE(msg.find("backward: a non-finite value"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("appeared in the routed experts' input gradients at routed row 0"), std::string::npos) << msg;
   EXPECT_NE(msg.find("largest |grad_y| is 3e+38"), std::string::npos) << msg;
   // Moderate gradients pass.
   std::fill(g.values().begin(), g.values().end(), 1.0f);
