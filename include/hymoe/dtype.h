@@ -18,6 +18,9 @@ int dtype_size(DType dtype);
 std::string_view dtype_name(DType dtype);
 // Inverse of dtype_name; nullopt for names hymoe does not know.
 std::optional<DType> dtype_from_name(std::string_view name);
+// F64, F32, F16 or BF16: the dtypes that can hold activations and weights (an integer or BOOL tensor where one
+// of those is expected is a mistake, not something to convert).
+bool dtype_is_floating(DType dtype);
 
 // bfloat16 is the top half of a float32; rounding is to nearest, ties to even, and NaN stays NaN.
 inline uint16_t float_to_bf16(float value) {

@@ -45,6 +45,25 @@ MoEConfig parse_moe_config(std::string_view json_text, const std::string& label,
 
 enum class Mode { kTrain, kEval };
 
+// What a layer of a configuration needs in memory, computed from the configuration alone (before anything is
+// allocated) and in double precision, so no configuration wraps it. An upper estimate: f32 weights with the
+// kernels' packed copies; per forward of `tokens` tokens, the activations and routing, and in train mode what is
+// saved for the backward, the backward's buffers and one gradient per weight.
+struct MoEMemoryEstimate {
+  double weight_bytes = 0.0;
+  double activation_bytes = 0.0;
+  double total_bytes() const { return weight_bytes + activation_bytes; }
+};
+MoEMemoryEstimate estimate_moe_memory(const MoEConfig& config, int64_t tokens, Mode mode);
+// The machine's physical memory in bytes (sysconf), or +infinity where the system does not say.
+double physical_memory_bytes();
+// Throws hymoe::Error when `need_bytes` exceeds the machine's physical memory, naming `what` (the fields or flags
+// that set the size, e.g. "config.json: dim=16384, hidden_dim=16384, num_experts=64"), the bytes and the memory.
+// Called before allocating, so that a size the machine cannot hold is a named error, never a std::bad_alloc.
+void require_physical_memory(double need_bytes, const std::string& what);
+// "dim=.., hidden_dim=.., num_experts=.., top_k=.., activation=.., shared_experts=..": the fields that size a layer.
+std::string moe_size_fields(const MoEConfig& config);
+
 // What a router decided for T tokens, plus everything the losses and the backward pass need.
 struct Routing {
   int64_t num_tokens = 0;
@@ -168,8 +187,11 @@ class MoELayer {
   std::vector<std::pair<std::string, Tensor*>> named_tensors();
   // The trainable subset of named_tensors() (no buffers), in the same order: what an optimizer updates.
   std::vector<std::pair<std::string, Tensor*>> named_parameters();
-  // Loads every tensor from `file`, names prefixed with `prefix` (e.g. "model.layers.3.mlp."). Missing or
-  // misshapen tensors are errors naming the file, the tensor and the shapes; the layer is unchanged on error.
+  // Loads every tensor from `file`, names prefixed with `prefix` (e.g. "model.layers.3.mlp."). Strict, as
+  // PyTorch's load_state_dict(strict=True): tensors under the prefix that the configuration does not use and
+  // tensors it uses that are absent are both errors, listing them all; tensors outside the prefix are ignored.
+  // Misshapen, non-floating or non-finite tensors are errors naming the file, the tensor and the shapes; the layer
+  // is unchanged on error.
   void load(const SafetensorsFile& file, const std::string& prefix = "");
   // All tensors into a writer under their PyTorch names.
   void save(SafetensorsWriter& writer, const std::string& prefix = "") const;

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 
 #include "hymoe/error.h"
 #include "hymoe/moe.h"
@@ -91,10 +92,29 @@ void check_finite(const Tensor& x, const char* what) {
     if (!std::isfinite(x[i])) fail(what, " has a non-finite value ", x[i], " at flat index ", i);
 }
 
+// A stage's result checked as the inputs are: finite inputs can still overflow float32 on the way (x = 1e30 gives
+// 1e60 in the expert MLP's product), and a NaN output returned as a success would hide it. The message names the
+// first stage where a non-finite value appeared, its position, and the largest input magnitude as the likely cause.
+void check_stage_finite(const char* pass, const char* stage, const float* v, int64_t n, int64_t row_len,
+                        const char* row_name, const Tensor& input, const char* input_name) {
+  for (int64_t i = 0; i < n; ++i) {
+    if (std::isfinite(v[i])) continue;
+    float largest = 0.0f;
+    for (float u : input.values()) largest = std::max(largest, std::abs(u));
+    const std::string at = row_name ? detail::concat(" at ", row_name, " ", i / row_len, ", column ", i % row_len) : "";
+    fail(pass, ": a non-finite value ", v[i], " appeared in the ", stage, at,
+         " although every input is finite: float32 overflowed in this stage (largest |", input_name, "| is ", largest,
+         "; scale the ", input_name, " or the weights down)");
+  }
+}
+
 }  // namespace
 
 MoELayer::MoELayer(const MoEConfig& config) : config_(config), impl_(std::make_unique<Impl>()) {
   config_.validate();
+  // Before the first allocation: a configuration the machine cannot hold is a named error, not a std::bad_alloc.
+  require_physical_memory(estimate_moe_memory(config_, 0, Mode::kEval).weight_bytes,
+                          "a MoE layer of " + moe_size_fields(config_) + " (f32 weights and packed copies)");
   router_ = make_router(config_);
   const std::string mlp_name = mlp_name_for_activation(config_.activation);
   const int64_t E = config_.num_experts, D = config_.dim, H = config_.hidden_dim;
@@ -165,12 +185,71 @@ std::vector<std::pair<std::string, Tensor*>> MoELayer::collect_tensors(bool para
   return out;
 }
 
+namespace {
+
+// "'a', 'b', 'c'", at most kMaxListed names and then how many more: a whole-model checkpoint loaded without its
+// prefix would otherwise put thousands of names into one message.
+std::string list_names(const std::vector<std::string>& names) {
+  constexpr size_t kMaxListed = 64;
+  std::string out;
+  for (size_t i = 0; i < names.size() && i < kMaxListed; ++i) out += (i ? ", '" : "'") + names[i] + "'";
+  if (names.size() > kMaxListed) out += detail::concat(" and ", names.size() - kMaxListed, " more");
+  return out;
+}
+
+// "missing tensor 'a'", "3 missing tensors 'a', 'b', 'c'".
+std::string name_list(const char* adjective, const std::vector<std::string>& names) {
+  if (names.size() == 1) return detail::concat(adjective, " tensor ", list_names(names));
+  return detail::concat(names.size(), " ", adjective, " tensors ", list_names(names));
+}
+
+}  // namespace
+
 void MoELayer::load(const SafetensorsFile& file, const std::string& prefix) {
   auto targets = named_tensors();
+  // Strict, as PyTorch's load_state_dict(strict=True): every tensor under the prefix must be one the configuration
+  // uses and every one it uses must be there. A tensor the configuration ignores (a shared expert with
+  // shared_experts 0, a gate_proj under GELU, experts.4.* with four experts) means the config and the checkpoint
+  // disagree, and running anyway would compute something other than the model the file came from.
+  std::vector<std::string> missing, unexpected;
+  std::set<std::string> wanted;
+  for (const auto& [name, t] : targets) {
+    wanted.insert(name);
+    if (!file.contains(prefix + name)) missing.push_back(prefix + name);
+  }
+  for (const TensorInfo& info : file.tensors()) {
+    if (info.name.compare(0, prefix.size(), prefix) != 0) continue;  // outside the layer: not ours to judge
+    if (wanted.count(info.name.substr(prefix.size())) == 0) unexpected.push_back(info.name);
+  }
+  std::sort(unexpected.begin(), unexpected.end());
+  if (!missing.empty() || !unexpected.empty()) {
+    std::string what;
+    if (!missing.empty()) what += name_list("missing", missing);
+    if (!unexpected.empty()) what += (what.empty() ? "" : "; ") + name_list("unexpected", unexpected);
+    // A checkpoint whose names hold the layer's under a longer path: say which prefix would have matched.
+    std::string hint;
+    if (!missing.empty() && !unexpected.empty()) {
+      const std::string local = missing.front().substr(prefix.size());
+      for (const std::string& u : unexpected)
+        if (u.size() > local.size() && u.compare(u.size() - local.size(), local.size(), local) == 0) {
+          hint = " (the prefix '" + u.substr(0, u.size() - local.size()) + "' would match '" + u + "')";
+          break;
+        }
+    }
+    const MoEConfig& c = config_;
+    fail(file.label(), ": ", what, hint, "; loading is strict: the tensors under prefix '", prefix,
+         "' must be exactly those of the configuration (num_experts=", c.num_experts, ", activation=", c.activation,
+         ", router_type=", c.router_type, ", shared_experts=", c.shared_experts,
+         ", packed_experts=", c.packed_experts ? "true" : "false", ")");
+  }
   // Read everything first so a failure leaves the layer as it was.
   std::vector<Tensor> loaded;
   loaded.reserve(targets.size());
   for (auto& [name, t] : targets) {
+    const TensorInfo& info = file.info(prefix + name);
+    if (!dtype_is_floating(info.dtype))
+      fail(file.label(), ": tensor '", info.name, "' has dtype ", dtype_name(info.dtype),
+           "; weights must be floating point (F32, F16, BF16 or F64)");
     Tensor v = file.read_f32(prefix + name, t->shape());
     check_finite(v, (file.label() + ": tensor '" + prefix + name + "'").c_str());
     loaded.push_back(std::move(v));
@@ -209,6 +288,9 @@ Tensor MoELayer::forward(const Tensor& x, Mode mode, int64_t step, int64_t max_s
   const int64_t T = x.dim(0) * x.dim(1), D = config_.dim, E = config_.num_experts, K = config_.top_k;
   if (T == 0) fail("forward: x ", shape_to_string(x.shape()), " has no tokens");
   check_finite(x, "forward: input x");
+  require_physical_memory(estimate_moe_memory(config_, T, mode).activation_bytes,
+                          detail::concat("forward: the activations of ", T, " tokens of x ", shape_to_string(x.shape()),
+                                         " through a layer of ", moe_size_fields(config_)));
   const Tensor x2 = x.reshaped(Shape{T, D});
 
   if (impl_->weights_dirty) {
@@ -225,6 +307,18 @@ Tensor MoELayer::forward(const Tensor& x, Mode mode, int64_t step, int64_t max_s
   // 1. Route (a stateful router updates its balancing state here, after selecting).
   router_->set_step(step, max_steps);
   Routing routing = router_->route(x2, mode);
+  const auto check_forward = [&](const char* stage, const float* v, int64_t n, int64_t row_len, const char* row_name) {
+    check_stage_finite("forward", stage, v, n, row_len, row_name, x2, "x");
+  };
+  // By their sizes: a registered router may leave logits and scores empty.
+  const auto check_routing = [&](const char* stage, const std::vector<float>& v, int64_t row_len) {
+    check_forward(stage, v.data(), static_cast<int64_t>(v.size()), row_len, "token");
+  };
+  check_routing("router logits", routing.logits, E);
+  check_routing("router scores", routing.scores, E);
+  check_routing("routing weights", routing.router_weights, K);
+  check_forward("router's aux_loss", &routing.aux_loss, 1, 1, nullptr);
+  check_forward("router's z_loss", &routing.z_loss, 1, 1, nullptr);
   // 2. Capacity.
   apply_capacity(config_, routing);
   // 3. Count and scan: the ragged batch. Its gather is fused into the kernel's packing of the rows (x_rows).
@@ -262,10 +356,12 @@ Tensor MoELayer::forward(const Tensor& x, Mode mode, int64_t step, int64_t max_s
       args.saved_gate = gated ? saved.gate.data() : nullptr;
     }
     impl_->routed_ffn->run(args);
+    check_forward("routed expert outputs", expert_out, dispatch.rows() * D, D, "routed row");
   }
   // 6. Weighted combine back to token order, 7. plus the shared expert.
   Tensor y(x.shape());
   combine_rows(expert_out, D, dispatch, T, K, y.data());
+  check_forward("combined routed outputs", y.data(), T * D, D, "token");
   if (impl_->has_shared) {
     float* const shared_out = ws->floats(T * D);  // (T, D)
     const int64_t offsets[2] = {0, T};
@@ -282,7 +378,9 @@ Tensor MoELayer::forward(const Tensor& x, Mode mode, int64_t step, int64_t max_s
       }
     }
     impl_->shared_ffn->run(args);
+    check_forward("shared expert outputs", shared_out, T * D, D, "token");
     for (int64_t i = 0; i < T * D; ++i) y[i] += shared_out[i];
+    check_forward("layer outputs y (routed + shared)", y.data(), T * D, D, "token");
   }
   if (train) {
     saved.valid = true;
@@ -325,6 +423,19 @@ Tensor MoELayer::backward(const Tensor& grad_y, float aux_loss_weight, float z_l
   };
 
   const Tensor g2 = grad_y.reshaped(Shape{T, D});
+  const auto check_backward = [&](const char* stage, const float* v, int64_t n, int64_t row_len, const char* row_name) {
+    check_stage_finite("backward", stage, v, n, row_len, row_name, g2, "grad_y");
+  };
+  // Parameter gradients chosen by name (routed experts, shared expert, router), each checked under its own name.
+  const auto is_router = [](const std::string& name) { return name.starts_with("router."); };
+  const auto is_shared = [](const std::string& name) { return name.starts_with("shared_expert."); };
+  const auto is_routed = [&](const std::string& name) { return !is_router(name) && !is_shared(name); };
+  const auto check_parameter_gradients = [&](const auto& chosen) {
+    for (const auto& [name, g] : impl_->grads)
+      if (chosen(name))
+        check_backward(("gradients of '" + name + "'").c_str(), g.data(), g.numel(), g.rank() >= 1 ? g.dim(g.rank() - 1) : 1,
+                       "row");
+  };
   Tensor grad_x(Shape{T, D});
   std::vector<float> grad_weights(static_cast<size_t>(T * K), 0.0f);  // d loss / d router_weights; 0 if dropped
   // Routed experts, over exactly the kept rows of the forward's ragged batch.
@@ -351,6 +462,9 @@ Tensor MoELayer::backward(const Tensor& grad_y, float aux_loss_weight, float z_l
     a.grad_up = grad_up.data();
     a.grad_down = grad_down.data();
     grouped_mlp_backward(a);
+    check_backward("routed experts' input gradients", grad_x_sorted.data(), R * D, D, "routed row");
+    check_backward("routing-weight gradients of the routed rows", grad_scale.data(), R, 1, "routed row");
+    check_parameter_gradients(is_routed);
     // row_scale = weight x load scale, so d loss / d weight = d loss / d row_scale x load scale.
     for (int64_t row = 0; row < R; ++row) {
       const size_t i = static_cast<size_t>(d.row_token[static_cast<size_t>(row)] * K + d.row_slot[static_cast<size_t>(row)]);
@@ -379,6 +493,8 @@ Tensor MoELayer::backward(const Tensor& grad_y, float aux_loss_weight, float z_l
     a.grad_up = &gu;
     a.grad_down = &gd;
     grouped_mlp_backward(a);
+    check_backward("shared expert's input gradients", grad_x_shared.data(), T * D, D, "token");
+    check_parameter_gradients(is_shared);
     for (int64_t i = 0; i < T * D; ++i) grad_x[i] += grad_x_shared[static_cast<size_t>(i)];
   }
   // The router: through the normalized top-k weights, the aux loss and the z-loss.
@@ -394,6 +510,8 @@ Tensor MoELayer::backward(const Tensor& grad_y, float aux_loss_weight, float z_l
     HYMOE_CHECK(dst->shape() == g.shape(), "router gradient ", name);
     *dst = std::move(g);
   }
+  check_parameter_gradients(is_router);
+  check_backward("input gradients grad_x (routed + shared + router)", grad_x.data(), T * D, D, "token");
   return grad_x.reshaped(s.x_shape);
 }
 

@@ -12,22 +12,36 @@
 namespace hymoe {
 namespace {
 
-std::unique_ptr<MoELayer> make_teacher(const ImitationOptions& o, Rng& rng) {
-  MoEConfig c = o.student;
-  if (o.teacher == "dense") {
-    // A dense MLP is an MoE layer with one expert chosen with weight exactly 1.
-    c = MoEConfig{};
-    c.dim = o.student.dim;
-    c.hidden_dim = o.teacher_hidden > 0 ? o.teacher_hidden : o.student.hidden_dim * o.student.top_k;
-    c.num_experts = 1;
-    c.top_k = 1;
-    c.activation = o.student.activation;
-  } else if (o.teacher != "moe") {
-    fail("train: teacher=", quote_for_message(o.teacher), " is not one of moe, dense");
-  }
-  auto t = build_moe(c);
-  t->init_random(rng);
-  return t;
+// The teacher's configuration: the student's ("moe"), or one dense MLP as an MoE layer with one expert chosen with
+// weight exactly 1 ("dense").
+MoEConfig teacher_config(const ImitationOptions& o) {
+  if (o.teacher == "moe") return o.student;
+  if (o.teacher != "dense") fail("train: teacher=", quote_for_message(o.teacher), " is not one of moe, dense");
+  MoEConfig c;
+  c.dim = o.student.dim;
+  c.hidden_dim = o.teacher_hidden;
+  if (o.teacher_hidden <= 0 && __builtin_mul_overflow(o.student.hidden_dim, o.student.top_k, &c.hidden_dim))
+    fail("train: the dense teacher's hidden size hidden_dim * top_k = ", o.student.hidden_dim, " * ", o.student.top_k,
+         " does not fit in 64 bits");
+  c.num_experts = 1;
+  c.top_k = 1;
+  c.activation = o.student.activation;
+  return c;
+}
+
+// Student (trained: gradients and the optimizer's state per weight), teacher (eval) and one batch, against the
+// machine's memory before either layer is built.
+void require_memory_for_run(const ImitationOptions& o, const MoEConfig& teacher) {
+  const MoEMemoryEstimate student = estimate_moe_memory(o.student, o.tokens, Mode::kTrain);
+  const MoEMemoryEstimate eval = estimate_moe_memory(o.student, 0, Mode::kEval);
+  const double optimizer_states = o.optimizer == "sgd" ? 1.0 : 2.0;  // momentum; AdamW's two moments
+  // Weights without packed copies are half of eval.weight_bytes.
+  const double need = student.total_bytes() + optimizer_states * eval.weight_bytes / 2.0 +
+                      estimate_moe_memory(teacher, o.tokens, Mode::kEval).total_bytes();
+  teacher.validate();
+  require_physical_memory(need, detail::concat("train: a student of ", moe_size_fields(o.student), " with a ", o.teacher,
+                                               " teacher (hidden_dim=", teacher.hidden_dim, ") on tokens=", o.tokens,
+                                               " per step"));
 }
 
 }  // namespace
@@ -37,10 +51,19 @@ ImitationRun::ImitationRun(const ImitationOptions& o) : options_(o), data_rng_(o
   if (o.steps < 1) fail("train: steps=", o.steps, " must be >= 1");
   if (!(o.input_mean >= 0)) fail("train: input_mean=", o.input_mean, " must be >= 0");
   if (!std::isfinite(o.skew)) fail("train: skew=", o.skew, " must be finite");
+  if (!std::isfinite(o.input_mean)) fail("train: input_mean=", o.input_mean, " must be finite");
+  if (!std::isfinite(o.aux_loss_weight)) fail("train: aux_loss_weight=", o.aux_loss_weight, " must be finite");
+  if (!std::isfinite(o.z_loss_weight)) fail("train: z_loss_weight=", o.z_loss_weight, " must be finite");
+  if (o.optimizer != "adamw" && o.optimizer != "sgd")
+    fail("train: optimizer='", o.optimizer, "' is not one of adamw, sgd");
+  o.student.validate();
+  const MoEConfig teacher = teacher_config(o);
+  require_memory_for_run(o, teacher);
   Rng rng(o.seed);
   student_ = build_moe(o.student);
   student_->init_random(rng);
-  teacher_ = make_teacher(o, rng);
+  teacher_ = build_moe(teacher);
+  teacher_->init_random(rng);
   const int64_t D = o.student.dim, E = o.student.num_experts;
   // The input mean: a fixed random direction of norm input_mean.
   input_mean_ = random_normal(rng, Shape{D}, 1.0);

@@ -41,9 +41,10 @@ class StatefulOptimizer : public Optimizer {
 class Sgd final : public StatefulOptimizer {
  public:
   explicit Sgd(const SgdOptions& o) : o_(o) {
-    if (!(o.lr > 0)) fail("sgd: lr=", o.lr, " must be > 0");
+    if (!(o.lr > 0 && std::isfinite(o.lr))) fail("sgd: lr=", o.lr, " must be a finite number > 0");
     if (!(o.momentum >= 0 && o.momentum < 1)) fail("sgd: momentum=", o.momentum, " must be in [0, 1)");
-    if (!(o.weight_decay >= 0)) fail("sgd: weight_decay=", o.weight_decay, " must be >= 0");
+    if (!(o.weight_decay >= 0 && std::isfinite(o.weight_decay)))
+      fail("sgd: weight_decay=", o.weight_decay, " must be a finite number >= 0");
   }
   std::string_view name() const override { return "sgd"; }
   void step(std::span<const ParamRef> params) override {
@@ -72,11 +73,12 @@ class Sgd final : public StatefulOptimizer {
 class AdamW final : public StatefulOptimizer {
  public:
   explicit AdamW(const AdamWOptions& o) : o_(o) {
-    if (!(o.lr > 0)) fail("adamw: lr=", o.lr, " must be > 0");
+    if (!(o.lr > 0 && std::isfinite(o.lr))) fail("adamw: lr=", o.lr, " must be a finite number > 0");
     if (!(o.beta1 >= 0 && o.beta1 < 1)) fail("adamw: beta1=", o.beta1, " must be in [0, 1)");
     if (!(o.beta2 >= 0 && o.beta2 < 1)) fail("adamw: beta2=", o.beta2, " must be in [0, 1)");
-    if (!(o.eps >= 0)) fail("adamw: eps=", o.eps, " must be >= 0");
-    if (!(o.weight_decay >= 0)) fail("adamw: weight_decay=", o.weight_decay, " must be >= 0");
+    if (!(o.eps >= 0 && std::isfinite(o.eps))) fail("adamw: eps=", o.eps, " must be a finite number >= 0");
+    if (!(o.weight_decay >= 0 && std::isfinite(o.weight_decay)))
+      fail("adamw: weight_decay=", o.weight_decay, " must be a finite number >= 0");
   }
   std::string_view name() const override { return "adamw"; }
   void step(std::span<const ParamRef> params) override {

@@ -161,6 +161,32 @@ TEST(Safetensors, EscapesControlCharactersInTensorNames) {
   const std::string msg = error_of(image("{\"evil\\u001b]0;owned\\u0007\":{\"dtype\":\"F8\",\"shape\":[1],\"data_offsets\":[0,1]}}", 1));
   EXPECT_NE(msg.find("tensor 'evil\\x1b]0;owned\\x07' has unknown dtype 'F8'"), std::string::npos) << msg;
   for (char c : msg) EXPECT_FALSE(static_cast<unsigned char>(c) < 0x20) << "raw control character in: " << msg;
+TEST(Safetensors, RejectsHolesInTheDataSection) {
+  struct Hole {
+    const char* name;
+    std::string header;
+    size_t data_bytes;
+    const char* expected_fragment;
+  };
+  const std::vector<Hole> holes = {
+      {"gap before the first tensor", R"({"x":{"dtype":"U8","shape":[4],"data_offsets":[2,6]}})", 6, "bytes [0, 2)"},
+      {"gap between tensors",
+       R"({"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]},"b":{"dtype":"U8","shape":[2],"data_offsets":[5,7]}})", 7,
+       "bytes [2, 5)"},
+      {"trailing bytes", R"({"x":{"dtype":"U8","shape":[4],"data_offsets":[0,4]}})", 9, "bytes [4, 9) at the end"},
+      {"data but no tensors", R"({"__metadata__":{"a":"b"}})", 3, "the header lists none"},
+  };
+  for (const auto& h : holes) {
+    const std::string msg = error_of(image(h.header, h.data_bytes));
+    EXPECT_NE(msg.find("bad.safetensors"), std::string::npos) << h.name << ": " << msg;
+    EXPECT_NE(msg.find(h.expected_fragment), std::string::npos) << h.name << ": " << msg;
+    EXPECT_NE(msg.find("forbids holes"), std::string::npos) << h.name << ": " << msg;
+  }
+  // Tiled exactly, zero-byte tensors included, is accepted.
+  EXPECT_EQ(error_of(image(R"({"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]},"e":{"dtype":"F32","shape":[0],)"
+                           R"("data_offsets":[2,2]},"b":{"dtype":"U8","shape":[3],"data_offsets":[2,5]}})",
+                           5)),
+            "");
 }
 
 TEST(Safetensors, MissingFileAndTensorAreNamed) {

@@ -77,7 +77,8 @@ TEST_F(ForwardCli, ReadsALayerOutOfAWholeModelCheckpointByPrefix) {
   EXPECT_TRUE(all_close(got.read_f32("y"), exp.read_f32("y"), 1e-4, 1e-4));
   fs::remove(out());
   expect_failure(forward(dir_ + "/model.safetensors", case_ + "/input.safetensors", &log), log,
-                 "missing tensor 'router.gate.weight'");
+                 "13 missing tensors 'router.gate.weight'");
+  EXPECT_NE(log.find("the prefix 'model.layers.3.mlp.' would match"), std::string::npos) << log;
 }
 
 TEST_F(ForwardCli, MissingWeightTensor) {
@@ -124,6 +125,94 @@ TEST_F(ForwardCli, NonFiniteInput) {
   w.write(dir_ + "/x.safetensors");
   std::string log;
   expect_failure(forward(case_ + "/weights.safetensors", dir_ + "/x.safetensors", &log), log, "non-finite value at flat index 7");
+}
+
+TEST_F(ForwardCli, NonFloatInputsAreNamed) {
+  const Tensor x = SafetensorsFile::open(case_ + "/input.safetensors").read_f32("x");
+  const Shape shape = x.shape();
+  const auto raw = [&](DType dtype) {
+    return std::vector<std::byte>(static_cast<size_t>(x.numel() * dtype_size(dtype)), std::byte{1});
+  };
+  std::string log;
+  for (const DType dtype : {DType::kBool, DType::kI32, DType::kU8}) {
+    SafetensorsWriter w;
+    w.add_raw("x", dtype, shape, raw(dtype));
+    w.write(dir_ + "/x.safetensors");
+    expect_failure(forward(case_ + "/weights.safetensors", dir_ + "/x.safetensors", &log), log,
+                   "x.safetensors: tensor 'x' has dtype " + std::string(dtype_name(dtype)) + "; it must be floating point");
+  }
+  // grad_output for the backward, likewise; and F16 activations are accepted.
+  SafetensorsWriter w;
+  w.add_raw("x", DType::kF16, shape, std::vector<std::byte>(static_cast<size_t>(x.numel() * 2), std::byte{0}));
+  w.add_raw("grad_output", DType::kBool, shape, raw(DType::kBool));
+  w.write(dir_ + "/xg.safetensors");
+  expect_failure(forward(case_ + "/weights.safetensors", dir_ + "/xg.safetensors", &log, "--train --backward"), log,
+                 "tensor 'grad_output' has dtype BOOL");
+  ASSERT_EQ(forward(case_ + "/weights.safetensors", dir_ + "/xg.safetensors", &log, "--train"), 0) << log;
+}
+
+TEST_F(ForwardCli, UnusedWeightsAreRefusedByStrictLoading) {
+  // softmax_silu_basic has no shared expert and a softmax router: a shared expert and an expert bias are unused.
+  const auto w = SafetensorsFile::open(case_ + "/weights.safetensors");
+  SafetensorsWriter writer;
+  for (const auto& t : w.tensors()) writer.add(t.name, w.read_f32(t.name));
+  writer.add("shared_expert.up_proj.weight", w.read_f32("experts.0.up_proj.weight"));
+  writer.add("router.expert_bias", Tensor(Shape{4}));
+  writer.add("experts.4.up_proj.weight", w.read_f32("experts.0.up_proj.weight"));
+  writer.write(dir_ + "/w.safetensors");
+  std::string log;
+  expect_failure(forward(dir_ + "/w.safetensors", case_ + "/input.safetensors", &log), log,
+                 "3 unexpected tensors 'experts.4.up_proj.weight', 'router.expert_bias', 'shared_expert.up_proj.weight'");
+}
+
+TEST_F(ForwardCli, OverflowIsAnErrorNamingTheStage) {
+  Tensor x = SafetensorsFile::open(case_ + "/input.safetensors").read_f32("x");
+  std::fill(x.values().begin(), x.values().end(), 1e30f);
+  SafetensorsWriter w;
+  w.add("x", x);
+  w.write(dir_ + "/x.safetensors");
+  std::string log;
+  expect_failure(forward(case_ + "/weights.safetensors", dir_ + "/x.safetensors", &log), log,
+                 "forward: a non-finite value inf appeared in the router's z_loss although");
+  EXPECT_NE(log.find("largest |x| is 1e+30"), std::string::npos) << log;
+}
+
+TEST_F(ForwardCli, ASizeBeyondTheMachineIsRefusedBeforeAllocation) {
+  // The issue's example: every input is opened before the layer is built, so a missing weights file is reported
+  // at once instead of after gigabytes were zero-filled.
+  write_config(R"({"dim": 16384, "hidden_dim": 16384, "num_experts": 64, "top_k": 2})");
+  std::string log;
+  expect_failure(forward(dir_ + "/no_such_weights.safetensors", case_ + "/input.safetensors", &log), log,
+                 "no_such_weights.safetensors: cannot open");
+  // With inputs that exist, the layer's size is compared with the machine's memory: named fields, no bad_alloc.
+  write_config(R"({"dim": 1024, "hidden_dim": 16777216, "num_experts": 65536, "top_k": 2})");
+  SafetensorsWriter x;
+  x.add("x", Tensor(Shape{1, 2, 1024}));
+  x.write(dir_ + "/x.safetensors");
+  expect_failure(forward(case_ + "/weights.safetensors", dir_ + "/x.safetensors", &log), log,
+                 "config.json: a layer of dim=1024, hidden_dim=16777216, num_experts=65536");
+  EXPECT_NE(log.find("more than this machine's physical memory"), std::string::npos) << log;
+  EXPECT_EQ(log.find("bad_alloc"), std::string::npos) << log;
+}
+
+TEST_F(ForwardCli, NumericFlagsAreRangeChecked) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--step -1", "--step"},
+      {"--max-steps 0", "--max-steps"},
+      {"--max-steps -5", "--max-steps"},
+      {"--step 99999999999999999999", "--step"},
+      {"--train --backward --aux-loss-weight nan", "--aux-loss-weight"},
+      {"--train --backward --z-loss-weight inf", "--z-loss-weight"},
+  };
+  for (const auto& [flags, fragment] : cases) {
+    std::string log;
+    expect_failure(forward(case_ + "/weights.safetensors", case_ + "/input.safetensors", &log, flags), log, fragment);
+  }
+  // A config's step past int64 is refused as it is, not wrapped to a negative number.
+  write_config(R"({"dim": 16, "hidden_dim": 32, "num_experts": 4, "top_k": 2, "step": 18446744073709551615})");
+  std::string log;
+  expect_failure(forward(case_ + "/weights.safetensors", case_ + "/input.safetensors", &log), log,
+                 "field 'step' must be an integer in 0..9223372036854775807, got 18446744073709551615");
 }
 
 TEST_F(ForwardCli, ConfigErrors) {
@@ -470,6 +559,60 @@ TEST(DemoCli, RunsSmallBatch) {
   ASSERT_EQ(run_command(tool_path() + " demo --tokens 3 --repeats 1 --no-bench", &log), 0) << log;
   EXPECT_NE(log.find("tokens per expert"), std::string::npos);
   EXPECT_NE(log.find("aux_loss"), std::string::npos);
+}
+
+// demo, train and bench: numbers outside what the commands can represent or hold are named errors at the boundary.
+struct BadFlags {
+  std::string args;
+  std::string fragment;
+};
+
+void expect_refused(const std::string& command, const std::vector<BadFlags>& cases) {
+  for (const auto& c : cases) {
+    std::string log;
+    const int rc = run_command(tool_path() + " " + command + " " + c.args, &log);
+    EXPECT_EQ(rc != 0, true) << c.args << ": " << log;
+    EXPECT_NE(log.find(c.fragment), std::string::npos) << c.args << ": message lacks '" << c.fragment << "': " << log;
+    EXPECT_EQ(log.find("bad_alloc"), std::string::npos) << c.args << ": " << log;
+  }
+}
+
+TEST(DemoCli, RefusesNumbersOutOfRange) {
+  expect_refused("demo --no-bench",
+                 {{"--tokens 0", "--tokens=0 must be >= 1"},
+                  {"--tokens 100000000000", "--tokens=100000000000 through the demo layer"},
+                  {"--tokens 100000000000", "physical memory"},
+                  {"--seed -1", "--seed"},
+                  {"--repeats 0", "--repeats=0 must be in 1..10000"},
+                  {"--repeats 1000000", "--repeats=1000000 must be in 1..10000"}});
+}
+
+TEST(TrainCli, RefusesNumbersOutOfRange) {
+  expect_refused("train --no-progress",
+                 {{"--lr inf", "--lr"},
+                  {"--lr 0", "--lr=0 must be > 0"},
+                  {"--momentum 1 --optimizer sgd", "--momentum=1 must be in [0, 1)"},
+                  {"--weight-decay inf", "--weight-decay"},
+                  {"--aux-loss-weight nan", "--aux-loss-weight"},
+                  {"--z-loss-weight -inf", "--z-loss-weight"},
+                  {"--input-mean inf", "--input-mean"},
+                  {"--seed -1", "--seed"},
+                  {"--tokens 0", "--tokens=0 must be >= 1"},
+                  {"--steps 0", "--steps=0 must be >= 1"},
+                  {"--steps 1000000000000000", "--steps=1000000000000000"},
+                  {"--tokens 100000000000", "on tokens=100000000000 per step"},
+                  {"--dim 1048576 --hidden 1048576 --experts 65536", "dim=1048576, hidden_dim=1048576"},
+                  {"--teacher dense --hidden 4611686018427387904 --top-k 4", "does not fit in 64 bits"}});
+}
+
+TEST_F(BenchCli, RefusesNumbersOutOfRange) {
+  write_shape("tiny.json", kTinyShape);
+  const std::string base = "bench --shapes-dir " + dir_ + " --threads 1 --shape tiny --dtype f32 --no-baseline ";
+  expect_refused(base, {{"--tokens 0", "--tokens=0 must be >= 1"},
+                        {"--tokens 1000000000000", "--tokens=1000000000000 on shape tiny"},
+                        {"--tokens 1 --repeats 0", "--repeats"},
+                        {"--tokens 1 --repeats -1", "--repeats"},
+                        {"--tokens 1 --repeats 100000", "--repeats"}});
 }
 
 }  // namespace

@@ -573,6 +573,26 @@ void bench_shape(const BenchOptions& o, const BenchShape& s, const Limits& lim, 
   }
 }
 
+// The per-token buffers of every shape and token count (input, output, the layer's activations, and one routing
+// kept per repeat and variant), refused before anything is measured when the machine cannot hold them. A shape's
+// weights are checked later, where a shape too large for the machine is skipped rather than refused.
+void require_memory_for_tokens(const BenchOptions& o, const std::vector<BenchShape>& shapes) {
+  for (const BenchShape& s : shapes)
+    for (int64_t T : o.tokens) {
+      MoEConfig cfg;
+      cfg.dim = s.dim;
+      cfg.hidden_dim = s.hidden;
+      cfg.num_experts = s.experts;
+      cfg.top_k = s.top_k;
+      const int repeats = o.repeats > 0 ? o.repeats : 9;
+      const double routings = static_cast<double>(repeats + 1) * 2.0 * static_cast<double>(o.routings.size()) *
+                              static_cast<double>(T) * static_cast<double>(s.top_k) * sizeof(int32_t);
+      require_physical_memory(estimate_moe_memory(cfg, T, Mode::kEval).activation_bytes + routings,
+                              detail::concat("--tokens=", T, " on shape ", s.name, " (dim ", s.dim, ", top_k ", s.top_k,
+                                             ", ", repeats, " repeats)"));
+    }
+}
+
 int run_bench(const BenchOptions& o) {
   if (o.threads < 0) fail("--threads=", o.threads, " must be >= 1 (0: the default, ", default_num_threads(), ")");
   if (o.threads > 0) set_num_threads(o.threads);
@@ -595,6 +615,7 @@ int run_bench(const BenchOptions& o) {
     }
     shapes.push_back(read_bench_shape(f.string()));
   }
+  require_memory_for_tokens(o, shapes);
   const Limits lim = measure_limits();
   if (!o.json)
     fmt::print("hymoe bench: {} threads, isa {}, start-up probes: FMA peak {:.1f} GFLOP/s, micro-kernel hot in L1 "
@@ -623,7 +644,8 @@ Action add_bench_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--weights", o->weights, "cold (a fresh routing per repeat) or hot (one routing)")->capture_default_str();
   cmd->add_option("--threads", o->threads, "threads (default: HYMOE_THREADS or the physical cores)");
-  cmd->add_option("--repeats", o->repeats, "timed repeats per configuration (default 9 for T <= 32, else 5)");
+  cmd->add_option("--repeats", o->repeats, "timed repeats per configuration (default 9 for T <= 32, else 5)")
+      ->check(CLI::Range(1, 10000));
   cmd->add_flag("--json", o->json, "one JSON object per line per measurement instead of the table");
   cmd->add_flag("!--no-baseline", o->baseline, "skip the OpenBLAS-per-expert baseline");
   cmd->add_option("--shapes-dir", o->shapes_dir, "directory of shape JSON files")->capture_default_str();

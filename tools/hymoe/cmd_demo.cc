@@ -15,6 +15,9 @@
 namespace hymoe::tool {
 namespace {
 
+// Timed passes at most: each costs a forward and a timing kept in memory; more says nothing a median of fewer does not.
+constexpr int kMaxRepeats = 10000;
+
 struct DemoOptions {
   int64_t tokens = 128;
   uint64_t seed = 0;
@@ -24,7 +27,7 @@ struct DemoOptions {
 
 int run_demo_forward(const DemoOptions& o) {
   if (o.tokens < 1) fail("--tokens=", o.tokens, " must be >= 1");
-  if (o.repeats < 1) fail("--repeats=", o.repeats, " must be >= 1");
+  if (o.repeats < 1 || o.repeats > kMaxRepeats) fail("--repeats=", o.repeats, " must be in 1..", kMaxRepeats);
   MoEConfig c;
   c.dim = 2048;
   c.hidden_dim = 1408;
@@ -33,6 +36,9 @@ int run_demo_forward(const DemoOptions& o) {
   c.shared_experts = 2;
   c.activation = "silu";
   c.router_type = "softmax_topk";
+  // The layer, its input and output: refused before any of it is allocated when the machine cannot hold it.
+  require_physical_memory(estimate_moe_memory(c, o.tokens, Mode::kEval).total_bytes(),
+                          detail::concat("--tokens=", o.tokens, " through the demo layer (", moe_size_fields(c), ")"));
   fmt::print("hymoe demo: DeepSeek-V2-Lite-shaped MoE layer (dim {}, expert hidden {}, {} experts, top-{}, "
              "shared experts {}, SwiGLU, {}), {} tokens, seed {}\n",
              c.dim, c.hidden_dim, c.num_experts, c.top_k, c.shared_experts, c.router_type, o.tokens, o.seed);
@@ -82,7 +88,8 @@ Action add_demo_command(CLI::App& app) {
   auto o = std::make_shared<DemoOptions>();
   auto* cmd = app.add_subcommand("demo", "Forward pass of the default DeepSeek-V2-Lite-shaped layer (seeded random)");
   cmd->add_option("--tokens", o->tokens, "tokens in the batch")->capture_default_str();
-  cmd->add_option("--seed", o->seed, "random seed for weights and input")->capture_default_str();
+  // Parsed into uint64: without the check "-1" would wrap to 2^64 - 1.
+  cmd->add_option("--seed", o->seed, "random seed for weights and input")->capture_default_str()->check(kNonNegativeInteger);
   cmd->add_option("--repeats", o->repeats, "timed forward passes (median reported)")->capture_default_str();
   cmd->add_flag("!--no-bench", o->bench, "skip the benchmark summary of the shape");
   return [o] { return run_demo(*o); };

@@ -36,8 +36,18 @@ RunSettings parse_run_settings(const std::string& text, const std::string& label
     s.train = j["train"].get<bool>();
   }
   if (j.contains("step")) s.step = json_int64(j["step"], label, "step", 0);
-  if (j.contains("max_steps")) s.max_steps = json_int64(j["max_steps"], label, "max_steps");
+  if (j.contains("max_steps")) s.max_steps = json_int64(j["max_steps"], label, "max_steps", 1);
   return s;
+}
+
+// A tensor of the input file that holds activations: present, floating point, of the expected rank. Checked from
+// the header alone, before any tensor is read or the layer is built.
+const TensorInfo& activation_info(const SafetensorsFile& input, const std::string& name) {
+  const TensorInfo& info = input.info(name);
+  if (!dtype_is_floating(info.dtype))
+    fail(input.label(), ": tensor '", name, "' has dtype ", dtype_name(info.dtype),
+         "; it must be floating point (F32, F16, BF16 or F64)");
+  return info;
 }
 
 Tensor as_tensor(const std::vector<float>& v, Shape shape) { return Tensor(std::move(shape), v); }
@@ -57,29 +67,46 @@ int run_forward(const ForwardOptions& o) {
   if (o.step) run.step = *o.step;
   if (o.max_steps) run.max_steps = *o.max_steps;
   if (run.step < 0) fail("--step=", run.step, " must be >= 0");
+  if (run.max_steps < 1) fail("--max-steps=", run.max_steps, " must be >= 1");
+  if (o.backward && !run.train) fail("--backward needs train mode (--train or \"train\": true in ", o.config_path, ")");
+
+  // Every input is opened and checked from its header before the layer is built: a missing or malformed file is
+  // reported at once, not after the layer's weights were allocated.
+  const SafetensorsFile weights = SafetensorsFile::open(o.weights_path);
+  const SafetensorsFile input = SafetensorsFile::open(o.input_path);
+  const TensorInfo& x_info = activation_info(input, "x");
+  if (x_info.shape.size() != 3 || x_info.shape[2] != config.dim)
+    fail(o.input_path, ": tensor 'x' has shape ", shape_to_string(x_info.shape), ", expected (batch, seq_len, ",
+         config.dim, ")");
+  if (x_info.shape[0] == 0 || x_info.shape[1] == 0)
+    fail(o.input_path, ": tensor 'x' of shape ", shape_to_string(x_info.shape), " has no tokens");
+  if (o.backward) {
+    const TensorInfo& g_info = activation_info(input, "grad_output");
+    if (g_info.shape != x_info.shape)
+      fail(o.input_path, ": tensor 'grad_output' has shape ", shape_to_string(g_info.shape), ", expected ",
+           shape_to_string(x_info.shape), " (the shape of x)");
+  }
+  // The file's bytes bound batch * seq_len * dim, so this product cannot wrap.
+  const int64_t tokens = x_info.shape[0] * x_info.shape[1];
+  const Mode mode = run.train ? Mode::kTrain : Mode::kEval;
+  require_physical_memory(estimate_moe_memory(config, tokens, mode).total_bytes(),
+                          detail::concat(o.config_path, ": a layer of ", moe_size_fields(config), " run on ", tokens,
+                                         " tokens of ", o.input_path, run.train ? " in train mode" : ""));
 
   MoELayer layer(config);
-  layer.load(SafetensorsFile::open(o.weights_path), o.prefix);
-  const SafetensorsFile input = SafetensorsFile::open(o.input_path);
+  layer.load(weights, o.prefix);
   const Tensor x = input.read_f32("x");
-  if (x.rank() != 3 || x.dim(2) != config.dim)
-    fail(o.input_path, ": tensor 'x' has shape ", shape_to_string(x.shape()), ", expected (batch, seq_len, ",
-         config.dim, ")");
-  if (x.dim(0) * x.dim(1) == 0) fail(o.input_path, ": tensor 'x' of shape ", shape_to_string(x.shape()), " has no tokens");
   for (int64_t i = 0; i < x.numel(); ++i)
     if (!std::isfinite(x[i])) fail(o.input_path, ": tensor 'x' has a non-finite value at flat index ", i);
   Tensor grad_output;
   if (o.backward) {
-    if (!run.train) fail("--backward needs train mode (--train or \"train\": true in ", o.config_path, ")");
-    if (!std::isfinite(o.aux_loss_weight) || !std::isfinite(o.z_loss_weight))
-      fail("--aux-loss-weight and --z-loss-weight must be finite");
     grad_output = input.read_f32("grad_output", x.shape());
     for (int64_t i = 0; i < grad_output.numel(); ++i)
       if (!std::isfinite(grad_output[i]))
         fail(o.input_path, ": tensor 'grad_output' has a non-finite value at flat index ", i);
   }
 
-  const Tensor y = layer.forward(x, run.train ? Mode::kTrain : Mode::kEval, run.step, run.max_steps);
+  const Tensor y = layer.forward(x, mode, run.step, run.max_steps);
   const Routing& r = layer.last_routing();
   const int64_t T = r.num_tokens, K = r.top_k;
 
@@ -113,14 +140,20 @@ Action add_forward_command(CLI::App& app) {
   cmd->add_option("--input", o->input_path, "safetensors holding x (batch, seq_len, dim)")->required();
   cmd->add_option("--output", o->output_path, "safetensors to write (y, losses, counts, route.*, state.*)")->required();
   cmd->add_flag("--train", o->train, "train mode (overrides the config's train field)");
-  cmd->add_option("--step", o->step, "training step for bias schedules (overrides the config)");
-  cmd->add_option("--max-steps", o->max_steps, "total steps for bias schedules (overrides the config)");
+  cmd->add_option("--step", o->step, "training step for bias schedules (overrides the config)")
+      ->check(kNonNegativeInteger);
+  cmd->add_option("--max-steps", o->max_steps, "total steps for bias schedules (overrides the config)")
+      ->check(kPositiveInteger);
   cmd->add_option("--prefix", o->prefix, "name prefix of the layer's tensors, e.g. model.layers.3.mlp.");
   cmd->add_flag("--backward", o->backward,
                 "also run the backward pass of sum(y*grad_output) + A*aux_loss + Z*z_loss (grad_output from the input "
                 "file) and write grad.x and grad.<parameter> (train mode only)");
-  cmd->add_option("--aux-loss-weight", o->aux_loss_weight, "A: weight of aux_loss in the backward")->capture_default_str();
-  cmd->add_option("--z-loss-weight", o->z_loss_weight, "Z: weight of z_loss in the backward")->capture_default_str();
+  cmd->add_option("--aux-loss-weight", o->aux_loss_weight, "A: weight of aux_loss in the backward")
+      ->capture_default_str()
+      ->check(kFiniteNumber);
+  cmd->add_option("--z-loss-weight", o->z_loss_weight, "Z: weight of z_loss in the backward")
+      ->capture_default_str()
+      ->check(kFiniteNumber);
   return [o] { return run_forward(*o); };
 }
 

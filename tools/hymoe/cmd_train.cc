@@ -74,11 +74,20 @@ std::string svg_text(const TrainCommandOptions& o, const std::vector<StepMetrics
 
 int run_train(const TrainCommandOptions& o) {
   if (o.every < 1) fail("--every=", o.every, " must be >= 1");
+  if (o.run.tokens < 1) fail("--tokens=", o.run.tokens, " must be >= 1");
+  if (o.run.steps < 1) fail("--steps=", o.run.steps, " must be >= 1");
+  if (!(o.run.adamw.lr > 0)) fail("--lr=", o.run.adamw.lr, " must be > 0");
+  if (!(o.run.adamw.weight_decay >= 0)) fail("--weight-decay=", o.run.adamw.weight_decay, " must be >= 0");
+  if (!(o.run.sgd.momentum >= 0 && o.run.sgd.momentum < 1)) fail("--momentum=", o.run.sgd.momentum, " must be in [0, 1)");
   o.run.student.validate();
   OutputFiles files;
   files.add_output("--csv", o.csv_path);
   files.add_output("--svg", o.svg_path);
   files.check();
+  // One row of metrics a step is kept for the CSV and the plot.
+  require_physical_memory(static_cast<double>(o.run.steps) * sizeof(StepMetrics),
+                          detail::concat("--steps=", o.run.steps, " (", sizeof(StepMetrics),
+                                         " bytes of metrics a step, kept for the CSV and the plot)"));
   ImitationRun run(o.run);
   const MoEConfig& c = o.run.student;
   fmt::print("hymoe train: student {} {} dim {} hidden {} E={} K={}; teacher {}; {} tokens/step, {} steps, {} "
@@ -127,26 +136,34 @@ Action add_train_command(CLI::App& app) {
   cmd->add_option("--experts", c.num_experts)->capture_default_str();
   cmd->add_option("--top-k", c.top_k)->capture_default_str();
   cmd->add_option("--shared-experts", c.shared_experts)->capture_default_str();
-  cmd->add_option("--capacity-factor", c.capacity_factor)->capture_default_str();
+  cmd->add_option("--capacity-factor", c.capacity_factor)->capture_default_str()->check(kFiniteNumber);
   cmd->add_flag("--gradient-scale", c.gradient_scale);
-  cmd->add_option("--sequence-aux-loss-weight", c.sequence_aux_loss_weight)->capture_default_str();
+  cmd->add_option("--sequence-aux-loss-weight", c.sequence_aux_loss_weight)->capture_default_str()->check(kFiniteNumber);
   cmd->add_option("--bias-schedule", c.bias_schedule, "constant | cosine_decay | linear_warmup")->capture_default_str();
   cmd->add_flag("--packed", c.packed_experts, "packed (E, in, out) expert weights");
   cmd->add_option("--teacher", o->run.teacher, "moe (random layer of the same config) | dense (one MLP)")->capture_default_str();
   cmd->add_option("--tokens", o->run.tokens, "tokens per step")->capture_default_str();
   cmd->add_option("--steps", o->run.steps)->capture_default_str();
-  cmd->add_option("--seed", o->run.seed)->capture_default_str();
-  cmd->add_option("--input-mean", o->run.input_mean, "norm of the inputs' fixed mean direction")->capture_default_str();
+  // Parsed into uint64: without the check "-1" would wrap to 2^64 - 1.
+  cmd->add_option("--seed", o->run.seed)->capture_default_str()->check(kNonNegativeInteger);
+  cmd->add_option("--input-mean", o->run.input_mean, "norm of the inputs' fixed mean direction")
+      ->capture_default_str()
+      ->check(kFiniteNumber);
   cmd->add_option("--skew", o->run.skew, "skewed start: +skew on the first E/4 experts' bias (sigmoid) or gate (softmax)")
-      ->capture_default_str();
-  cmd->add_option("--aux-loss-weight", o->run.aux_loss_weight)->capture_default_str();
-  cmd->add_option("--z-loss-weight", o->run.z_loss_weight)->capture_default_str();
+      ->capture_default_str()
+      ->check(kFiniteNumber);
+  cmd->add_option("--aux-loss-weight", o->run.aux_loss_weight)->capture_default_str()->check(kFiniteNumber);
+  cmd->add_option("--z-loss-weight", o->run.z_loss_weight)->capture_default_str()->check(kFiniteNumber);
   cmd->add_flag("--no-bias-grad{false}", o->run.bias_from_gradient,
                 "the optimizer leaves router.expert_bias to the balancing rule (DeepSeek-V3 style)");
   cmd->add_option("--optimizer", o->run.optimizer, "adamw | sgd")->capture_default_str();
-  cmd->add_option("--lr", o->run.adamw.lr, "learning rate")->capture_default_str();
-  cmd->add_option("--weight-decay", o->run.adamw.weight_decay)->capture_default_str();
-  cmd->add_option("--momentum", o->run.sgd.momentum, "SGD momentum")->capture_default_str();
+  cmd->add_option("--lr", o->run.adamw.lr, "learning rate")
+      ->capture_default_str()
+      ->check(kFiniteNumber);
+  cmd->add_option("--weight-decay", o->run.adamw.weight_decay)->capture_default_str()->check(kFiniteNumber);
+  cmd->add_option("--momentum", o->run.sgd.momentum, "SGD momentum")
+      ->capture_default_str()
+      ->check(kFiniteNumber);
   cmd->add_option("--every", o->every, "print a line every N steps")->capture_default_str();
   cmd->add_option("--csv", o->csv_path, "write step,loss,aux_loss,z_loss,min/max tokens per expert");
   cmd->add_option("--svg", o->svg_path, "write an SVG plot of loss and load spread against steps");

@@ -22,6 +22,16 @@ Action add_plan_command(CLI::App& app);
 Action add_stats_command(CLI::App& app);
 Action add_replay_command(CLI::App& app);
 
+// A number flag that must be finite: CLI11's own number checks accept "inf" and "nan", which would reach the
+// arithmetic (a learning rate of inf turns every weight into NaN).
+CLI::Validator finite_number_validator();
+inline const CLI::Validator kFiniteNumber = finite_number_validator();
+// An integer flag with a lower bound, checked on the text: "-1" for an unsigned option (a seed) would otherwise
+// wrap to 2^64 - 1, and CLI11's own number checks print their range as a 300-digit double.
+CLI::Validator integer_at_least_validator(int64_t minimum);
+inline const CLI::Validator kNonNegativeInteger = integer_at_least_validator(0);
+inline const CLI::Validator kPositiveInteger = integer_at_least_validator(1);
+
 // The bench table for one shape (f32, uniform routing, 3 repeats), for the demo.
 int print_bench_summary(const std::string& shape, const std::vector<int64_t>& tokens);
 

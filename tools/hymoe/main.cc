@@ -1,5 +1,6 @@
 // hymoe: the command-line front end. Parses the command line, runs one subcommand, reports errors.
 #include <cstdio>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -43,15 +44,28 @@ int main(int argc, char** argv) {
     }
     return app.exit(e);
   }
+  // The subcommand that ran, for the messages below: a library's own text (std::bad_alloc, vector::_M_fill_insert)
+  // names neither the command nor what to change, so it is never the message, only a detail of one.
+  std::string running = "hymoe";
   try {
     if (threads > 0) hymoe::set_num_threads(threads);
     for (auto& [sub, action] : commands)
-      if (sub->parsed()) return action();
+      if (sub->parsed()) {
+        running = "hymoe " + sub->get_name();
+        return action();
+      }
   } catch (const hymoe::Error& e) {
     std::fprintf(stderr, "hymoe: error: %s\n", e.what());
     return 1;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr,
+                 "hymoe: error: %s: out of memory: the sizes given (configuration, tokens, steps) need more memory "
+                 "than this machine could provide\n",
+                 running.c_str());
+    return 1;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "hymoe: error: %s\n", e.what());
+    std::fprintf(stderr, "hymoe: error: %s: internal error, please report it with the command line (detail: %s)\n",
+                 running.c_str(), e.what());
     return 1;
   }
   return 2;

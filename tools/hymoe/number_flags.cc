@@ -1,0 +1,47 @@
+// Validators for the numeric flags shared by the subcommands: ranges CLI11 does not check on its own.
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <string>
+
+#include "commands.h"
+
+namespace hymoe::tool {
+
+CLI::Validator finite_number_validator() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        char* end = nullptr;
+        const double value = std::strtod(text.c_str(), &end);
+        if (text.empty() || end != text.c_str() + text.size()) return "must be a number, got '" + text + "'";
+        if (!std::isfinite(value)) return "must be a finite number, got " + text;
+        return {};
+      },
+      "FINITE", "FINITE");
+}
+
+CLI::Validator integer_at_least_validator(int64_t minimum) {
+  const std::string description = "INT>=" + std::to_string(minimum);
+  return CLI::Validator(
+      [minimum](std::string& text) -> std::string {
+        const std::string expected = "must be an integer >= " + std::to_string(minimum) + ", got '" + text + "'";
+        if (text.empty()) return expected;
+        char* end = nullptr;
+        errno = 0;
+        if (text[0] == '-') {
+          const long long value = std::strtoll(text.c_str(), &end, 10);
+          if (end != text.c_str() + text.size() || errno == ERANGE || value < minimum) return expected;
+        } else {
+          // Unsigned: a value the option's type cannot hold is refused by CLI11's conversion, naming the flag.
+          std::strtoull(text.c_str(), &end, 10);
+          if (end != text.c_str() + text.size()) return expected;
+          if (errno == ERANGE) return "must be an integer >= " + std::to_string(minimum) + ", got '" + text + "' (too large)";
+          if (minimum > 0 && std::strtoull(text.c_str(), nullptr, 10) < static_cast<unsigned long long>(minimum))
+            return expected;
+        }
+        return {};
+      },
+      description, description);
+}
+
+}  // namespace hymoe::tool
