@@ -17,14 +17,13 @@ using namespace hymoe::placement;
 struct ReplayFlags : PlacementFlags {
   std::string trace, initial;
   std::optional<int64_t> num_experts;
-  int64_t replan_every = 128, max_moves = -1, score_from = 0;
+  int64_t replan_every = 128, max_moves = -1;
+  std::optional<int64_t> score_from;
   double ema_alpha = 0.5, hysteresis = 0.1;
   bool held_out_half = false, sweep = false, windows = false;
 };
 
-void print_sweep(const RoutingTrace& trace, const ReplayOptions& base) {
-  const std::vector<double> ratios = {0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9};
-  const auto rows = sweep_trace(trace, ratios, base);
+void print_sweep(const std::vector<TraceSweepRow>& rows, const ReplayOptions& base) {
   fmt::print("hit rate on the second half of the trace; static plans from the first half, replay ({}, every {} "
              "tokens) learns online:\n{:>6}",
              base.strategy, base.replan_every, "budget");
@@ -37,32 +36,56 @@ void print_sweep(const RoutingTrace& trace, const ReplayOptions& base) {
   }
 }
 
+// Every flag that needs no trace is checked before the trace is read, and the rest before anything is printed.
+void check_flags(const ReplayFlags& f) {
+  if (f.replan_every < 1) fail("--replan-every must be at least 1 token, got ", f.replan_every);
+  if (!(f.ema_alpha > 0.0 && f.ema_alpha <= 1.0)) fail("--ema-alpha must be in (0, 1], got ", f.ema_alpha);
+  if (!(f.hysteresis >= 0.0 && f.hysteresis <= kMaxHysteresis))
+    fail("--hysteresis must be in [0, ", kMaxHysteresis, "], got ", f.hysteresis);
+  if (f.max_moves < -1) fail("--max-moves-per-replan must be -1 (no cap) or non-negative, got ", f.max_moves);
+  if (f.score_from && *f.score_from < 0) fail("--score-from must be non-negative, got ", *f.score_from);
+  if (f.score_from && f.held_out_half)
+    fail("--held-out-half scores the second half; it does not go with --score-from (give one of them)");
+  if (f.sweep && (f.score_from || f.held_out_half))
+    fail("--sweep always scores the second half; it does not go with --score-from or --held-out-half");
+  if (f.sweep && !f.initial.empty()) fail("--sweep starts every budget from the uniform plan; it does not go with --initial");
+  parse_strategy(f.strategy);
+  if (!f.sweep || f.num_gpu_experts || f.per_layer || f.ratio) f.budget();  // --sweep picks its own budgets
+}
+
 int run_replay(const ReplayFlags& f) {
-  const RoutingTrace trace = read_trace_csv(f.trace, f.num_experts);
+  check_flags(f);
   ReplayOptions o;
+  o.plan = f.plan_options();
+  const RoutingTrace trace = read_trace_csv(f.trace, f.num_experts);
   o.strategy = f.strategy;
-  o.budget = resolve_budget(f.budget(), trace.num_layers, trace.num_experts);
+  if (!f.sweep) o.budget = resolve_budget(f.budget(), trace.num_layers, trace.num_experts);
   o.replan_every = f.replan_every;
   o.ema_alpha = f.ema_alpha;
   o.hysteresis = f.hysteresis;
   o.max_moves_per_replan = f.max_moves;
-  o.score_from = f.held_out_half ? trace.num_tokens / 2 : f.score_from;
-  o.expert_bytes = f.expert_bytes;
-  o.plan = f.plan_options();
+  o.score_from = f.held_out_half ? trace.num_tokens / 2 : f.score_from.value_or(0);
+  if (o.score_from > trace.num_tokens)
+    fail("--score-from ", o.score_from, " is past the end of ", f.trace, " (", trace.num_tokens, " tokens)");
+  o.expert_bytes = o.plan.expert_bytes;
   if (!f.initial.empty()) {
     const PlanMask m = read_plan_file(f.initial);
     if (m.num_layers != trace.num_layers || m.num_experts != trace.num_experts)
-      fail(f.initial, ": plan is (", m.num_layers, ", ", m.num_experts, ") but the trace is (", trace.num_layers,
-           ", ", trace.num_experts, ")");
+      fail(f.initial, ": plan is (", m.num_layers, ", ", m.num_experts, ") but the trace ", f.trace, " is (",
+           trace.num_layers, ", ", trace.num_experts, ")");
     o.initial_mask = m.mask;
   }
+  // Computed before the header is printed, so an error (a byte count that overflows) is the only output.
+  std::vector<TraceSweepRow> sweep_rows;
+  ReplayResult r;
+  if (f.sweep) sweep_rows = sweep_trace(trace, {0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9}, o);
+  else r = replay(trace, o);
   fmt::print("{}: {} tokens, {} layers (model layers {}), {} experts, top-{}\n", f.trace, trace.num_tokens,
              trace.num_layers, fmt::join(trace.layer_ids, " "), trace.num_experts, trace.top_k);
   if (f.sweep) {
-    print_sweep(trace, o);
+    print_sweep(sweep_rows, o);
     return 0;
   }
-  const ReplayResult r = replay(trace, o);
   fmt::print("replay ({}, {} GPU experts, re-plan every {} tokens, EMA alpha {}, hysteresis {}, max moves {}):\n",
              o.strategy, o.budget, o.replan_every, o.ema_alpha, o.hysteresis,
              o.max_moves_per_replan < 0 ? std::string("unlimited") : std::to_string(o.max_moves_per_replan));
@@ -116,7 +139,8 @@ Action add_replay_command(CLI::App& app) {
                                                      "from the first half");
   cmd->add_option("--initial", f->initial, "PLAN.json to start from (default: uniform)")->check(CLI::ExistingFile);
   cmd->add_flag("--windows", f->windows, "print every re-plan window");
-  cmd->add_flag("--sweep", f->sweep, "budgets 10%..90%: every static strategy, the replay and the oracle");
+  cmd->add_flag("--sweep", f->sweep, "budgets 10%..90% (no budget flag needed): every static strategy, the replay "
+                                     "and the oracle");
   return [f] { return run_replay(*f); };
 }
 

@@ -57,16 +57,19 @@ int run_stats(const StatsFlags& f) {
   for (const auto& path : f.files) files.add_input("input file", path);
   files.add_output("--write", f.write);
   files.check();
-  CountTable sum;
+  // Every file is read and the sum checked before anything is printed: an error is the only output.
+  std::vector<CountTable> tables;
+  CountTable sum;  // only when there are several files: one file's table is not copied
   for (const auto& path : f.files) {
-    const CountTable t = read_counts_or_trace(path, f.trace_experts);
-    print_summary(path, t, f.curve);
-    if (sum.counts.empty()) sum = t;
-    else sum.add(t, path);
+    tables.push_back(read_counts_or_trace(path, f.trace_experts));
+    if (f.files.size() == 1) break;
+    if (sum.counts.empty()) sum = tables.back();
+    else sum.add(tables.back(), path);
   }
+  for (size_t i = 0; i < tables.size(); ++i) print_summary(f.files[i], tables[i], f.curve);
   if (f.files.size() > 1) print_summary("all files summed", sum, f.curve);
   if (!f.write.empty()) {
-    files.stage("--write", counts_file_bytes(f.write, sum));
+    files.stage("--write", counts_file_bytes(f.write, f.files.size() == 1 ? tables[0] : sum));
     files.commit();
     fmt::print("wrote {}\n", f.write);
   }
