@@ -16,13 +16,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A temporary directory removed when the test ends, pass or fail.
+// A temporary directory removed when the test ends, pass or fail, with a helper to write a file into it.
 struct ScratchDir {
-  std::string path = temp_dir("placement_bad");
-  ~ScratchDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
+  TempDir dir{"placement_bad"};
+  const std::string path = dir.path();
   std::string file(const std::string& name, const std::string& text) const {
     std::ofstream(path + "/" + name) << text;
     return path + "/" + name;

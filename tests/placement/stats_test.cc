@@ -22,27 +22,6 @@ std::vector<std::byte> as_bytes(const std::string& s) {
   return b;
 }
 
-// The message of the Error `f` throws ("" when it does not throw).
-template <typename F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-// A temporary directory removed when the test ends, pass or fail.
-struct ScratchDir {
-  explicit ScratchDir(const std::string& tag) : path(temp_dir(tag)) {}
-  ~ScratchDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-  std::string path;
-};
-
 CountTable sample_table() {
   CountTable t(2, 3);
   t.counts = {5, 0, 12, 7.5, 1, 3};
@@ -109,7 +88,7 @@ TEST(CountFiles, MalformedCsvIsRejectedWithLineNumbers) {
       {"l,e,c\n0,0,1\n", "f.csv: line 1: header must be `layer,expert,count`"},
       {"layer,expert,count\n", "f.csv: no count rows after the header"},
       {"layer,expert,count\n0,0,1\n0,0,2\n", "f.csv: line 3: (layer 0, expert 0) listed twice"},
-      {"layer,expert,count\n0,x,1\n", "f.csv: line 2: expert must be an integer, got \"x\""},
+      {"layer,expert,count\n0,x,1\n", "f.csv: line 2: expert must be an integer, got 'x'"},
       {"layer,expert,count\n0,-1,1\n", "f.csv: line 2: expert -1 is outside [0, 65535]"},
       {"layer,expert,count\n0,0,-1\n", "f.csv: line 2: count must be a non-negative count, got -1"},
       {"layer,expert,count\n0,0,nan\n", "f.csv: line 2: count must be a finite number, got nan"},
@@ -211,8 +190,8 @@ TEST(CountFiles, TotalsBeyondFloat32AreRefusedNamingTheFile) {
 }
 
 TEST(CountFiles, FilesReadTheSameAsTextAndSafetensorsStreamsLargeRecorderDumps) {
-  const ScratchDir scratch("counts_files");
-  const std::string& dir = scratch.path;
+  const TempDir scratch("counts_files");
+  const std::string& dir = scratch.path();
   const std::string json = R"({"activation_freq": [[1, 2, 3], [4, 5, 6]], "x": {"y": null}})";
   std::ofstream(dir + "/c.json") << json;
   EXPECT_EQ(read_counts(dir + "/c.json").counts, (std::vector<double>{1, 2, 3, 4, 5, 6}));
@@ -239,8 +218,8 @@ TEST(CountFiles, FilesReadTheSameAsTextAndSafetensorsStreamsLargeRecorderDumps) 
 }
 
 TEST(Traces, FilesAreReadInBlocksWithTheSameResult) {
-  const ScratchDir scratch("trace_files");
-  const std::string& dir = scratch.path;
+  const TempDir scratch("trace_files");
+  const std::string& dir = scratch.path();
   // About 1.6 MB: rows cross the 1 MiB block boundary. Token ids are sparse (far apart, near INT64_MAX) so the
   // hash index is used; the layer-major order numbers tokens by first appearance.
   std::string text = "token,step,layer,e1,e2,w1,w2\n";
