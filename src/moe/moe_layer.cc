@@ -192,7 +192,8 @@ namespace {
 std::string list_names(const std::vector<std::string>& names) {
   constexpr size_t kMaxListed = 64;
   std::string out;
-  for (size_t i = 0; i < names.size() && i < kMaxListed; ++i) out += (i ? ", '" : "'") + names[i] + "'";
+  // Names come from the file: quoted and escaped, so a control character in one cannot reach the terminal.
+  for (size_t i = 0; i < names.size() && i < kMaxListed; ++i) out += (i ? ", " : "") + quote_for_message(names[i]);
   if (names.size() > kMaxListed) out += detail::concat(" and ", names.size() - kMaxListed, " more");
   return out;
 }
