@@ -2,13 +2,20 @@
 #include <fmt/format.h>
 
 #include "commands.h"
+#include <filesystem>
+
 #include "hymoe/safetensors.h"
+#include "model_commands.h"
 
 namespace hymoe::tool {
 namespace {
 
 int run_inspect(const std::vector<std::string>& paths) {
   for (const auto& path : paths) {
+    if (std::filesystem::is_directory(path)) {  // a model directory: describe its MoE layers
+      run_model_inspect(path);
+      continue;
+    }
     const SafetensorsFile file = SafetensorsFile::open(path);
     uint64_t total = 0;
     size_t width = 4;
@@ -30,8 +37,8 @@ int run_inspect(const std::vector<std::string>& paths) {
 
 Action add_inspect_command(CLI::App& app) {
   auto paths = std::make_shared<std::vector<std::string>>();
-  auto* cmd = app.add_subcommand("inspect", "List the tensors of safetensors files");
-  cmd->add_option("files", *paths, "safetensors files")->required()->check(CLI::ExistingFile);
+  auto* cmd = app.add_subcommand("inspect", "List the tensors of safetensors files, or describe a model directory");
+  cmd->add_option("files", *paths, "safetensors files or Hugging Face model directories")->required()->check(CLI::ExistingPath);
   return [paths] { return run_inspect(*paths); };
 }
 

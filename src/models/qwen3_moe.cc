@@ -1,0 +1,49 @@
+// Qwen3-MoE (Qwen3-30B-A3B, Qwen3-235B-A22B): softmax top-k, renormalized with norm_topk_prob (true in the
+// releases), no shared expert. Released configs say num_experts, transformers 5 writes num_local_experts.
+#include "models/families.h"
+#include "models/family_common.h"
+
+namespace hymoe {
+namespace {
+
+using namespace family_detail;
+
+class Qwen3Moe final : public ModelFamily {
+ public:
+  explicit Qwen3Moe(const HfConfig& c)
+      : c_(c), f_(read_common_fields(c)), experts_(c.integer({"num_experts", "num_local_experts"})) {}
+  std::string_view name() const override { return "qwen3_moe"; }
+  int64_t num_layers() const override { return f_.num_layers; }
+  bool is_moe_layer(int64_t layer) const override {
+    check_layer_in_range(c_, name(), layer, f_.num_layers);
+    return qwen_dense_reason(c_, layer, experts_).empty();
+  }
+  MoELayerSpec moe_layer(int64_t layer) const override {
+    check_layer_in_range(c_, name(), layer, f_.num_layers);
+    if (const std::string why = qwen_dense_reason(c_, layer, experts_); !why.empty()) fail_dense_layer(c_, name(), layer, why);
+    MoELayerSpec s;
+    s.family = name();
+    s.layer = layer;
+    s.dim = f_.dim;
+    s.hidden = c_.integer({"moe_intermediate_size"});
+    s.num_experts = experts_;
+    s.top_k = f_.top_k;
+    s.router.scoring = RouterScoring::kSoftmax;
+    s.router.normalize = c_.boolean_or({"norm_topk_prob"}, false);
+    const std::string p = layer_prefix(layer) + "mlp.";
+    s.router_weight = p + "gate.weight";
+    s.experts_prefix = p + "experts.";
+    return checked(c_, s);
+  }
+
+ private:
+  HfConfig c_;
+  CommonFields f_;
+  int64_t experts_;
+};
+
+}  // namespace
+
+std::unique_ptr<ModelFamily> make_qwen3_moe_family(const HfConfig& config) { return std::make_unique<Qwen3Moe>(config); }
+
+}  // namespace hymoe
