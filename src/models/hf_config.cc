@@ -1,10 +1,13 @@
 // HfConfig: typed look-ups over a parsed config.json. All JSON parsing of model files goes through
 // parse_json_object below, so switching parsers is a change in one place.
+#include <cstdint>
+
 #include <nlohmann/json.hpp>
 
 #include "hymoe/error.h"
 #include "hymoe/file_io.h"
 #include "hymoe/model.h"
+#include "io/json_io.h"
 
 namespace hymoe {
 
@@ -14,13 +17,9 @@ struct HfConfig::Json {
 
 namespace {
 
+// The project's one JSON parser (bounded nesting, duplicate keys refused), plus "the top level is an object".
 nlohmann::json parse_json_object(const std::string& text, const std::string& label) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    fail(label, ": not valid JSON: ", e.what());
-  }
+  nlohmann::json j = parse_json(text, label);
   if (!j.is_object()) fail(label, ": expected a JSON object at the top level");
   return j;
 }
@@ -73,7 +72,7 @@ T required(std::optional<T> v, const std::string& label, std::initializer_list<c
   return *v;
 }
 
-const auto kIsInteger = [](const nlohmann::json& v) { return v.is_number_integer(); };
+const auto kIsInteger = [](const nlohmann::json& v) { return v.is_number_integer() && !(v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)); };
 const auto kIsNumber = [](const nlohmann::json& v) { return v.is_number(); };
 const auto kIsString = [](const nlohmann::json& v) { return v.is_string(); };
 const auto kIsBool = [](const nlohmann::json& v) { return v.is_boolean(); };

@@ -1,5 +1,4 @@
-// Helpers of the model-layer tests: a temporary directory removed when the test ends (pass or fail), and copies
-// of the shared HF cases that a test may edit.
+// Helpers of the model-layer tests: where the shared HF cases are, and copies of them that a test may edit.
 #pragma once
 
 #include <filesystem>
@@ -8,18 +7,6 @@
 #include "test_util.h"
 
 namespace hymoe::test {
-
-class ScopedTempDir {
- public:
-  explicit ScopedTempDir(const std::string& tag) : path_(temp_dir(tag)) {}
-  ~ScopedTempDir() { std::filesystem::remove_all(path_); }
-  ScopedTempDir(const ScopedTempDir&) = delete;
-  ScopedTempDir& operator=(const ScopedTempDir&) = delete;
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 inline std::string hf_case_dir(const std::string& name) { return data_dir() + "/conformance/hf/" + name; }
 
