@@ -13,24 +13,17 @@ namespace {
 
 using namespace family_detail;
 
-class DeepseekV3 final : public ModelFamily {
+class DeepseekV3 final : public FamilyBase {
  public:
-  explicit DeepseekV3(const HfConfig& c) : c_(c), f_(read_common_fields(c)), first_moe_(c.integer_or({"first_k_dense_replace"}, 0)) {}
-  std::string_view name() const override { return "deepseek_v3"; }
-  int64_t num_layers() const override { return f_.num_layers; }
-  bool is_moe_layer(int64_t layer) const override {
-    check_layer_in_range(c_, name(), layer, f_.num_layers);
-    return layer >= first_moe_;
+  explicit DeepseekV3(const HfConfig& c) : FamilyBase(c, "deepseek_v3", read_common_fields(c)), first_moe_(c.integer_or({"first_k_dense_replace"}, 0)) {}
+
+ private:
+  std::string dense_reason(int64_t layer) const override {
+    return layer >= first_moe_ ? "" : "first_k_dense_replace=" + std::to_string(first_moe_);
   }
-  MoELayerSpec moe_layer(int64_t layer) const override {
-    if (!is_moe_layer(layer)) fail_dense_layer(c_, name(), layer, "first_k_dense_replace=" + std::to_string(first_moe_));
-    MoELayerSpec s;
-    s.family = name();
-    s.layer = layer;
-    s.dim = f_.dim;
+  void fill(int64_t layer, MoELayerSpec& s) const override {
     s.hidden = c_.integer({"moe_intermediate_size"});
     s.num_experts = c_.integer({"n_routed_experts"});
-    s.top_k = f_.top_k;
     RouterOptions& r = s.router;
     r.scoring = RouterScoring::kSigmoid;
     r.selection_bias = true;
@@ -48,12 +41,8 @@ class DeepseekV3 final : public ModelFamily {
     s.experts_prefix = p + "experts.";
     s.shared.hidden = s.hidden * c_.integer_or({"n_shared_experts"}, 0);
     s.shared.prefix = p + "shared_experts.";
-    return checked(c_, s);
   }
 
- private:
-  HfConfig c_;
-  CommonFields f_;
   int64_t first_moe_;
 };
 

@@ -32,4 +32,38 @@ std::string layer_prefix(int64_t layer);
 // The checks every spec passes before it is handed out: positive sizes, top_k <= num_experts, groups divide E.
 MoELayerSpec checked(const HfConfig& c, MoELayerSpec spec);
 
+// What every family does the same way: range checks, the dense-layer error, the common fields of the spec and the
+// final checks. A family file supplies its name, its dense-layer rule and fill(), which sets the rest.
+class FamilyBase : public ModelFamily {
+ public:
+  FamilyBase(const HfConfig& c, std::string_view name, CommonFields f) : c_(c), f_(f), name_(name) {}
+  std::string_view name() const override { return name_; }
+  int64_t num_layers() const override { return f_.num_layers; }
+  bool is_moe_layer(int64_t layer) const override {
+    check_layer_in_range(c_, name_, layer, f_.num_layers);
+    return dense_reason(layer).empty();
+  }
+  MoELayerSpec moe_layer(int64_t layer) const override {
+    check_layer_in_range(c_, name_, layer, f_.num_layers);
+    if (const std::string why = dense_reason(layer); !why.empty()) fail_dense_layer(c_, name_, layer, why);
+    MoELayerSpec s;
+    s.family = name_;
+    s.layer = layer;
+    s.dim = f_.dim;
+    s.top_k = f_.top_k;
+    fill(layer, s);
+    return checked(c_, s);
+  }
+
+ protected:
+  // "" when `layer` is MoE, else the rule that makes it dense. Default: every layer is MoE.
+  virtual std::string dense_reason(int64_t /*layer*/) const { return ""; }
+  // Sizes, router options, tensor names, expert activation and shared expert of MoE layer `layer`.
+  virtual void fill(int64_t layer, MoELayerSpec& s) const = 0;
+
+  HfConfig c_;
+  CommonFields f_;
+  std::string name_;
+};
+
 }  // namespace hymoe::family_detail

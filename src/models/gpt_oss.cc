@@ -9,24 +9,14 @@ namespace {
 
 using namespace family_detail;
 
-class GptOss final : public ModelFamily {
+class GptOss final : public FamilyBase {
  public:
-  explicit GptOss(const HfConfig& c) : c_(c), f_(read_common_fields(c, {"num_experts_per_tok", "experts_per_token"})) {}
-  std::string_view name() const override { return "gpt_oss"; }
-  int64_t num_layers() const override { return f_.num_layers; }
-  bool is_moe_layer(int64_t layer) const override {
-    check_layer_in_range(c_, name(), layer, f_.num_layers);
-    return true;
-  }
-  MoELayerSpec moe_layer(int64_t layer) const override {
-    check_layer_in_range(c_, name(), layer, f_.num_layers);
-    MoELayerSpec s;
-    s.family = name();
-    s.layer = layer;
-    s.dim = f_.dim;
+  explicit GptOss(const HfConfig& c) : FamilyBase(c, "gpt_oss", read_common_fields(c, {"num_experts_per_tok", "experts_per_token"})) {}
+
+ private:
+  void fill(int64_t layer, MoELayerSpec& s) const override {
     s.hidden = c_.integer({"intermediate_size"});
     s.num_experts = c_.integer({"num_local_experts", "num_experts"});
-    s.top_k = f_.top_k;
     s.router.scoring = RouterScoring::kSoftmaxOverTopKLogits;
     s.router.logit_bias = true;
     const std::string p = layer_prefix(layer) + "mlp.";
@@ -37,12 +27,7 @@ class GptOss final : public ModelFamily {
     s.swiglu_limit = c_.number_or({"swiglu_limit"}, 7.0);
     s.storage = ExpertStorage::kFusedInterleavedInOut;
     s.experts_prefix = p + "experts.";
-    return checked(c_, s);
   }
-
- private:
-  HfConfig c_;
-  CommonFields f_;
 };
 
 }  // namespace

@@ -8,24 +8,14 @@ namespace {
 
 using namespace family_detail;
 
-class Mixtral final : public ModelFamily {
+class Mixtral final : public FamilyBase {
  public:
-  explicit Mixtral(const HfConfig& c) : c_(c), f_(read_common_fields(c)) {}
-  std::string_view name() const override { return "mixtral"; }
-  int64_t num_layers() const override { return f_.num_layers; }
-  bool is_moe_layer(int64_t layer) const override {
-    check_layer_in_range(c_, name(), layer, f_.num_layers);
-    return true;
-  }
-  MoELayerSpec moe_layer(int64_t layer) const override {
-    check_layer_in_range(c_, name(), layer, f_.num_layers);
-    MoELayerSpec s;
-    s.family = name();
-    s.layer = layer;
-    s.dim = f_.dim;
+  explicit Mixtral(const HfConfig& c) : FamilyBase(c, "mixtral", read_common_fields(c)) {}
+
+ private:
+  void fill(int64_t layer, MoELayerSpec& s) const override {
     s.hidden = c_.integer({"intermediate_size"});
     s.num_experts = c_.integer({"num_local_experts", "num_experts"});
-    s.top_k = f_.top_k;
     s.router.scoring = RouterScoring::kSoftmax;
     s.router.normalize = true;  // whatever the config says: MixtralTopKRouter always renormalizes
     const std::string p = layer_prefix(layer) + "block_sparse_moe.";
@@ -34,12 +24,7 @@ class Mixtral final : public ModelFamily {
     s.gate_name = "w1";
     s.up_name = "w3";
     s.down_name = "w2";
-    return checked(c_, s);
   }
-
- private:
-  HfConfig c_;
-  CommonFields f_;
 };
 
 }  // namespace

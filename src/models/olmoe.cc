@@ -8,35 +8,20 @@ namespace {
 
 using namespace family_detail;
 
-class Olmoe final : public ModelFamily {
+class Olmoe final : public FamilyBase {
  public:
-  explicit Olmoe(const HfConfig& c) : c_(c), f_(read_common_fields(c)) {}
-  std::string_view name() const override { return "olmoe"; }
-  int64_t num_layers() const override { return f_.num_layers; }
-  bool is_moe_layer(int64_t layer) const override {
-    check_layer_in_range(c_, name(), layer, f_.num_layers);
-    return true;
-  }
-  MoELayerSpec moe_layer(int64_t layer) const override {
-    check_layer_in_range(c_, name(), layer, f_.num_layers);
-    MoELayerSpec s;
-    s.family = name();
-    s.layer = layer;
-    s.dim = f_.dim;
+  explicit Olmoe(const HfConfig& c) : FamilyBase(c, "olmoe", read_common_fields(c)) {}
+
+ private:
+  void fill(int64_t layer, MoELayerSpec& s) const override {
     s.hidden = c_.integer({"intermediate_size"});
     s.num_experts = c_.integer({"num_experts", "num_local_experts"});
-    s.top_k = f_.top_k;
     s.router.scoring = RouterScoring::kSoftmax;
     s.router.normalize = c_.boolean_or({"norm_topk_prob"}, false);
     const std::string p = layer_prefix(layer) + "mlp.";
     s.router_weight = p + "gate.weight";
     s.experts_prefix = p + "experts.";
-    return checked(c_, s);
   }
-
- private:
-  HfConfig c_;
-  CommonFields f_;
 };
 
 }  // namespace

@@ -9,25 +9,15 @@ namespace {
 
 using namespace family_detail;
 
-class Qwen2Moe final : public ModelFamily {
+class Qwen2Moe final : public FamilyBase {
  public:
-  explicit Qwen2Moe(const HfConfig& c) : c_(c), f_(read_common_fields(c)), experts_(c.integer({"num_experts"})) {}
-  std::string_view name() const override { return "qwen2_moe"; }
-  int64_t num_layers() const override { return f_.num_layers; }
-  bool is_moe_layer(int64_t layer) const override {
-    check_layer_in_range(c_, name(), layer, f_.num_layers);
-    return qwen_dense_reason(c_, layer, experts_).empty();
-  }
-  MoELayerSpec moe_layer(int64_t layer) const override {
-    check_layer_in_range(c_, name(), layer, f_.num_layers);
-    if (const std::string why = qwen_dense_reason(c_, layer, experts_); !why.empty()) fail_dense_layer(c_, name(), layer, why);
-    MoELayerSpec s;
-    s.family = name();
-    s.layer = layer;
-    s.dim = f_.dim;
+  explicit Qwen2Moe(const HfConfig& c) : FamilyBase(c, "qwen2_moe", read_common_fields(c)), experts_(c.integer({"num_experts"})) {}
+
+ private:
+  std::string dense_reason(int64_t layer) const override { return qwen_dense_reason(c_, layer, experts_); }
+  void fill(int64_t layer, MoELayerSpec& s) const override {
     s.hidden = c_.integer({"moe_intermediate_size"});
     s.num_experts = experts_;
-    s.top_k = f_.top_k;
     s.router.scoring = RouterScoring::kSoftmax;
     s.router.normalize = c_.boolean_or({"norm_topk_prob"}, false);
     const std::string p = layer_prefix(layer) + "mlp.";
@@ -36,12 +26,8 @@ class Qwen2Moe final : public ModelFamily {
     s.shared.hidden = c_.integer_or({"shared_expert_intermediate_size"}, 0);
     s.shared.prefix = p + "shared_expert.";
     s.shared.gate_weight = p + "shared_expert_gate.weight";
-    return checked(c_, s);
   }
 
- private:
-  HfConfig c_;
-  CommonFields f_;
   int64_t experts_;
 };
 
