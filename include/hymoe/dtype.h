@@ -10,7 +10,8 @@
 
 namespace hymoe {
 
-enum class DType { kF64, kF32, kF16, kBF16, kI64, kI32, kI16, kI8, kU64, kU32, kU16, kU8, kBool };
+// kF8E4M3 is float8 e4m3fn (bias 7, no infinities, 0x7f/0xff NaN), the element of block-scaled FP8 checkpoints.
+enum class DType { kF64, kF32, kF16, kBF16, kI64, kI32, kI16, kI8, kU64, kU32, kU16, kU8, kBool, kF8E4M3 };
 
 // Size of one element in bytes.
 int dtype_size(DType dtype);
@@ -30,6 +31,9 @@ inline uint16_t float_to_bf16(float value) {
   return static_cast<uint16_t>(bits >> 16);
 }
 inline float bf16_to_float(uint16_t value) { return std::bit_cast<float>(static_cast<uint32_t>(value) << 16); }
+
+// float8 e4m3fn, subnormals included, exactly (every value fits float32 and bf16).
+float f8_e4m3_to_float(uint8_t value);
 
 // IEEE 754 binary16, subnormals included.
 float f16_to_float(uint16_t value);

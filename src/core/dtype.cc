@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cmath>
+#include <limits>
 
 namespace hymoe {
 namespace {
@@ -12,13 +13,13 @@ struct DTypeEntry {
   std::string_view name;
   int size;
 };
-constexpr std::array<DTypeEntry, 13> kDTypes{{{DType::kF64, "F64", 8},  {DType::kF32, "F32", 4},
+constexpr std::array<DTypeEntry, 14> kDTypes{{{DType::kF64, "F64", 8},  {DType::kF32, "F32", 4},
                                               {DType::kF16, "F16", 2},  {DType::kBF16, "BF16", 2},
                                               {DType::kI64, "I64", 8},  {DType::kI32, "I32", 4},
                                               {DType::kI16, "I16", 2},  {DType::kI8, "I8", 1},
                                               {DType::kU64, "U64", 8},  {DType::kU32, "U32", 4},
                                               {DType::kU16, "U16", 2},  {DType::kU8, "U8", 1},
-                                              {DType::kBool, "BOOL", 1}}};
+                                              {DType::kBool, "BOOL", 1}, {DType::kF8E4M3, "F8_E4M3", 1}}};
 const DTypeEntry& entry(DType dtype) { return kDTypes[static_cast<size_t>(dtype)]; }
 }  // namespace
 
@@ -33,6 +34,17 @@ std::optional<DType> dtype_from_name(std::string_view name) {
 
 bool dtype_is_floating(DType dtype) {
   return dtype == DType::kF64 || dtype == DType::kF32 || dtype == DType::kF16 || dtype == DType::kBF16;
+}
+
+float f8_e4m3_to_float(uint8_t v) {
+  const bool negative = (v & 0x80u) != 0;
+  const int exponent = (v >> 3) & 0xf;
+  const int mantissa = v & 0x7;
+  if (exponent == 0xf && mantissa == 0x7) return std::numeric_limits<float>::quiet_NaN();
+  // Normal: 2^(e-7) * (1 + m/8); subnormal (e = 0): 2^-6 * m/8.
+  const float magnitude = exponent == 0 ? std::ldexp(static_cast<float>(mantissa), -9)
+                                        : std::ldexp(static_cast<float>(8 + mantissa), exponent - 10);
+  return negative ? -magnitude : magnitude;
 }
 
 float f16_to_float(uint16_t h) {

@@ -51,6 +51,7 @@ float element_to_float(DType dtype, const std::byte* p) {
     case DType::kU16: return static_cast<float>(load<uint16_t>(p));
     case DType::kU8: return static_cast<float>(load<uint8_t>(p));
     case DType::kBool: return load<uint8_t>(p) != 0 ? 1.0f : 0.0f;
+    case DType::kF8E4M3: return f8_e4m3_to_float(load<uint8_t>(p));
   }
   return 0.0f;
 }

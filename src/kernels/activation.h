@@ -10,9 +10,12 @@ enum class Activation {
   kSwiGLU,  // gated: silu(gate) * up
   kGelu,    // gelu(up), exact erf form
   kRelu,    // relu(up)
+  // gated, gpt-oss's clamped SwiGLU: g = min(gate, limit), u = clamp(up, -limit, limit),
+  // (u + 1) * g * sigmoid(alpha * g); alpha and limit come with the kernel's shape. Inference only.
+  kClampedSwiGLU,
 };
 
-inline bool is_gated(Activation a) { return a == Activation::kSwiGLU; }
+inline bool is_gated(Activation a) { return a == Activation::kSwiGLU || a == Activation::kClampedSwiGLU; }
 
 template <typename T>
 T sigmoid(T x) {
@@ -46,11 +49,25 @@ T relu_grad(T x) {
   return x > T(0) ? T(1) : T(0);
 }
 
+template <typename T>
+T clamped_swiglu(T gate, T up, T alpha, T limit) {
+  const T g = gate < limit ? gate : limit;
+  const T u = up < -limit ? -limit : (up > limit ? limit : up);
+  return (u + T(1)) * g * sigmoid(alpha * g);
+}
+
+// The gated activation of one hidden unit: silu(gate) * up, or the clamped form.
+template <typename T>
+T gated_activation(Activation a, T gate, T up, T alpha, T limit) {
+  return a == Activation::kClampedSwiGLU ? clamped_swiglu(gate, up, alpha, limit) : silu(gate) * up;
+}
+
 // The non-gated activation applied to the up projection (for kSwiGLU: silu applied to the gate).
 template <typename T>
 T apply_activation(Activation a, T x) {
   switch (a) {
-    case Activation::kSwiGLU: return silu(x);
+    case Activation::kSwiGLU:
+    case Activation::kClampedSwiGLU: return silu(x);
     case Activation::kGelu: return gelu(x);
     case Activation::kRelu: return relu(x);
   }
@@ -59,7 +76,8 @@ T apply_activation(Activation a, T x) {
 template <typename T>
 T activation_grad(Activation a, T x) {
   switch (a) {
-    case Activation::kSwiGLU: return silu_grad(x);
+    case Activation::kSwiGLU:
+    case Activation::kClampedSwiGLU: return silu_grad(x);  // no backward for the clamped form; never reached
     case Activation::kGelu: return gelu_grad(x);
     case Activation::kRelu: return relu_grad(x);
   }

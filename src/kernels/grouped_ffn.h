@@ -43,10 +43,15 @@ struct MatrixView {
 };
 
 // One expert MLP's weights: gate (dim->hidden, gated activations only), up (dim->hidden), down (hidden->dim).
+// Optional float32 biases (gpt-oss's experts have them) are added to the projections' outputs: gate and up
+// before the activation, down before the row scale.
 struct MlpWeightsView {
   MatrixView gate;  // data == nullptr when the activation is not gated
   MatrixView up;
   MatrixView down;
+  const float* gate_bias = nullptr;  // (hidden) or nullptr
+  const float* up_bias = nullptr;    // (hidden) or nullptr
+  const float* down_bias = nullptr;  // (dim) or nullptr
 };
 
 struct GroupedFfnShape {
@@ -54,6 +59,8 @@ struct GroupedFfnShape {
   int64_t dim = 0;
   int64_t hidden = 0;
   Activation activation = Activation::kSwiGLU;
+  float swiglu_alpha = 1.702f;  // kClampedSwiGLU only
+  float swiglu_limit = 7.0f;    // kClampedSwiGLU only
 };
 
 struct GroupedFfnArgs {

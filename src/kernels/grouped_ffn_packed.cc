@@ -26,6 +26,9 @@ class GroupedFfnPacked final : public GroupedFfn {
       Packed p;
       p.first = gated ? pack_gate_up(w.gate, w.up, ik_.nr) : pack_matrix(w.up, ik_.nr);
       p.down = pack_matrix(w.down, ik_.nr);
+      if (w.gate_bias) p.gate_bias.assign(w.gate_bias, w.gate_bias + shape_.hidden);
+      if (w.up_bias) p.up_bias.assign(w.up_bias, w.up_bias + shape_.hidden);
+      if (w.down_bias) p.down_bias.assign(w.down_bias, w.down_bias + shape_.dim);
       packed_.push_back(std::move(p));
     }
     name_ = std::string("grouped_ffn_") + (dtype_ == DType::kBF16 ? "bf16w" : "f32w") + "_f32_" +
@@ -62,14 +65,25 @@ class GroupedFfnPacked final : public GroupedFfn {
           const float* cp = cr + j * nr;
           if (gated) {
             const int64_t col = (t.p0 + j) * half, w = std::min<int64_t>(half, H - col);
-            ik_.swiglu(half, cp, cp + half, tmp);
+            const Packed& pk = packed_[static_cast<size_t>(t.group)];
+            if (shape_.activation == Activation::kSwiGLU && pk.gate_bias.empty() && pk.up_bias.empty()) {
+              ik_.swiglu(half, cp, cp + half, tmp);
+            } else {  // biases or the clamped form: a scalar epilogue (gpt-oss)
+              for (int64_t i = 0; i < w; ++i) {
+                const float g = cp[i] + (pk.gate_bias.empty() ? 0.0f : pk.gate_bias[static_cast<size_t>(col + i)]);
+                const float u = cp[half + i] + (pk.up_bias.empty() ? 0.0f : pk.up_bias[static_cast<size_t>(col + i)]);
+                tmp[i] = gated_activation(shape_.activation, g, u, shape_.swiglu_alpha, shape_.swiglu_limit);
+              }
+            }
             std::copy(tmp, tmp + w, h + col);
             if (args.saved_gate) std::copy(cp, cp + w, args.saved_gate + row * H + col);
             if (args.saved_up) std::copy(cp + half, cp + half + w, args.saved_up + row * H + col);
           } else {
             const int64_t col = (t.p0 + j) * nr, w = std::min<int64_t>(nr, H - col);
             if (args.saved_up) std::copy(cp, cp + w, args.saved_up + row * H + col);
-            for (int64_t i = 0; i < w; ++i) h[col + i] = apply_activation(shape_.activation, cp[i]);
+            const std::vector<float>& ub = packed_[static_cast<size_t>(t.group)].up_bias;
+            for (int64_t i = 0; i < w; ++i)
+              h[col + i] = apply_activation(shape_.activation, cp[i] + (ub.empty() ? 0.0f : ub[static_cast<size_t>(col + i)]));
           }
         }
       }
@@ -84,11 +98,16 @@ class GroupedFfnPacked final : public GroupedFfn {
     run_gemm_groups(ik_, dtype_, groups, *ws, [&](const GemmTile& t, const float* c, int64_t ldc) {
       const int64_t row0 = args.offsets[t.group] + t.r0;
       const int64_t col0 = t.p0 * nr, w = std::min<int64_t>(t.np * nr, D - col0);
+      const std::vector<float>& db = packed_[static_cast<size_t>(t.group)].down_bias;
       for (int64_t r = 0; r < t.rows; ++r) {
         const float s = args.scale ? args.scale[row0 + r] : 1.0f;
         const float* cr = c + r * ldc;
         float* y = args.y + (row0 + r) * D + col0;
-        for (int64_t i = 0; i < w; ++i) y[i] = s * cr[i];
+        if (db.empty()) {
+          for (int64_t i = 0; i < w; ++i) y[i] = s * cr[i];
+        } else {
+          for (int64_t i = 0; i < w; ++i) y[i] = s * (cr[i] + db[static_cast<size_t>(col0 + i)]);
+        }
       }
     });
   }
@@ -100,6 +119,7 @@ class GroupedFfnPacked final : public GroupedFfn {
   struct Packed {
     PackedMatrix first;  // gate/up interleaved (gated) or up: // (H / (NR/2) or H / NR, dim, NR)
     PackedMatrix down;   // (dim / NR, hidden, NR)
+    std::vector<float> gate_bias, up_bias, down_bias;  // (hidden), (hidden), (dim); empty without biases
   };
   GroupedFfnShape shape_;
   const IsaKernels& ik_;

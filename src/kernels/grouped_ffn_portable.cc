@@ -43,6 +43,9 @@ class GroupedFfnPortable final : public GroupedFfn {
       if (is_gated(shape_.activation)) p.gate = pack_k_by_n(w.gate);
       p.up = pack_k_by_n(w.up);
       p.down = pack_k_by_n(w.down);
+      if (w.gate_bias) p.gate_bias.assign(w.gate_bias, w.gate_bias + shape_.hidden);
+      if (w.up_bias) p.up_bias.assign(w.up_bias, w.up_bias + shape_.hidden);
+      if (w.down_bias) p.down_bias.assign(w.down_bias, w.down_bias + shape_.dim);
       packed_.push_back(std::move(p));
     }
   }
@@ -67,17 +70,25 @@ class GroupedFfnPortable final : public GroupedFfn {
         if (gated) gemm_rows(rows, D, H, x, D, p.gate.data(), gate.data(), H);
         for (int64_t r = 0; r < rows; ++r) {
           float* u = up.data() + r * H;
-          const float* gt = gate.data() + r * H;
+          float* gt = gate.data() + r * H;
+          if (!p.up_bias.empty())
+            for (int64_t h = 0; h < H; ++h) u[h] += p.up_bias[static_cast<size_t>(h)];
+          if (gated && !p.gate_bias.empty())
+            for (int64_t h = 0; h < H; ++h) gt[h] += p.gate_bias[static_cast<size_t>(h)];
           if (args.saved_up) std::copy(u, u + H, args.saved_up + (r0 + r) * H);
           if (gated && args.saved_gate) std::copy(gt, gt + H, args.saved_gate + (r0 + r) * H);
           if (gated) {
-            for (int64_t h = 0; h < H; ++h) u[h] = silu(gt[h]) * u[h];
+            for (int64_t h = 0; h < H; ++h)
+              u[h] = gated_activation(shape_.activation, gt[h], u[h], shape_.swiglu_alpha, shape_.swiglu_limit);
           } else {
             for (int64_t h = 0; h < H; ++h) u[h] = apply_activation(shape_.activation, u[h]);
           }
         }
         float* y = args.y + r0 * D;
         gemm_rows(rows, H, D, up.data(), H, p.down.data(), y, D);
+        if (!p.down_bias.empty())
+          for (int64_t r = 0; r < rows; ++r)
+            for (int64_t d = 0; d < D; ++d) y[r * D + d] += p.down_bias[static_cast<size_t>(d)];
         if (args.scale) {
           for (int64_t r = 0; r < rows; ++r) {
             const float s = args.scale[r0 + r];
@@ -94,6 +105,7 @@ class GroupedFfnPortable final : public GroupedFfn {
  private:
   struct Packed {
     std::vector<float> gate, up, down;  // (dim, hidden), (dim, hidden), (hidden, dim)
+    std::vector<float> gate_bias, up_bias, down_bias;  // (hidden), (hidden), (dim); empty without biases
   };
   GroupedFfnShape shape_;
   std::vector<Packed> packed_;

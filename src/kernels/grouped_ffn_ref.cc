@@ -29,16 +29,20 @@ class GroupedFfnRef final : public GroupedFfn {
             su += static_cast<double>(x[d]) * w.up.at(d, h);
             if (gated) sg += static_cast<double>(x[d]) * w.gate.at(d, h);
           }
+          if (w.up_bias) su += w.up_bias[h];
+          if (gated && w.gate_bias) sg += w.gate_bias[h];
           up[h] = su;
           gate[h] = sg;
           if (args.saved_up) args.saved_up[r * H + h] = static_cast<float>(su);
           if (gated && args.saved_gate) args.saved_gate[r * H + h] = static_cast<float>(sg);
-          hidden[h] = gated ? silu(sg) * su : apply_activation(shape_.activation, su);
+          hidden[h] = gated ? gated_activation<double>(shape_.activation, sg, su, shape_.swiglu_alpha, shape_.swiglu_limit)
+                            : apply_activation(shape_.activation, su);
         }
         const double s = args.scale ? args.scale[r] : 1.0;
         for (int64_t d = 0; d < D; ++d) {
           double acc = 0.0;
           for (int64_t h = 0; h < H; ++h) acc += hidden[h] * w.down.at(h, d);
+          if (w.down_bias) acc += w.down_bias[d];
           args.y[r * D + d] = static_cast<float>(s * acc);
         }
       }

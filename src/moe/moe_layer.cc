@@ -14,6 +14,7 @@
 #include "kernels/workspace.h"
 #include "moe/dispatch.h"
 #include "moe/expert_backward.h"
+#include "moe/expert_pass.h"
 #include "moe/expert_views.h"
 
 namespace hymoe {
@@ -340,49 +341,32 @@ Tensor MoELayer::forward(const Tensor& x, Mode mode, int64_t step, int64_t max_s
     saved.up.resize(static_cast<size_t>(dispatch.rows()) * H);
     if (gated) saved.gate.resize(saved.up.size());
   }
-  // 5. Grouped expert MLPs over exactly the routed rows. Temporaries come from a pooled workspace, reused call
-  // after call instead of being mapped afresh.
-  const kernels::WorkspaceLease ws;
-  const kernels::Workspace::Scope scope(*ws);
-  float* const expert_out = ws->floats(dispatch.rows() * D);  // (R, D)
-  if (dispatch.rows() > 0) {
-    kernels::GroupedFfnArgs args;
-    args.offsets = dispatch.offsets.data();
-    args.x = x2.data();
-    args.x_rows = dispatch.row_token.data();
-    args.scale = row_scale.data();
-    args.y = expert_out;
-    if (train) {
-      args.saved_up = saved.up.data();
-      args.saved_gate = gated ? saved.gate.data() : nullptr;
-    }
-    impl_->routed_ffn->run(args);
-    check_forward("routed expert outputs", expert_out, dispatch.rows() * D, D, "routed row");
-  }
-  // 6. Weighted combine back to token order, 7. plus the shared expert.
+  // 5. Grouped expert MLPs over exactly the routed rows, 6. weighted combine back to token order, 7. plus the
+  // shared expert.
   Tensor y(x.shape());
-  combine_rows(expert_out, D, dispatch, T, K, y.data());
-  check_forward("combined routed outputs", y.data(), T * D, D, "token");
-  if (impl_->has_shared) {
-    float* const shared_out = ws->floats(T * D);  // (T, D)
-    const int64_t offsets[2] = {0, T};
-    kernels::GroupedFfnArgs args;
-    args.offsets = offsets;
-    args.x = x2.data();
-    args.y = shared_out;
-    if (train) {
+  ExpertPassArgs pass;
+  pass.routed = impl_->routed_ffn.get();
+  pass.shared = impl_->has_shared ? impl_->shared_ffn.get() : nullptr;
+  pass.x = x2.data();
+  pass.num_tokens = T;
+  pass.top_k = K;
+  pass.dispatch = &dispatch;
+  pass.row_scale = row_scale.data();
+  pass.y = y.data();
+  if (train) {
+    pass.saved_up = saved.up.data();
+    pass.saved_gate = gated ? saved.gate.data() : nullptr;
+    if (impl_->has_shared) {
       saved.shared_up.resize(static_cast<size_t>(T) * H);
-      args.saved_up = saved.shared_up.data();
+      pass.saved_shared_up = saved.shared_up.data();
       if (gated) {
         saved.shared_gate.resize(saved.shared_up.size());
-        args.saved_gate = saved.shared_gate.data();
+        pass.saved_shared_gate = saved.shared_gate.data();
       }
     }
-    impl_->shared_ffn->run(args);
-    check_forward("shared expert outputs", shared_out, T * D, D, "token");
-    for (int64_t i = 0; i < T * D; ++i) y[i] += shared_out[i];
-    check_forward("layer outputs y (routed + shared)", y.data(), T * D, D, "token");
   }
+  pass.check_stage = check_forward;
+  run_expert_pass(pass);
   if (train) {
     saved.valid = true;
     saved.x_shape = x.shape();

@@ -10,12 +10,13 @@ namespace {
 
 TEST(DType, NamesRoundTrip) {
   for (DType d : {DType::kF64, DType::kF32, DType::kF16, DType::kBF16, DType::kI64, DType::kI32, DType::kI16,
-                  DType::kI8, DType::kU64, DType::kU32, DType::kU16, DType::kU8, DType::kBool}) {
+                  DType::kI8, DType::kU64, DType::kU32, DType::kU16, DType::kU8, DType::kBool, DType::kF8E4M3}) {
     ASSERT_EQ(dtype_from_name(dtype_name(d)), d);
   }
   EXPECT_EQ(dtype_size(DType::kBF16), 2);
   EXPECT_EQ(dtype_size(DType::kF64), 8);
-  EXPECT_FALSE(dtype_from_name("F8_E4M3").has_value());
+  EXPECT_EQ(dtype_size(DType::kF8E4M3), 1);
+  EXPECT_FALSE(dtype_from_name("F8_E5M2").has_value());  // FP8 e5m2 is not a format hymoe reads
 }
 
 TEST(DType, Bf16RoundsToNearestEven) {

@@ -19,6 +19,7 @@
 
 #include "bench_shape.h"
 #include "commands.h"
+#include "model_commands.h"
 #include "hymoe/error.h"
 #include "hymoe/moe.h"
 #include "hymoe/rng.h"
@@ -356,6 +357,8 @@ struct BenchOptions {
   bool json = false;
   bool baseline = true;
   std::string shapes_dir = HYMOE_BENCH_SHAPES_DIR;
+  std::string model_dir;  // --model: a released checkpoint's layer instead of synthetic shapes
+  int64_t layer = -1;
 };
 
 int64_t mem_available_bytes() {
@@ -649,7 +652,13 @@ Action add_bench_command(CLI::App& app) {
   cmd->add_flag("--json", o->json, "one JSON object per line per measurement instead of the table");
   cmd->add_flag("!--no-baseline", o->baseline, "skip the OpenBLAS-per-expert baseline");
   cmd->add_option("--shapes-dir", o->shapes_dir, "directory of shape JSON files")->capture_default_str();
-  return [o] { return run_bench(*o); };
+  cmd->add_option("--model", o->model_dir, "time a Hugging Face model directory's MoE layer (load time, memory, forward)");
+  cmd->add_option("--layer", o->layer, "with --model: the MoE layer");
+  return [o] {
+    if (o->model_dir.empty()) return run_bench(*o);
+    if (o->layer < 0) fail("bench: --model needs --layer N (N >= 0)");
+    return run_model_bench(o->model_dir, o->layer, o->tokens, o->repeats, o->json);
+  };
 }
 
 int print_bench_summary(const std::string& shape, const std::vector<int64_t>& tokens) {

@@ -9,6 +9,7 @@
 #include "hymoe/output_files.h"
 #include "hymoe/safetensors.h"
 #include "io/json_io.h"
+#include "model_commands.h"
 
 namespace hymoe::tool {
 namespace {
@@ -19,6 +20,8 @@ struct ForwardOptions {
   std::optional<int64_t> step, max_steps;
   bool backward = false;
   float aux_loss_weight = 0.0f, z_loss_weight = 0.0f;
+  std::string model_dir;  // --model form: a released checkpoint's layer
+  int64_t layer = -1;
 };
 
 // Run settings that live beside the MoEConfig fields in the config file.
@@ -135,8 +138,8 @@ int run_forward(const ForwardOptions& o) {
 Action add_forward_command(CLI::App& app) {
   auto o = std::make_shared<ForwardOptions>();
   auto* cmd = app.add_subcommand("forward", "Run one MoE layer forward pass: config + weights + input -> output");
-  cmd->add_option("--config", o->config_path, "JSON with the MoEConfig fields (+ optional train, step, max_steps)")->required();
-  cmd->add_option("--weights", o->weights_path, "safetensors state dict with PyTorch names")->required();
+  cmd->add_option("--config", o->config_path, "JSON with the MoEConfig fields (+ optional train, step, max_steps)");
+  cmd->add_option("--weights", o->weights_path, "safetensors state dict with PyTorch names");
   cmd->add_option("--input", o->input_path, "safetensors holding x (batch, seq_len, dim)")->required();
   cmd->add_option("--output", o->output_path, "safetensors to write (y, losses, counts, route.*, state.*)")->required();
   cmd->add_flag("--train", o->train, "train mode (overrides the config's train field)");
@@ -154,7 +157,17 @@ Action add_forward_command(CLI::App& app) {
   cmd->add_option("--z-loss-weight", o->z_loss_weight, "Z: weight of z_loss in the backward")
       ->capture_default_str()
       ->check(kFiniteNumber);
-  return [o] { return run_forward(*o); };
+  cmd->add_option("--model", o->model_dir, "a Hugging Face model directory (config.json + safetensors) instead of --config/--weights");
+  cmd->add_option("--layer", o->layer, "with --model: the MoE layer to run");
+  return [o] {
+    if (o->model_dir.empty()) {
+      if (o->config_path.empty() || o->weights_path.empty()) fail("forward: --config and --weights are required (or --model)");
+      return run_forward(*o);
+    }
+    if (!o->config_path.empty() || !o->weights_path.empty()) fail("forward: --model excludes --config and --weights");
+    if (o->layer < 0) fail("forward: --model needs --layer N (N >= 0)");
+    return run_model_forward(o->model_dir, o->layer, o->input_path, o->output_path);
+  };
 }
 
 }  // namespace hymoe::tool

@@ -1,0 +1,240 @@
+// Released checkpoints: the MoE layers of Hugging Face models (Mixtral, Qwen2/3-MoE, OLMoE, DeepSeek-V2/V3,
+// gpt-oss) run as transformers runs them, from a model directory as downloaded.
+//
+//   TensorSource  name -> dtype, shape, byte span over memory-mapped files (safetensors shard sets; GGUF later)
+//   ModelFamily   one per model_type: reads config.json, says which layers are MoE, names layer N's tensors,
+//                 sets the router and expert-MLP options (MoELayerSpec, plain data)
+//   ModelMoELayer an inference layer holding the experts in their stored precision (bf16 stays bf16; FP8 and
+//                 MXFP4 are decoded to bf16 at load), run by the shared dispatch and grouped expert kernels
+//
+// docs/models.md states each family's semantics; docs/architecture.md shows where this layer sits.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "hymoe/dtype.h"
+#include "hymoe/moe.h"
+#include "hymoe/tensor.h"
+
+namespace hymoe {
+
+// ---- Tensor sources ----
+
+// One stored tensor: its bytes stay in the source's mapping (valid while the source lives).
+struct TensorRef {
+  std::string name;
+  DType dtype = DType::kF32;
+  Shape shape;
+  std::span<const std::byte> bytes;
+  std::string file;  // the file holding it, for messages
+};
+
+// A set of named tensors over memory-mapped files, validated once when opened. Reading a tensor touches only its
+// bytes.
+class TensorSource {
+ public:
+  virtual ~TensorSource() = default;
+  // The source's path, for messages.
+  virtual const std::string& label() const = 0;
+  virtual bool contains(const std::string& name) const = 0;
+  // Throws naming the source and the tensor when absent.
+  virtual TensorRef tensor(const std::string& name) const = 0;
+  virtual std::vector<std::string> names() const = 0;
+};
+
+// A safetensors checkpoint: a directory with model.safetensors.index.json (its weight_map names each tensor's
+// shard) or with one or more *.safetensors files, or a single .safetensors file. A shard named by the index but
+// missing, a tensor the index places in a shard that lacks it, and a tensor stored twice are errors.
+std::unique_ptr<TensorSource> open_safetensors_source(const std::string& path);
+
+// ---- config.json ----
+
+// A parsed JSON object (config.json, or a nested object of it) with typed, named look-ups. Messages name the
+// file and the key.
+class HfConfig {
+ public:
+  static HfConfig parse(const std::string& text, const std::string& label);
+  static HfConfig load(const std::string& path);
+  ~HfConfig();
+  HfConfig(const HfConfig&);
+  HfConfig& operator=(const HfConfig&);
+
+  const std::string& label() const { return label_; }
+  bool has(const std::string& key) const;  // present and not null
+  // The first present key of `keys` (accepting the spellings releases and transformers use), else an error
+  // naming all of them.
+  int64_t integer(std::initializer_list<const char*> keys) const;
+  double number(std::initializer_list<const char*> keys) const;
+  std::string string(std::initializer_list<const char*> keys) const;
+  bool boolean(std::initializer_list<const char*> keys) const;
+  // With a default when none of the keys is present.
+  int64_t integer_or(std::initializer_list<const char*> keys, int64_t fallback) const;
+  double number_or(std::initializer_list<const char*> keys, double fallback) const;
+  std::string string_or(std::initializer_list<const char*> keys, const std::string& fallback) const;
+  bool boolean_or(std::initializer_list<const char*> keys, bool fallback) const;
+  std::vector<int64_t> integer_list_or(const char* key, std::vector<int64_t> fallback) const;
+  std::optional<HfConfig> object(const char* key) const;
+  // An object of strings (the index's weight_map), in key order; an error when absent or of another kind.
+  std::vector<std::pair<std::string, std::string>> string_map(const char* key) const;
+
+ private:
+  struct Json;
+  HfConfig(std::unique_ptr<Json> json, std::string label);
+  std::unique_ptr<Json> json_;
+  std::string label_;
+};
+
+// ---- What a family says about one MoE layer ----
+
+enum class RouterScoring {
+  kSoftmax,               // p = softmax(logits); select top-k of p (Mixtral, Qwen, OLMoE, DeepSeek-V2)
+  kSigmoid,               // s = sigmoid(logits); select on s (+ selection bias); weights from s (DeepSeek-V3)
+  kSoftmaxOverTopKLogits  // select top-k logits; weights = softmax over those K (gpt-oss)
+};
+enum class GroupScore {
+  kMax,      // a group's score is its best expert's score (DeepSeek-V2 group_limited_greedy)
+  kTop2Sum,  // the sum of its two best (DeepSeek-V3)
+};
+
+struct RouterOptions {
+  RouterScoring scoring = RouterScoring::kSoftmax;
+  bool logit_bias = false;      // a bias added to the logits (gpt-oss router.bias)
+  bool selection_bias = false;  // added to the scores for choosing only (DeepSeek-V3 e_score_correction_bias)
+  // Group-limited top-k: experts in n_group consecutive groups, only the top_group best groups selectable.
+  int64_t n_group = 1;
+  int64_t top_group = 1;
+  GroupScore group_score = GroupScore::kMax;
+  float excluded_score = 0.0f;  // the score experts of excluded groups get (0.0 or -inf)
+  bool group_limited = false;
+  bool normalize = false;           // divide the K weights by their sum (+ normalize_epsilon)
+  double normalize_epsilon = 0.0;
+  double scaling_factor = 1.0;      // multiplies the weights after normalization
+};
+
+enum class ExpertActivation {
+  kSwiGLU,         // down(silu(gate x) * up x)
+  kClampedSwiGLU,  // gpt-oss: biases, (clamp(up) + 1) * g * sigmoid(alpha g), g = min(gate, limit)
+};
+
+// How the routed experts are stored in the checkpoint.
+enum class ExpertStorage {
+  kPerExpertLinear,       // <experts_prefix><e>.<gate|up|down>.weight, nn.Linear (out, in) per expert
+  kFusedInterleavedInOut  // gpt-oss: <experts_prefix>gate_up_proj (E, D, 2I) columns gate,up interleaved;
+                          // down_proj (E, I, D); *_bias; or MXFP4 *_blocks/*_scales (E, out, in/32, 16)
+};
+
+// A dense SwiGLU MLP beside the routed experts, run on every token.
+struct SharedExpertSpec {
+  int64_t hidden = 0;        // 0: none
+  std::string prefix;        // "<prefix>gate_proj.weight", ...
+  std::string gate_weight;   // Qwen2-MoE's sigmoid gate (1, D); empty: ungated
+};
+
+struct MoELayerSpec {
+  std::string family;
+  int64_t layer = 0;
+  int64_t dim = 0;
+  int64_t hidden = 0;  // expert hidden size
+  int64_t num_experts = 0;
+  int64_t top_k = 0;
+  RouterOptions router;
+  std::string router_weight;  // (E, D)
+  std::string router_bias;    // (E) when router.logit_bias
+  std::string selection_bias; // (E) when router.selection_bias
+  ExpertActivation activation = ExpertActivation::kSwiGLU;
+  double swiglu_alpha = 1.702;
+  double swiglu_limit = 7.0;
+  ExpertStorage storage = ExpertStorage::kPerExpertLinear;
+  std::string experts_prefix;                           // "model.layers.1.mlp.experts."
+  std::string gate_name = "gate_proj", up_name = "up_proj", down_name = "down_proj";  // per-expert names
+  SharedExpertSpec shared;
+};
+
+// How the checkpoint's weights are quantized (config.json quantization_config).
+struct Quantization {
+  enum class Method { kNone, kFp8Block, kMxfp4 };
+  Method method = Method::kNone;
+  int64_t block_n = 128, block_k = 128;  // kFp8Block: weight_block_size
+  std::string name() const;              // "none", "fp8 e4m3 block [128, 128]", "mxfp4"
+};
+// Reads quantization_config; an unknown quant_method (or fp8 fmt) is an error naming it and the known ones.
+Quantization parse_quantization(const HfConfig& config);
+
+// ---- Families ----
+
+class ModelFamily {
+ public:
+  virtual ~ModelFamily() = default;
+  virtual std::string_view name() const = 0;  // config.json model_type
+  virtual int64_t num_layers() const = 0;
+  virtual bool is_moe_layer(int64_t layer) const = 0;
+  // Throws when `layer` is out of range or dense.
+  virtual MoELayerSpec moe_layer(int64_t layer) const = 0;
+};
+
+using ModelFamilyFactory = std::function<std::unique_ptr<ModelFamily>(const HfConfig& config)>;
+// A new family is one register call (the built-ins are one table in family_registry.cc).
+void register_model_family(const std::string& model_type, ModelFamilyFactory factory);
+std::vector<std::string> model_family_names();
+// The family of config.json's model_type; an unknown one is an error listing the known ones.
+std::unique_ptr<ModelFamily> make_model_family(const HfConfig& config);
+
+// ---- The inference layer ----
+
+// One MoE layer of a checkpoint, ready to run: weights in the kernels' packed layout at their stored precision
+// (f32 or bf16; FP8 and MXFP4 decoded to bf16), router weights and biases in float32. Compute is float32 with
+// float32 accumulation (docs/models.md: how that compares with transformers' bf16 rounding).
+class ModelMoELayer {
+ public:
+  ~ModelMoELayer();
+  ModelMoELayer(ModelMoELayer&&) noexcept;
+  const MoELayerSpec& spec() const { return spec_; }
+  // x (B, L, dim) -> y (B, L, dim); token t = b*L + l. Non-finite inputs are an error.
+  Tensor forward(const Tensor& x);
+  // The last forward's routing: indices and weights (T, K) in descending selection-score order, logits (T, E),
+  // selection scores (T, E), expert counts (E).
+  const Routing& last_routing() const { return routing_; }
+  const Tensor& expert_counts() const { return routing_.expert_counts; }
+  // Bytes the layer's weights occupy once loaded (packed expert panels, router, biases).
+  int64_t resident_weight_bytes() const;
+  // Builds the layer from `source` (only the layer's tensors are read). Shapes are checked against the spec.
+  static ModelMoELayer load(const TensorSource& source, const MoELayerSpec& spec, const Quantization& quant);
+
+ private:
+  struct Impl;
+  ModelMoELayer(MoELayerSpec spec, std::unique_ptr<Impl> impl);
+  MoELayerSpec spec_;
+  std::unique_ptr<Impl> impl_;
+  Routing routing_;
+};
+
+// A model directory as downloaded: config.json plus its safetensors.
+class Model {
+ public:
+  static Model open(const std::string& dir);
+  const HfConfig& config() const { return *config_; }
+  const ModelFamily& family() const { return *family_; }
+  const TensorSource& source() const { return *source_; }
+  const Quantization& quantization() const { return quant_; }
+  // The tensor names of MoE layer `layer` that the loader reads, in a fixed order.
+  std::vector<std::string> layer_tensor_names(int64_t layer) const;
+  ModelMoELayer load_layer(int64_t layer) const;
+
+ private:
+  std::shared_ptr<HfConfig> config_;
+  std::shared_ptr<ModelFamily> family_;
+  std::shared_ptr<TensorSource> source_;
+  Quantization quant_;
+};
+
+// The one call: opens `dir` and returns MoE layer `layer` ready to run (the files are unmapped on return).
+ModelMoELayer load_model_layer(const std::string& dir, int64_t layer);
+
+}  // namespace hymoe

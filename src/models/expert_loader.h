@@ -1,0 +1,35 @@
+// Turns a layer's checkpoint tensors into the grouped kernels' weight views: per-expert nn.Linear matrices are
+// viewed in place in the mapping (f32, bf16), converted (f16 -> f32), or decoded (block FP8 -> bf16); gpt-oss's
+// fused, interleaved tensors are split into gate and up (MXFP4 decoded to bf16). Anything converted lives in the
+// ExpertWeights' buffers only until the kernels have packed it.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "hymoe/model.h"
+#include "kernels/grouped_ffn.h"
+
+namespace hymoe {
+
+struct ExpertWeights {
+  std::vector<kernels::MlpWeightsView> views;  // one per expert (or one for a shared expert)
+  // Converted matrices and biases the views point into; deques, so a reference to one buffer survives adding the
+  // next.
+  std::deque<std::vector<uint16_t>> bf16_buffers;
+  std::deque<std::vector<float>> f32_buffers;
+  int64_t weight_elements = 0;                      // matrix elements, for the resident-size report
+  DType dtype = DType::kF32;                        // the element type the kernels will hold
+};
+
+// The spec's routed experts.
+ExpertWeights load_routed_experts(const TensorSource& source, const MoELayerSpec& spec, const Quantization& quant);
+// The spec's shared expert (spec.shared.hidden > 0).
+ExpertWeights load_shared_expert(const TensorSource& source, const MoELayerSpec& spec, const Quantization& quant);
+
+// A small tensor (router weight, biases) as float32, its shape checked. `why` explains the expected shape.
+std::vector<float> load_f32(const TensorSource& source, const std::string& name, const Shape& shape, const std::string& why);
+
+}  // namespace hymoe

@@ -1,0 +1,126 @@
+// The model-family registry (built-ins in one table, like the router and MLP registries) and the helpers the
+// family files share.
+#include <algorithm>
+#include <map>
+#include <mutex>
+
+#include "hymoe/error.h"
+#include "hymoe/model.h"
+#include "models/families.h"
+#include "models/family_common.h"
+
+namespace hymoe {
+namespace {
+
+struct FamilyRegistry {
+  std::mutex mutex;
+  std::map<std::string, ModelFamilyFactory> entries{
+      {"mixtral", make_mixtral_family},         {"qwen2_moe", make_qwen2_moe_family},
+      {"qwen3_moe", make_qwen3_moe_family},     {"olmoe", make_olmoe_family},
+      {"deepseek_v2", make_deepseek_v2_family}, {"deepseek_v3", make_deepseek_v3_family},
+      {"gpt_oss", make_gpt_oss_family}};
+};
+
+FamilyRegistry& registry() {
+  static FamilyRegistry r;
+  return r;
+}
+
+std::string joined_names() {
+  std::string out;
+  for (const auto& name : model_family_names()) out += (out.empty() ? "" : ", ") + name;
+  return out;
+}
+
+}  // namespace
+
+void register_model_family(const std::string& model_type, ModelFamilyFactory factory) {
+  auto& r = registry();
+  std::lock_guard lock(r.mutex);
+  if (model_type.empty()) fail("model family registry: empty model_type");
+  if (!r.entries.emplace(model_type, std::move(factory)).second)
+    fail("model family registry: '", model_type, "' is already registered");
+}
+
+std::vector<std::string> model_family_names() {
+  auto& r = registry();
+  std::lock_guard lock(r.mutex);
+  std::vector<std::string> out;
+  for (const auto& [name, f] : r.entries) out.push_back(name);
+  return out;
+}
+
+std::unique_ptr<ModelFamily> make_model_family(const HfConfig& config) {
+  const std::string type = config.string({"model_type"});
+  ModelFamilyFactory factory;
+  {
+    auto& r = registry();
+    std::lock_guard lock(r.mutex);
+    auto it = r.entries.find(type);
+    if (it != r.entries.end()) factory = it->second;
+  }
+  if (!factory) fail(config.label(), ": model_type '", type, "' is not a supported family (known: ", joined_names(), ")");
+  return factory(config);
+}
+
+namespace family_detail {
+
+CommonFields read_common_fields(const HfConfig& c, std::initializer_list<const char*> top_k_keys) {
+  CommonFields f;
+  f.dim = c.integer({"hidden_size"});
+  f.top_k = c.integer(top_k_keys);
+  f.num_layers = c.integer({"num_hidden_layers"});
+  if (f.num_layers <= 0) fail(c.label(), ": num_hidden_layers=", f.num_layers, " must be positive");
+  return f;
+}
+
+void check_layer_in_range(const HfConfig& c, std::string_view family, int64_t layer, int64_t num_layers) {
+  if (layer < 0 || layer >= num_layers)
+    fail(c.label(), ": layer ", layer, " is out of range for this ", family, " model (num_hidden_layers=", num_layers,
+         ", layers 0..", num_layers - 1, ")");
+}
+
+void fail_dense_layer(const HfConfig& c, std::string_view family, int64_t layer, const std::string& rule) {
+  fail(c.label(), ": layer ", layer, " of this ", family, " model is a dense MLP, not MoE (", rule, ")");
+}
+
+std::string qwen_dense_reason(const HfConfig& c, int64_t layer, int64_t num_experts) {
+  const std::vector<int64_t> mlp_only = c.integer_list_or("mlp_only_layers", {});
+  const int64_t step = c.integer_or({"decoder_sparse_step"}, 1);
+  if (step <= 0) fail(c.label(), ": decoder_sparse_step=", step, " must be positive");
+  if (std::find(mlp_only.begin(), mlp_only.end(), layer) != mlp_only.end()) return "listed in mlp_only_layers";
+  if (num_experts <= 0) return "num_experts is 0";
+  if ((layer + 1) % step != 0) return "(layer + 1) % decoder_sparse_step=" + std::to_string(step) + " != 0";
+  return "";
+}
+
+std::string layer_prefix(int64_t layer) { return "model.layers." + std::to_string(layer) + "."; }
+
+MoELayerSpec checked(const HfConfig& c, MoELayerSpec s) {
+  auto positive = [&](const char* what, int64_t v) {
+    if (v <= 0) fail(c.label(), ": ", what, "=", v, " must be positive");
+  };
+  positive("hidden_size", s.dim);
+  positive("expert intermediate size", s.hidden);
+  positive("number of experts", s.num_experts);
+  positive("num_experts_per_tok", s.top_k);
+  if (s.top_k > s.num_experts)
+    fail(c.label(), ": num_experts_per_tok=", s.top_k, " exceeds the ", s.num_experts, " experts");
+  const RouterOptions& r = s.router;
+  if (r.group_limited) {
+    if (r.n_group <= 0 || s.num_experts % r.n_group != 0)
+      fail(c.label(), ": n_group=", r.n_group, " must divide the ", s.num_experts, " experts");
+    if (r.top_group <= 0 || r.top_group > r.n_group)
+      fail(c.label(), ": topk_group=", r.top_group, " must be in 1..n_group=", r.n_group);
+    if (r.group_score == GroupScore::kTop2Sum && s.num_experts / r.n_group < 2)
+      fail(c.label(), ": n_group=", r.n_group, " leaves fewer than 2 experts per group (the group score sums the top 2)");
+    if (r.top_group * (s.num_experts / r.n_group) < s.top_k)
+      fail(c.label(), ": topk_group=", r.top_group, " groups of ", s.num_experts / r.n_group,
+           " experts cannot supply num_experts_per_tok=", s.top_k);
+  }
+  if (s.shared.hidden < 0) fail(c.label(), ": shared expert size ", s.shared.hidden, " is negative");
+  return s;
+}
+
+}  // namespace family_detail
+}  // namespace hymoe

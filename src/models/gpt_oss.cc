@@ -1,0 +1,37 @@
+// gpt-oss (gpt-oss-20b/120b): every layer MoE; router with bias; top-k on the logits, softmax over the K chosen;
+// experts fused per layer (gate_up_proj (E, D, 2I) with gate/up columns interleaved, down_proj (E, I, D), used as
+// x @ W, with biases), or MXFP4 blocks in the release; the clamped SwiGLU (alpha swiglu_alpha, limit swiglu_limit).
+#include "models/families.h"
+#include "models/family_common.h"
+
+namespace hymoe {
+namespace {
+
+using namespace family_detail;
+
+class GptOss final : public FamilyBase {
+ public:
+  explicit GptOss(const HfConfig& c) : FamilyBase(c, "gpt_oss", read_common_fields(c, {"num_experts_per_tok", "experts_per_token"})) {}
+
+ private:
+  void fill(int64_t layer, MoELayerSpec& s) const override {
+    s.hidden = c_.integer({"intermediate_size"});
+    s.num_experts = c_.integer({"num_local_experts", "num_experts"});
+    s.router.scoring = RouterScoring::kSoftmaxOverTopKLogits;
+    s.router.logit_bias = true;
+    const std::string p = layer_prefix(layer) + "mlp.";
+    s.router_weight = p + "router.weight";
+    s.router_bias = p + "router.bias";
+    s.activation = ExpertActivation::kClampedSwiGLU;
+    s.swiglu_alpha = c_.number_or({"swiglu_alpha"}, 1.702);
+    s.swiglu_limit = c_.number_or({"swiglu_limit"}, 7.0);
+    s.storage = ExpertStorage::kFusedInterleavedInOut;
+    s.experts_prefix = p + "experts.";
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<ModelFamily> make_gpt_oss_family(const HfConfig& config) { return std::make_unique<GptOss>(config); }
+
+}  // namespace hymoe

@@ -1,0 +1,34 @@
+// Mixtral (MixtralForCausalLM): every layer MoE; softmax over E in float32, top-k, weights always renormalized;
+// experts w1 (gate), w3 (up), w2 (down) under block_sparse_moe.
+#include "models/families.h"
+#include "models/family_common.h"
+
+namespace hymoe {
+namespace {
+
+using namespace family_detail;
+
+class Mixtral final : public FamilyBase {
+ public:
+  explicit Mixtral(const HfConfig& c) : FamilyBase(c, "mixtral", read_common_fields(c)) {}
+
+ private:
+  void fill(int64_t layer, MoELayerSpec& s) const override {
+    s.hidden = c_.integer({"intermediate_size"});
+    s.num_experts = c_.integer({"num_local_experts", "num_experts"});
+    s.router.scoring = RouterScoring::kSoftmax;
+    s.router.normalize = true;  // whatever the config says: MixtralTopKRouter always renormalizes
+    const std::string p = layer_prefix(layer) + "block_sparse_moe.";
+    s.router_weight = p + "gate.weight";
+    s.experts_prefix = p + "experts.";
+    s.gate_name = "w1";
+    s.up_name = "w3";
+    s.down_name = "w2";
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<ModelFamily> make_mixtral_family(const HfConfig& config) { return std::make_unique<Mixtral>(config); }
+
+}  // namespace hymoe

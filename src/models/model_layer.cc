@@ -1,0 +1,123 @@
+// ModelMoELayer: a released checkpoint's MoE layer. Loading reads only the layer's tensors, hands them to the
+// grouped kernels (which pack them once at their stored precision) and keeps nothing else of the checkpoint.
+// The forward routes with the family's RouterOptions, then runs the same expert pass as MoELayer.
+#include <cmath>
+
+#include "hymoe/error.h"
+#include "hymoe/model.h"
+#include "kernels/grouped_ffn.h"
+#include "models/expert_loader.h"
+#include "models/model_router.h"
+#include "moe/dispatch.h"
+#include "moe/expert_pass.h"
+
+namespace hymoe {
+
+struct ModelMoELayer::Impl {
+  ModelRouterWeights router;
+  std::vector<float> shared_gate;  // (D) Qwen2-MoE's shared_expert_gate, or empty
+  std::unique_ptr<kernels::GroupedFfn> routed_ffn, shared_ffn;
+  int64_t resident_bytes = 0;
+};
+
+ModelMoELayer::ModelMoELayer(MoELayerSpec spec, std::unique_ptr<Impl> impl) : spec_(std::move(spec)), impl_(std::move(impl)) {}
+ModelMoELayer::~ModelMoELayer() = default;
+ModelMoELayer::ModelMoELayer(ModelMoELayer&&) noexcept = default;
+
+int64_t ModelMoELayer::resident_weight_bytes() const { return impl_->resident_bytes; }
+
+namespace {
+
+kernels::Activation kernel_activation(ExpertActivation a) {
+  return a == ExpertActivation::kClampedSwiGLU ? kernels::Activation::kClampedSwiGLU : kernels::Activation::kSwiGLU;
+}
+
+// The kernels pack the views' weights (their stored dtype kept) and own the packed copy; the views' buffers and
+// the mapping may go once this returns.
+std::unique_ptr<kernels::GroupedFfn> make_ffn(const MoELayerSpec& s, const ExpertWeights& w, int64_t hidden) {
+  kernels::GroupedFfnShape shape{static_cast<int64_t>(w.views.size()), s.dim, hidden, kernel_activation(s.activation)};
+  shape.swiglu_alpha = static_cast<float>(s.swiglu_alpha);
+  shape.swiglu_limit = static_cast<float>(s.swiglu_limit);
+  return kernels::make_grouped_ffn(shape, w.views);
+}
+
+int64_t bias_bytes(const ExpertWeights& w) {
+  int64_t n = 0;
+  for (const auto& v : w.views) n += (v.gate_bias ? 2 * v.up.n : 0) + (v.down_bias ? v.down.n : 0);
+  return n * static_cast<int64_t>(sizeof(float));
+}
+
+}  // namespace
+
+ModelMoELayer ModelMoELayer::load(const TensorSource& source, const MoELayerSpec& spec, const Quantization& quant) {
+  auto impl = std::make_unique<Impl>();
+  const int64_t E = spec.num_experts, D = spec.dim;
+  const std::string router_why = "num_experts=" + std::to_string(E) + ", hidden_size=" + std::to_string(D);
+  impl->router.weight = Tensor(Shape{E, D}, load_f32(source, spec.router_weight, {E, D}, router_why));
+  if (spec.router.logit_bias) impl->router.logit_bias = load_f32(source, spec.router_bias, {E}, router_why);
+  if (spec.router.selection_bias) impl->router.selection_bias = load_f32(source, spec.selection_bias, {E}, router_why);
+  for (float f : impl->router.weight.values())
+    if (!std::isfinite(f)) fail(source.label(), ": tensor '", spec.router_weight, "' has a non-finite value");
+  int64_t bytes = static_cast<int64_t>((impl->router.weight.numel() + impl->router.logit_bias.size() +
+                                        impl->router.selection_bias.size()) * sizeof(float));
+  {
+    const ExpertWeights routed = load_routed_experts(source, spec, quant);
+    impl->routed_ffn = make_ffn(spec, routed, spec.hidden);
+    bytes += routed.weight_elements * dtype_size(routed.dtype) + bias_bytes(routed);
+  }
+  if (spec.shared.hidden > 0) {
+    const ExpertWeights shared = load_shared_expert(source, spec, quant);
+    impl->shared_ffn = make_ffn(spec, shared, spec.shared.hidden);
+    bytes += shared.weight_elements * dtype_size(shared.dtype);
+    if (!spec.shared.gate_weight.empty()) {
+      impl->shared_gate = load_f32(source, spec.shared.gate_weight, {1, D}, "hidden_size=" + std::to_string(D));
+      bytes += D * static_cast<int64_t>(sizeof(float));
+    }
+  }
+  impl->resident_bytes = bytes;
+  return ModelMoELayer(spec, std::move(impl));
+}
+
+Tensor ModelMoELayer::forward(const Tensor& x) {
+  const int64_t D = spec_.dim, K = spec_.top_k;
+  if (x.rank() != 3 || x.dim(2) != D)
+    fail("forward: x must be (batch, seq_len, hidden_size=", D, "), got ", shape_to_string(x.shape()));
+  const int64_t T = x.dim(0) * x.dim(1);
+  if (T == 0) fail("forward: x ", shape_to_string(x.shape()), " has no tokens");
+  for (int64_t i = 0; i < x.numel(); ++i)
+    if (!std::isfinite(x[i])) fail("forward: input x has a non-finite value ", x[i], " at flat index ", i);
+  const Tensor x2 = x.reshaped(Shape{T, D});
+
+  Routing routing = route_model_tokens(spec_.router, impl_->router, x2, K);
+  const Dispatch dispatch = build_dispatch(routing);
+  std::vector<float> row_scale(static_cast<size_t>(dispatch.rows()));
+  for (int64_t r = 0; r < dispatch.rows(); ++r)
+    row_scale[static_cast<size_t>(r)] =
+        routing.weights[static_cast<size_t>(dispatch.row_token[static_cast<size_t>(r)] * K + dispatch.row_slot[static_cast<size_t>(r)])];
+  // Qwen2-MoE's shared expert is scaled per token by sigmoid(shared_expert_gate . x).
+  std::vector<float> shared_scale;
+  if (!impl_->shared_gate.empty()) {
+    shared_scale.resize(static_cast<size_t>(T));
+    for (int64_t t = 0; t < T; ++t) {
+      double z = 0.0;
+      for (int64_t d = 0; d < D; ++d) z += static_cast<double>(x2[t * D + d]) * impl_->shared_gate[static_cast<size_t>(d)];
+      shared_scale[static_cast<size_t>(t)] = static_cast<float>(1.0 / (1.0 + std::exp(-z)));
+    }
+  }
+  Tensor y(x.shape());
+  ExpertPassArgs pass;
+  pass.routed = impl_->routed_ffn.get();
+  pass.shared = impl_->shared_ffn.get();
+  pass.x = x2.data();
+  pass.num_tokens = T;
+  pass.top_k = K;
+  pass.dispatch = &dispatch;
+  pass.row_scale = row_scale.data();
+  pass.shared_token_scale = shared_scale.empty() ? nullptr : shared_scale.data();
+  pass.y = y.data();
+  run_expert_pass(pass);
+  routing_ = std::move(routing);
+  return y;
+}
+
+}  // namespace hymoe

@@ -1,0 +1,113 @@
+// route_model_tokens: transformers' routers for every supported family as one sequence of optional steps. The
+// logits are a float32 GEMM (PyTorch's float32 matmul); softmax, sigmoid and the weight arithmetic run in double
+// and round once to float, which sits within float rounding of transformers' float32 steps.
+#include "models/model_router.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "moe/router_common.h"
+
+namespace hymoe {
+namespace {
+
+// Indices of the `count` largest values, in descending order; ties go to the lower index (torch.topk's order on
+// CPU for distinct values; tied values are not part of any contract).
+void top_indices(const double* v, int64_t n, int64_t count, std::vector<int32_t>& order) {
+  order.resize(static_cast<size_t>(n));
+  std::iota(order.begin(), order.end(), 0);
+  std::partial_sort(order.begin(), order.begin() + count, order.end(),
+                    [v](int32_t a, int32_t b) { return v[a] != v[b] ? v[a] > v[b] : a < b; });
+  order.resize(static_cast<size_t>(count));
+}
+
+// Sets the selection score of experts outside the top_group best groups to options.excluded_score.
+void limit_to_best_groups(const RouterOptions& o, int64_t E, double* select) {
+  const int64_t G = o.n_group, per_group = E / G;
+  std::vector<double> group_score(static_cast<size_t>(G));
+  std::vector<int32_t> order;
+  for (int64_t g = 0; g < G; ++g) {
+    const double* s = select + g * per_group;
+    if (o.group_score == GroupScore::kMax) {
+      group_score[static_cast<size_t>(g)] = *std::max_element(s, s + per_group);
+    } else {  // sum of the two largest
+      top_indices(s, per_group, 2, order);
+      group_score[static_cast<size_t>(g)] = s[order[0]] + s[order[1]];
+    }
+  }
+  top_indices(group_score.data(), G, o.top_group, order);
+  std::vector<char> kept(static_cast<size_t>(G), 0);
+  for (int32_t g : order) kept[static_cast<size_t>(g)] = 1;
+  for (int64_t g = 0; g < G; ++g)
+    if (!kept[static_cast<size_t>(g)])
+      for (int64_t e = g * per_group; e < (g + 1) * per_group; ++e) select[e] = o.excluded_score;
+}
+
+}  // namespace
+
+Routing route_model_tokens(const RouterOptions& o, const ModelRouterWeights& w, const Tensor& x, int64_t K) {
+  const int64_t T = x.dim(0), E = w.weight.dim(0);
+  Routing r;
+  r.num_tokens = T;
+  r.top_k = K;
+  r.num_experts = E;
+  r.logits = router_detail::gate_logits(x, w.weight);
+  if (o.logit_bias)
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t e = 0; e < E; ++e) r.logits[static_cast<size_t>(t * E + e)] += w.logit_bias[static_cast<size_t>(e)];
+  r.scores.resize(r.logits.size());
+  r.indices.resize(static_cast<size_t>(T * K));
+  r.router_weights.resize(static_cast<size_t>(T * K));
+  std::vector<double> weight_score(static_cast<size_t>(E)), select(static_cast<size_t>(E));
+  std::vector<int32_t> chosen;
+  for (int64_t t = 0; t < T; ++t) {
+    const float* l = r.logits.data() + t * E;
+    switch (o.scoring) {
+      case RouterScoring::kSoftmax: {
+        const double m = *std::max_element(l, l + E);
+        double sum = 0.0;
+        for (int64_t e = 0; e < E; ++e) sum += std::exp(static_cast<double>(l[e]) - m);
+        for (int64_t e = 0; e < E; ++e) weight_score[e] = select[e] = std::exp(static_cast<double>(l[e]) - m) / sum;
+        break;
+      }
+      case RouterScoring::kSigmoid:
+        for (int64_t e = 0; e < E; ++e) {
+          weight_score[e] = 1.0 / (1.0 + std::exp(-static_cast<double>(l[e])));
+          // The bias is added in float32, as transformers adds two float32 tensors.
+          select[e] = o.selection_bias ? static_cast<double>(static_cast<float>(weight_score[e]) + w.selection_bias[e])
+                                       : weight_score[e];
+        }
+        break;
+      case RouterScoring::kSoftmaxOverTopKLogits:
+        for (int64_t e = 0; e < E; ++e) weight_score[e] = select[e] = l[e];
+        break;
+    }
+    for (int64_t e = 0; e < E; ++e) r.scores[static_cast<size_t>(t * E + e)] = static_cast<float>(select[e]);
+    if (o.group_limited) limit_to_best_groups(o, E, select.data());
+    top_indices(select.data(), E, K, chosen);
+    double* wk = weight_score.data();  // reused below for the K chosen weights
+    std::vector<double> v(static_cast<size_t>(K));
+    for (int64_t k = 0; k < K; ++k) v[k] = wk[chosen[k]];
+    if (o.scoring == RouterScoring::kSoftmaxOverTopKLogits) {
+      const double largest = v[0];
+      double sum = 0.0;
+      for (int64_t k = 0; k < K; ++k) sum += std::exp(v[k] - largest);
+      for (int64_t k = 0; k < K; ++k) v[k] = std::exp(v[k] - largest) / sum;
+    }
+    if (o.normalize) {
+      const double sum = std::accumulate(v.begin(), v.end(), 0.0) + o.normalize_epsilon;
+      for (double& x : v) x /= sum;
+    }
+    for (int64_t k = 0; k < K; ++k) {
+      r.indices[static_cast<size_t>(t * K + k)] = chosen[static_cast<size_t>(k)];
+      r.router_weights[static_cast<size_t>(t * K + k)] = static_cast<float>(v[k] * o.scaling_factor);
+    }
+  }
+  r.weights = r.router_weights;
+  r.dropped.assign(r.weights.size(), 0);
+  r.expert_counts = router_detail::count_assignments(r);
+  return r;
+}
+
+}  // namespace hymoe

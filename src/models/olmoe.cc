@@ -1,0 +1,31 @@
+// OLMoE (OLMoE-1B-7B): every layer MoE; softmax top-k, renormalized only with norm_topk_prob (false in the
+// release); expert size is intermediate_size.
+#include "models/families.h"
+#include "models/family_common.h"
+
+namespace hymoe {
+namespace {
+
+using namespace family_detail;
+
+class Olmoe final : public FamilyBase {
+ public:
+  explicit Olmoe(const HfConfig& c) : FamilyBase(c, "olmoe", read_common_fields(c)) {}
+
+ private:
+  void fill(int64_t layer, MoELayerSpec& s) const override {
+    s.hidden = c_.integer({"intermediate_size"});
+    s.num_experts = c_.integer({"num_experts", "num_local_experts"});
+    s.router.scoring = RouterScoring::kSoftmax;
+    s.router.normalize = c_.boolean_or({"norm_topk_prob"}, false);
+    const std::string p = layer_prefix(layer) + "mlp.";
+    s.router_weight = p + "gate.weight";
+    s.experts_prefix = p + "experts.";
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<ModelFamily> make_olmoe_family(const HfConfig& config) { return std::make_unique<Olmoe>(config); }
+
+}  // namespace hymoe

@@ -1,0 +1,203 @@
+// One test per router/MLP option of the families: each shows the option changing a decision or a value that
+// transformers' semantics (docs/models.md) fix by hand. Logits are set directly: x is a one-hot-free row of
+// the logits and the router weight the identity, so x . W^T is exact.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "hymoe/error.h"
+#include "hymoe/model.h"
+#include "kernels/grouped_ffn.h"
+#include "models/model_router.h"
+
+namespace hymoe {
+namespace {
+
+Routing route_logits(const RouterOptions& o, const std::vector<float>& logits, int64_t K,
+                     std::vector<float> selection_bias = {}, std::vector<float> logit_bias = {}) {
+  const int64_t E = static_cast<int64_t>(logits.size());
+  ModelRouterWeights w;
+  w.weight = Tensor(Shape{E, E});
+  for (int64_t e = 0; e < E; ++e) w.weight[e * E + e] = 1.0f;
+  w.selection_bias = std::move(selection_bias);
+  w.logit_bias = std::move(logit_bias);
+  return route_model_tokens(o, w, Tensor(Shape{1, E}, logits), K);
+}
+
+std::vector<int32_t> sorted(std::vector<int32_t> v) {
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+double softmax_at(const std::vector<float>& l, int i) {
+  double s = 0;
+  for (float v : l) s += std::exp(static_cast<double>(v));
+  return std::exp(static_cast<double>(l[static_cast<size_t>(i)])) / s;
+}
+double sigmoid(double z) { return 1.0 / (1.0 + std::exp(-z)); }
+
+TEST(ModelRouterOptions, GroupLimitingByMaxChangesTheSelection) {  // DeepSeek-V2 group_limited_greedy
+  const std::vector<float> l{5.0f, 1.0f, 4.9f, 0.0f, 4.8f, 0.0f, 0.0f, 0.0f};
+  RouterOptions o;
+  o.scaling_factor = 16.0;
+  const Routing greedy = route_logits(o, l, 2);
+  EXPECT_EQ(greedy.indices, (std::vector<int32_t>{0, 2}));
+  o.group_limited = true;
+  o.n_group = 4;
+  o.top_group = 1;
+  o.group_score = GroupScore::kMax;
+  const Routing grouped = route_logits(o, l, 2);
+  EXPECT_EQ(grouped.indices, (std::vector<int32_t>{0, 1}));  // only group 0 = {0, 1} is kept
+  // Weights: the unmasked probabilities times the scale, not renormalized.
+  EXPECT_NEAR(grouped.weights[0], 16.0 * softmax_at(l, 0), 1e-6);
+  EXPECT_NEAR(grouped.weights[1], 16.0 * softmax_at(l, 1), 1e-6);
+}
+
+TEST(ModelRouterOptions, GroupLimitingByTopTwoSumChangesTheSelection) {  // DeepSeek-V3
+  // Group 0 holds the single best expert; group 1 has the better sum of two.
+  const std::vector<float> l{3.0f, -3.0f, 1.0f, 0.9f};
+  RouterOptions o;
+  o.scoring = RouterScoring::kSigmoid;
+  o.selection_bias = true;
+  o.normalize = true;
+  o.normalize_epsilon = 1e-20;
+  o.scaling_factor = 2.5;
+  const std::vector<float> zero_bias(4, 0.0f);
+  o.group_limited = true;  // 1 group of 4: a no-op
+  EXPECT_EQ(route_logits(o, l, 2, zero_bias).indices, (std::vector<int32_t>{0, 2}));
+  o.n_group = 2;
+  o.top_group = 1;
+  o.group_score = GroupScore::kTop2Sum;
+  o.excluded_score = -std::numeric_limits<float>::infinity();
+  const Routing r = route_logits(o, l, 2, zero_bias);
+  EXPECT_EQ(r.indices, (std::vector<int32_t>{2, 3}));
+  const double s2 = sigmoid(1.0), s3 = sigmoid(0.9);
+  EXPECT_NEAR(r.weights[0], 2.5 * s2 / (s2 + s3), 1e-6);
+  EXPECT_NEAR(r.weights[1], 2.5 * s3 / (s2 + s3), 1e-6);
+}
+
+TEST(ModelRouterOptions, CorrectionBiasChangesTheSelectionNotTheWeights) {  // DeepSeek-V3
+  const std::vector<float> l{2.0f, 1.9f, 0.0f, -1.0f};
+  RouterOptions o;
+  o.scoring = RouterScoring::kSigmoid;
+  o.selection_bias = true;
+  o.normalize = true;
+  o.normalize_epsilon = 1e-20;
+  o.scaling_factor = 2.5;
+  EXPECT_EQ(route_logits(o, l, 2, {0, 0, 0, 0}).indices, (std::vector<int32_t>{0, 1}));
+  const Routing r = route_logits(o, l, 2, {0.0f, 0.0f, 0.5f, 0.0f});
+  EXPECT_EQ(r.indices, (std::vector<int32_t>{2, 0}));  // sigmoid(0) + 0.5 = 1.0 beats sigmoid(2) = 0.88
+  const double s0 = sigmoid(2.0), s2 = sigmoid(0.0);  // weights from the unbiased scores
+  EXPECT_NEAR(r.weights[0], 2.5 * s2 / (s0 + s2), 1e-6);
+  EXPECT_NEAR(r.weights[1], 2.5 * s0 / (s0 + s2), 1e-6);
+}
+
+TEST(ModelRouterOptions, NormalizationOnAndOff) {  // Qwen/OLMoE norm_topk_prob; Mixtral always on
+  const std::vector<float> l{1.0f, 2.0f, 0.5f, 1.5f};
+  RouterOptions o;
+  o.normalize = false;
+  const Routing raw = route_logits(o, l, 2);
+  EXPECT_EQ(raw.indices, (std::vector<int32_t>{1, 3}));
+  EXPECT_NEAR(raw.weights[0], softmax_at(l, 1), 1e-7);
+  EXPECT_NEAR(raw.weights[1], softmax_at(l, 3), 1e-7);
+  EXPECT_LT(raw.weights[0] + raw.weights[1], 0.99f);
+  o.normalize = true;
+  const Routing norm = route_logits(o, l, 2);
+  const double p1 = softmax_at(l, 1), p3 = softmax_at(l, 3);
+  EXPECT_NEAR(norm.weights[0], p1 / (p1 + p3), 1e-7);
+  EXPECT_NEAR(norm.weights[1], p3 / (p1 + p3), 1e-7);
+}
+
+TEST(ModelRouterOptions, GptOssSoftmaxOverTheChosenLogitsWithBias) {
+  const std::vector<float> l{1.0f, 2.0f, 0.5f, 1.5f};
+  RouterOptions o;
+  o.scoring = RouterScoring::kSoftmaxOverTopKLogits;
+  o.logit_bias = true;
+  const Routing r = route_logits(o, l, 2, {}, {0.0f, 0.0f, 2.0f, 0.0f});  // expert 2's logit becomes 2.5
+  EXPECT_EQ(r.indices, (std::vector<int32_t>{2, 1}));
+  EXPECT_NEAR(r.logits[2], 2.5f, 0.0f);
+  EXPECT_NEAR(r.weights[0], 1.0 / (1.0 + std::exp(-0.5)), 1e-7);
+  EXPECT_NEAR(r.weights[1], 1.0 / (1.0 + std::exp(0.5)), 1e-7);
+}
+
+// The clamped SwiGLU with biases, hit on both clamps, on every grouped-FFN implementation.
+TEST(ModelExpertOptions, GptOssClampIsHit) {
+  using namespace kernels;
+  // D = 2, H = 2: gate = x . G + gb, up = x . U + ub (in-out layout), down (H, D) in-out plus db.
+  const float G[4] = {10.0f, 1.0f, 0.0f, 0.0f};   // (D, H): x = (1, 0) gives gate (10, 1)
+  const float U[4] = {-9.0f, 0.5f, 0.0f, 0.0f};   // up (-9, 0.5)
+  const float Dn[4] = {1.0f, 0.0f, 0.0f, 1.0f};   // identity
+  const float gb[2] = {0.5f, 0.0f}, ub[2] = {0.0f, 0.25f}, db[2] = {0.125f, -1.0f};
+  MlpWeightsView w;
+  w.gate = {G, DType::kF32, WeightLayout::kInOut, 2, 2};
+  w.up = {U, DType::kF32, WeightLayout::kInOut, 2, 2};
+  w.down = {Dn, DType::kF32, WeightLayout::kInOut, 2, 2};
+  w.gate_bias = gb;
+  w.up_bias = ub;
+  w.down_bias = db;
+  GroupedFfnShape shape{1, 2, 2, Activation::kClampedSwiGLU};
+  const double alpha = 1.702, limit = 7.0;
+  // Unit 0: gate 10.5 -> 7 (clamped), up -9 -> -7 (clamped). Unit 1: gate 1, up 0.75 (unclamped).
+  const double h0 = (-7.0 + 1.0) * 7.0 * sigmoid(alpha * 7.0);
+  const double h1 = (0.75 + 1.0) * 1.0 * sigmoid(alpha * 1.0);
+  const double scale = 0.5;
+  const double expected[2] = {scale * (h0 + 0.125), scale * (h1 - 1.0)};
+  const float x[2] = {1.0f, 0.0f};
+  const float row_scale[1] = {static_cast<float>(scale)};
+  const int64_t offsets[2] = {0, 1};
+  for (auto make : {+[](const GroupedFfnShape& s, std::span<const MlpWeightsView> v) { return make_grouped_ffn_ref(s, v); },
+                    +[](const GroupedFfnShape& s, std::span<const MlpWeightsView> v) { return make_grouped_ffn(s, v, Isa::kScalar); },
+                    +[](const GroupedFfnShape& s, std::span<const MlpWeightsView> v) { return make_grouped_ffn(s, v); }}) {
+    const auto ffn = make(shape, {&w, 1});
+    float y[2] = {0, 0};
+    GroupedFfnArgs args;
+    args.offsets = offsets;
+    args.x = x;
+    args.scale = row_scale;
+    args.y = y;
+    ffn->run(args);
+    EXPECT_NEAR(y[0], expected[0], 1e-5) << ffn->name();
+    EXPECT_NEAR(y[1], expected[1], 1e-5) << ffn->name();
+  }
+}
+
+// Which layers are MoE, and the config spellings releases and transformers differ in.
+TEST(ModelFamilies, LayerRulesAndKeySpellings) {
+  const HfConfig qwen = HfConfig::parse(
+      R"({"model_type": "qwen3_moe", "hidden_size": 8, "num_hidden_layers": 6, "num_experts": 4,
+          "num_experts_per_tok": 2, "moe_intermediate_size": 4, "decoder_sparse_step": 2, "mlp_only_layers": [3],
+          "norm_topk_prob": true, "torch_dtype": "bfloat16"})", "qwen.json");
+  const auto q = make_model_family(qwen);
+  std::vector<int64_t> moe;
+  for (int64_t l = 0; l < q->num_layers(); ++l)
+    if (q->is_moe_layer(l)) moe.push_back(l);
+  EXPECT_EQ(moe, (std::vector<int64_t>{1, 5}));  // (l+1) % 2 == 0, minus mlp_only_layers {3}
+  EXPECT_TRUE(q->moe_layer(1).router.normalize);
+  EXPECT_THROW(q->moe_layer(2), Error);
+  const HfConfig qwen_t5 = HfConfig::parse(
+      R"({"model_type": "qwen3_moe", "hidden_size": 8, "num_hidden_layers": 1, "num_local_experts": 4,
+          "num_experts_per_tok": 2, "moe_intermediate_size": 4, "dtype": "bfloat16"})", "qwen_t5.json");
+  EXPECT_EQ(make_model_family(qwen_t5)->moe_layer(0).num_experts, 4);
+  EXPECT_FALSE(make_model_family(qwen_t5)->moe_layer(0).router.normalize);  // transformers' default
+  const HfConfig oss = HfConfig::parse(
+      R"({"model_type": "gpt_oss", "hidden_size": 64, "num_hidden_layers": 2, "num_local_experts": 4,
+          "experts_per_token": 2, "intermediate_size": 32})", "oss.json");
+  const MoELayerSpec s = make_model_family(oss)->moe_layer(1);
+  EXPECT_EQ(s.top_k, 2);
+  EXPECT_DOUBLE_EQ(s.swiglu_alpha, 1.702);
+  EXPECT_DOUBLE_EQ(s.swiglu_limit, 7.0);
+  const HfConfig v3 = HfConfig::parse(
+      R"({"model_type": "deepseek_v3", "hidden_size": 8, "num_hidden_layers": 4, "n_routed_experts": 8,
+          "num_experts_per_tok": 2, "moe_intermediate_size": 4, "first_k_dense_replace": 3, "n_group": 4,
+          "topk_group": 2, "n_shared_experts": 2, "routed_scaling_factor": 2.5})", "v3.json");
+  const auto f = make_model_family(v3);
+  EXPECT_FALSE(f->is_moe_layer(2));
+  EXPECT_TRUE(f->is_moe_layer(3));
+  EXPECT_EQ(f->moe_layer(3).shared.hidden, 8);  // moe_intermediate_size * n_shared_experts
+  EXPECT_EQ(f->moe_layer(3).router.n_group, 4);
+}
+
+}  // namespace
+}  // namespace hymoe

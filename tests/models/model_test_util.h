@@ -1,0 +1,22 @@
+// Helpers of the model-layer tests: where the shared HF cases are, and copies of them that a test may edit.
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+#include "test_util.h"
+
+namespace hymoe::test {
+
+inline std::string hf_case_dir(const std::string& name) { return data_dir() + "/conformance/hf/" + name; }
+
+// Copies the case's config.json and weights.safetensors into `dir` (writable); returns dir.
+inline std::string copy_hf_case(const std::string& name, const std::string& dir) {
+  for (const char* f : {"config.json", "weights.safetensors"}) {
+    std::filesystem::copy_file(hf_case_dir(name) + "/" + f, dir + "/" + f);
+    std::filesystem::permissions(dir + "/" + f, std::filesystem::perms::owner_write, std::filesystem::perm_options::add);
+  }
+  return dir;
+}
+
+}  // namespace hymoe::test
