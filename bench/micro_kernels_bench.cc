@@ -69,7 +69,7 @@ void BM_PackGateUp(benchmark::State& state) {
   const int64_t D = 2048, H = 1408;
   std::vector<float> g(static_cast<size_t>(D * H), 0.5f), u(g.size(), 0.25f);
   const MatrixView gv{g.data(), DType::kF32, WeightLayout::kOutIn, D, H}, uv{u.data(), DType::kF32, WeightLayout::kOutIn, D, H};
-  for (auto _ : state) benchmark::DoNotOptimize(pack_gate_up(gv, uv, 16).f32.data());
+  for (auto _ : state) benchmark::DoNotOptimize(pack_gate_up(gv, uv, 16).f32());
   state.SetBytesProcessed(state.iterations() * 2 * D * H * 4);
 }
 BENCHMARK(BM_PackGateUp)->Unit(benchmark::kMillisecond);

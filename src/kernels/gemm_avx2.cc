@@ -1,4 +1,5 @@
-// AVX2+FMA micro-kernels: gemm_f32w_f32_6x16__avx2, gemm_bf16w_f32_6x16__avx2 and the SwiGLU epilogue. Compiled
+// AVX2+FMA micro-kernels: gemm_f32w_f32_6x16__avx2, gemm_bf16w_f32_6x16__avx2, gemm_q8w_q8_2x16__avx2 (the
+// vpmaddubsw idiom) and the SwiGLU epilogue. Compiled
 // with -mavx2 -mfma (and only this file): callers reach it through isa_kernels(), chosen at run time.
 #include <immintrin.h>
 
@@ -9,6 +10,7 @@ namespace {
 
 struct V {
   using vec = __m256;
+  using ivec = __m256i;
   static constexpr int kWidth = 8;
   static vec zero() { return _mm256_setzero_ps(); }
   static vec load(const float* p) { return _mm256_loadu_ps(p); }
@@ -31,18 +33,48 @@ struct V {
     const __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
     return _mm256_castsi256_ps(bits);
   }
+  static vec to_float(ivec v) { return _mm256_cvtepi32_ps(v); }
+  static ivec broadcast4(const uint8_t* p) {
+    int32_t v;
+    __builtin_memcpy(&v, p, sizeof v);
+    return _mm256_set1_epi32(v);
+  }
+  // q8 without VNNI: vpmaddubsw multiplies unsigned by signed bytes and saturates its pair sums to int16, so the
+  // weights go in as |w| (<= 127) and their sign moves onto the activations (vpsignb): each pair sum is at most
+  // 2 * 127 * 127 < 2^15. vpmaddwd by ones widens the pairs to int32.
+  struct q8w {
+    __m256i magnitude, sign;
+  };
+  static q8w q8_weights(const uint8_t* p) {
+    const __m256i w = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)),
+                                       _mm256_set1_epi8(static_cast<char>(0x80)));
+    return {_mm256_abs_epi8(w), w};
+  }
+  static ivec q8_start(const uint8_t*) { return _mm256_setzero_si256(); }
+  static ivec q8_dot4(ivec acc, q8w w, ivec x) {
+    const __m256i pairs = _mm256_maddubs_epi16(w.magnitude, _mm256_sign_epi8(x, w.sign));
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+  }
 };
 
 constexpr int kMr = 6;  // 6 rows x 2 ymm = 12 accumulators (see the register budget in the -inl header)
+constexpr int kQ8Mr = 2;  // 2 rows x 2 ymm x (float + int32) = 8 accumulators, 4 weight vectors, 4 temporaries
 
 #include "kernels/gemm_microkernel-inl.h"
 
 static_assert(kNr == 16);
 
+const GemmFormat kF32{WeightFormat::kF32, "gemm_f32w_f32_6x16__avx2", kMr, kNr, pack_activations_f32,
+                     gemm_format_widen<float>, gemm_format_widen_few<float>, 3};
+const GemmFormat kBf16Widen{WeightFormat::kBf16Widen, "gemm_bf16w_f32_6x16__avx2", kMr, kNr, pack_activations_f32,
+                           gemm_format_widen<uint16_t>, gemm_format_widen_few<uint16_t>, 2};
+const GemmFormat kQ8{WeightFormat::kQ8Block32, "gemm_q8w_q8_2x16__avx2", kQ8Mr, kNr, pack_activations_q8,
+                    gemm_format_q8, nullptr, 0};
+
 const IsaKernels kKernels{Isa::kAvx2, kMr, kNr, gemm_f32w, gemm_bf16w, gemm_f32w_few, gemm_bf16w_few, swiglu,
                           dot_rows,
                           "gemm_f32w_f32_6x16__avx2", "gemm_bf16w_f32_6x16__avx2", fma_probe, sum_probe,
-                          sum_probe_streams};
+                          sum_probe_streams, {&kF32, &kBf16Widen, nullptr, &kQ8}, nullptr, int8_dot_probe};
 
 }  // namespace
 

@@ -1,4 +1,5 @@
-// AVX-512F micro-kernels: gemm_f32w_f32_12x32__avx512, gemm_bf16w_f32_12x32__avx512 and the SwiGLU epilogue.
+// AVX-512F micro-kernels: gemm_f32w_f32_12x32__avx512, gemm_bf16w_f32_12x32__avx512, gemm_q8w_q8_6x32__avx512
+// (the vpmaddubsw idiom) and the SwiGLU epilogue.
 // Compiled with -mavx512f -mavx512bw -mavx512vl -mfma (and only this file); always built, run only where
 // detect_best_isa() found AVX-512.
 #include <immintrin.h>
@@ -8,42 +9,28 @@
 namespace hymoe::kernels {
 namespace {
 
-struct V {
-  using vec = __m512;
-  static constexpr int kWidth = 16;
-  static vec zero() { return _mm512_setzero_ps(); }
-  static vec load(const float* p) { return _mm512_loadu_ps(p); }
-  static vec load_bf16(const uint16_t* p) {
-    const __m512i wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-    return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
-  }
-  static vec broadcast(const float* p) { return _mm512_set1_ps(*p); }
-  static void store(float* p, vec v) { _mm512_storeu_ps(p, v); }
-  static vec fma(vec a, vec b, vec c) { return _mm512_fmadd_ps(a, b, c); }
-  static vec add(vec a, vec b) { return _mm512_add_ps(a, b); }
-  static vec sub(vec a, vec b) { return _mm512_sub_ps(a, b); }
-  static vec mul(vec a, vec b) { return _mm512_mul_ps(a, b); }
-  static vec div(vec a, vec b) { return _mm512_div_ps(a, b); }
-  static vec min(vec a, vec b) { return _mm512_min_ps(a, b); }
-  static vec max(vec a, vec b) { return _mm512_max_ps(a, b); }
-  static vec set1(float v) { return _mm512_set1_ps(v); }
-  static vec round_nearest(vec v) { return _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
-  static vec pow2(vec n) {
-    const __m512i bits = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
-    return _mm512_castsi512_ps(bits);
-  }
-};
+#include "kernels/avx512_vec-inl.h"
+
+struct V : V512 {};
 
 constexpr int kMr = 12;  // 12 rows x 2 zmm = 24 accumulators (see the register budget in the -inl header)
+constexpr int kQ8Mr = 6;  // 6 rows x 2 zmm x (float + int32) = 24 accumulators
 
 #include "kernels/gemm_microkernel-inl.h"
 
 static_assert(kNr == 32);
 
+const GemmFormat kF32{WeightFormat::kF32, "gemm_f32w_f32_12x32__avx512", kMr, kNr, pack_activations_f32,
+                     gemm_format_widen<float>, gemm_format_widen_few<float>, 3};
+const GemmFormat kBf16Widen{WeightFormat::kBf16Widen, "gemm_bf16w_f32_12x32__avx512", kMr, kNr, pack_activations_f32,
+                           gemm_format_widen<uint16_t>, gemm_format_widen_few<uint16_t>, 2};
+const GemmFormat kQ8{WeightFormat::kQ8Block32, "gemm_q8w_q8_6x32__avx512", kQ8Mr, kNr, pack_activations_q8,
+                    gemm_format_q8, nullptr, 0};
+
 const IsaKernels kKernels{Isa::kAvx512, kMr, kNr, gemm_f32w, gemm_bf16w, gemm_f32w_few, gemm_bf16w_few, swiglu,
                           dot_rows,
                           "gemm_f32w_f32_12x32__avx512", "gemm_bf16w_f32_12x32__avx512", fma_probe, sum_probe,
-                          sum_probe_streams};
+                          sum_probe_streams, {&kF32, &kBf16Widen, nullptr, &kQ8}, nullptr, int8_dot_probe};
 
 }  // namespace
 

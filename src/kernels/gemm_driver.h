@@ -1,7 +1,8 @@
 // The grouped GEMM driver: blocks and schedules many independent GEMMs (one per group, e.g. per expert) as one
 // pool of (group, row-block, column-block) tiles, so a layer where most groups have few rows still keeps every
 // thread busy. Each tile runs the ISA's micro-kernel over K blocks into a per-thread scratch tile and hands the
-// finished tile to an epilogue (activation, scale, store). ISA-free: it calls the kernels through IsaKernels.
+// finished tile to an epilogue (activation, scale, store). ISA- and format-free: it calls the kernels through a
+// GemmFormat (f32, bf16 widening, bf16 dot, q8 blocks), so every weight format shares this one schedule.
 //
 // Regimes: a group with at most kMaxRowBlock rows is one row block, so each of its weight panels is read from
 // memory exactly once (the decode path: T of 1-8 streams the weights); larger groups are split into row blocks
@@ -28,7 +29,7 @@ struct GemmGroup {
   const int64_t* a_rows = nullptr;  // optional (m): row i of A is a + a_rows[i] * lda (a gather fused into packing)
   int64_t m = 0;
   int64_t k = 0;
-  const void* b = nullptr;  // (panels, k, NR), dtype given to run_gemm_groups
+  const void* b = nullptr;  // `panels` packed panels in the format given to run_gemm_groups
   int64_t panels = 0;
 };
 
@@ -45,6 +46,8 @@ struct GemmTile {
 constexpr int64_t kKc = 128;
 constexpr int64_t kNcColumns = 128;
 constexpr int64_t kMaxRowBlockTiles = 16;  // row block <= 16 * MR rows
+static_assert(kKc % k_unit(WeightFormat::kBf16Dot) == 0 && kKc % k_unit(WeightFormat::kQ8Block32) == 0,
+              "K blocks must end on whole k units of every format");
 
 // Rows per row block of a group of m rows: one block when m <= 16 * MR, else equal blocks rounded up to MR rows.
 // Every block but the last is a whole number of micro-tiles.
@@ -70,14 +73,14 @@ inline MicroTile micro_tile(int64_t n, int mr, int64_t i) {
 }
 
 // Splits every group into tiles; shrinks the column block when there would be too few tiles for the threads.
-inline std::vector<GemmTile> plan_tiles(const IsaKernels& ik, const std::vector<GemmGroup>& groups, int threads,
+inline std::vector<GemmTile> plan_tiles(const GemmFormat& f, const std::vector<GemmGroup>& groups, int threads,
                                         int64_t& max_rows, int64_t& max_panels) {
-  int64_t nc = std::max<int64_t>(1, kNcColumns / ik.nr);
+  int64_t nc = std::max<int64_t>(1, kNcColumns / f.nr);
   auto count = [&](int64_t ncp) {
     int64_t n = 0;
     for (const auto& g : groups)
       if (g.m > 0) {
-        const int64_t per = row_block_rows(g.m, ik.mr);
+        const int64_t per = row_block_rows(g.m, f.mr);
         n += ((g.m + per - 1) / per) * ((g.panels + ncp - 1) / ncp);
       }
     return n;
@@ -89,7 +92,7 @@ inline std::vector<GemmTile> plan_tiles(const IsaKernels& ik, const std::vector<
   for (size_t g = 0; g < groups.size(); ++g) {
     const int64_t m = groups[g].m;
     if (m == 0) continue;
-    const int64_t per = row_block_rows(m, ik.mr);
+    const int64_t per = row_block_rows(m, f.mr);
     for (int64_t r0 = 0; r0 < m; r0 += per)
       for (int64_t p0 = 0; p0 < groups[g].panels; p0 += nc) {
         tiles.push_back({static_cast<int64_t>(g), r0, std::min(per, m - r0), p0, std::min(nc, groups[g].panels - p0)});
@@ -111,84 +114,79 @@ inline std::vector<GemmTile> plan_tiles(const IsaKernels& ik, const std::vector<
 // prefetch. A prefetch of the whole next block at once (256 lines in a burst) was 5-10% slower. The decode path
 // (one row over several panels per call) streams without any: the hardware prefetchers follow it.
 template <typename Epilogue>
-void run_gemm_groups(const IsaKernels& ik, DType wdtype, const std::vector<GemmGroup>& groups, Workspace& ws,
-                     Epilogue&& epilogue) {
+void run_gemm_groups(const GemmFormat& f, const std::vector<GemmGroup>& groups, Workspace& ws, Epilogue&& epilogue) {
   const int threads = num_threads();
   int64_t max_rows = 0, max_panels = 0;
-  const std::vector<GemmTile> tiles = plan_tiles(ik, groups, threads, max_rows, max_panels);
+  const std::vector<GemmTile> tiles = plan_tiles(f, groups, threads, max_rows, max_panels);
   if (tiles.empty()) return;
   const Workspace::Scope scope(ws);
-  const int64_t ldc = max_panels * ik.nr;
+  const int64_t ldc = max_panels * f.nr;
   const int64_t scratch_floats = max_rows * ldc;
   float* const scratch = ws.floats(scratch_floats * threads);
-  // Activations packed once per run, one (K, MR) panel per micro-tile (its rows, then zeros), so no tile repacks
-  // them and the micro-kernel streams them contiguously: // (micro-tiles, K, MR) per group, a row block at
-  // a_off + r0 * K. Packed a row block per task, so a single large group (the shared expert) packs on every thread.
-  std::vector<int64_t> a_off(groups.size() + 1, 0);
+  // Activations packed once per run in the format's layout, one micro-panel of units(K) k units per micro-tile (its
+  // rows, then zeros), so no tile repacks them and the micro-kernel streams them contiguously:
+  // // (micro-tiles, units(K), unit) per group, in bytes; micro-tile i of the row block at r0 is micro-panel
+  // r0 / MR + i. Packed a row block per task, so a single large group (the shared expert) packs on every thread.
+  std::vector<int64_t> a_off(groups.size() + 1, 0);  // bytes
   std::vector<std::pair<int64_t, int64_t>> pack_tasks;  // (group, first row of a row block)
   for (size_t g = 0; g < groups.size(); ++g) {
-    a_off[g + 1] = a_off[g] + (groups[g].m + ik.mr - 1) / ik.mr * ik.mr * groups[g].k;
+    a_off[g + 1] = a_off[g] + (groups[g].m + f.mr - 1) / f.mr * f.units(groups[g].k) * f.a_unit_bytes();
     if (groups[g].m == 0) continue;
-    const int64_t per = row_block_rows(groups[g].m, ik.mr);
+    const int64_t per = row_block_rows(groups[g].m, f.mr);
     for (int64_t r0 = 0; r0 < groups[g].m; r0 += per) pack_tasks.emplace_back(static_cast<int64_t>(g), r0);
   }
-  float* const a_packed = ws.floats(a_off.back());
+  char* const a_packed = reinterpret_cast<char*>(ws.floats((a_off.back() + 3) / 4));
   parallel_for(static_cast<int64_t>(pack_tasks.size()), [&](int64_t t, int) {
     const auto [g, r0] = pack_tasks[static_cast<size_t>(t)];
     const GemmGroup& gr = groups[static_cast<size_t>(g)];
-    const int64_t rows = std::min(row_block_rows(gr.m, ik.mr), gr.m - r0);
-    for (int64_t i = 0; i * ik.mr < rows; ++i) {
-      const MicroTile mt = micro_tile(rows, ik.mr, i);
-      float* out = a_packed + a_off[static_cast<size_t>(g)] + (r0 + i * ik.mr) * gr.k;
-      if (gr.a_rows) pack_rows_panel(gr.a, gr.lda, mt.rows, gr.k, ik.mr, out, gr.a_rows + r0 + mt.start);
-      else pack_rows_panel(gr.a + (r0 + mt.start) * gr.lda, gr.lda, mt.rows, gr.k, ik.mr, out);
+    const int64_t rows = std::min(row_block_rows(gr.m, f.mr), gr.m - r0);
+    const int64_t micro_panel = f.units(gr.k) * f.a_unit_bytes();
+    for (int64_t i = 0; i * f.mr < rows; ++i) {
+      const MicroTile mt = micro_tile(rows, f.mr, i);
+      char* out = a_packed + a_off[static_cast<size_t>(g)] + (r0 / f.mr + i) * micro_panel;
+      if (gr.a_rows) f.pack_a(gr.a, gr.lda, gr.a_rows + r0 + mt.start, mt.rows, gr.k, f.mr, out);
+      else f.pack_a(gr.a + (r0 + mt.start) * gr.lda, gr.lda, nullptr, mt.rows, gr.k, f.mr, out);
     }
   });
   parallel_for(static_cast<int64_t>(tiles.size()), [&](int64_t t, int thread) {
     const GemmTile& tile = tiles[static_cast<size_t>(t)];
     const GemmGroup& g = groups[static_cast<size_t>(tile.group)];
     float* c = scratch + thread * scratch_floats;  // (rows, np * NR) result tile
-    const float* ap = a_packed + a_off[static_cast<size_t>(tile.group)] + tile.r0 * g.k;
-    const int64_t panel_elems = g.k * ik.nr;
-    const int64_t micro_tiles = (tile.rows + ik.mr - 1) / ik.mr;
+    const int64_t units = f.units(g.k), unit = k_unit(f.format);
+    const int64_t a_micro_panel = units * f.a_unit_bytes();
+    const char* const ap = a_packed + a_off[static_cast<size_t>(tile.group)] + tile.r0 / f.mr * a_micro_panel;
+    const int64_t panel_bytes = units * f.b_unit_bytes();
+    const int64_t micro_tiles = (tile.rows + f.mr - 1) / f.mr;
     const char* const weights = static_cast<const char*>(g.b);
-    const int64_t wsize = wdtype == DType::kBF16 ? 2 : 4;
     for (int64_t k0 = 0; k0 < g.k; k0 += kKc) {
       const int64_t kc = std::min(kKc, g.k - k0);
+      const int64_t a_k0 = k0 / unit * f.a_unit_bytes(), b_k0 = k0 / unit * f.b_unit_bytes();
+      const int64_t block_bytes = (kc + unit - 1) / unit * f.b_unit_bytes();
       int64_t p = 0;
       // 1-3 rows (decode, and 8-32 tokens over many experts): several panels per call for enough independent
-      // FMA chains, the panels read side by side. 3 rows only in f32: with bf16 weights the few-rows variant
-      // measured 5-8% slower than a lone 3-row micro-tile with its prefetch (docs/performance.md).
-      if (tile.rows <= 2 || (tile.rows == 3 && wdtype == DType::kF32))
-        for (const int per = kFewRowsPanels[tile.rows]; p + per <= tile.np; p += per) {
-          const int64_t off = (tile.p0 + p) * panel_elems + k0 * ik.nr;
-          float* cc = c + p * ik.nr;
-          const float* a = ap + k0 * ik.mr;
-          const int m = static_cast<int>(tile.rows);
-          if (wdtype == DType::kBF16)
-            ik.gemm_bf16w_few(m, kc, a, static_cast<const uint16_t*>(g.b) + off, panel_elems, cc, ldc, k0 > 0);
-          else
-            ik.gemm_f32w_few(m, kc, a, static_cast<const float*>(g.b) + off, panel_elems, cc, ldc, k0 > 0);
-        }
+      // FMA chains, the panels read side by side, where the format has that variant (f32 up to 3 rows; bf16
+      // widening up to 2: with 3 rows the few-rows variant measured 5-8% slower than a lone 3-row micro-tile with
+      // its prefetch, docs/performance.md).
+      if (tile.rows <= f.few_rows_max)
+        for (const int per = kFewRowsPanels[tile.rows]; p + per <= tile.np; p += per)
+          f.gemm_few(static_cast<int>(tile.rows), kc, ap + a_k0, weights + (tile.p0 + p) * panel_bytes + b_k0,
+                     panel_bytes, c + p * f.nr, ldc, k0 > 0);
       for (; p < tile.np; ++p) {
-        const int64_t off = (tile.p0 + p) * panel_elems + k0 * ik.nr;
+        const int64_t off = (tile.p0 + p) * panel_bytes + b_k0;
         const char* next = nullptr;  // the next weight block of this tile, and its bytes
         int64_t next_bytes = 0;
         if (p + 1 < tile.np) {
-          next = weights + (off + panel_elems) * wsize;
-          next_bytes = kc * ik.nr * wsize;
+          next = weights + off + panel_bytes;
+          next_bytes = block_bytes;
         } else if (k0 + kc < g.k) {
-          next = weights + (tile.p0 * panel_elems + (k0 + kc) * ik.nr) * wsize;
-          next_bytes = std::min(kKc, g.k - k0 - kc) * ik.nr * wsize;
+          next = weights + tile.p0 * panel_bytes + (k0 + kc) / unit * f.b_unit_bytes();
+          next_bytes = (std::min(kKc, g.k - k0 - kc) + unit - 1) / unit * f.b_unit_bytes();
         }
         // Micro-tiles 1.. share the prefetch; a lone micro-tile (2-6 rows: T of 8-32) prefetches it all itself.
         const int64_t first_pf = micro_tiles > 1 ? 1 : 0, sharing = micro_tiles - first_pf;
         const int64_t share = (next_bytes + 64 * sharing - 1) / (64 * sharing) * 64;
         for (int64_t i = 0; i < micro_tiles; ++i) {
-          const MicroTile mt = micro_tile(tile.rows, ik.mr, i);
-          const int m = mt.rows;
-          const float* a = ap + i * ik.mr * g.k + k0 * ik.mr;
-          float* cc = c + mt.start * ldc + p * ik.nr;
+          const MicroTile mt = micro_tile(tile.rows, f.mr, i);
           const char* pf = nullptr;  // this micro-tile's share of the next block
           int64_t pf_bytes = 0;
           if (next && i >= first_pf) {
@@ -196,10 +194,8 @@ void run_gemm_groups(const IsaKernels& ik, DType wdtype, const std::vector<GemmG
             pf = next + begin;
             pf_bytes = std::min(share, next_bytes - begin);
           }
-          if (wdtype == DType::kBF16)
-            ik.gemm_bf16w(m, kc, a, static_cast<const uint16_t*>(g.b) + off, cc, ldc, k0 > 0, pf, pf_bytes);
-          else
-            ik.gemm_f32w(m, kc, a, static_cast<const float*>(g.b) + off, cc, ldc, k0 > 0, pf, pf_bytes);
+          f.gemm(mt.rows, kc, ap + i * a_micro_panel + a_k0, weights + off, c + mt.start * ldc + p * f.nr, ldc, k0 > 0,
+                 pf, pf_bytes);
         }
       }
     }

@@ -3,10 +3,18 @@
 // references. Knows nothing of experts, routing or the MLP; the drivers (grouped_ffn_packed.cc,
 // grouped_gemm.cc) do the blocking and scheduling.
 //
-// Packed layout (docs/kernels.md): a (K, N) weight matrix becomes ceil(N / NR) panels of (K, NR), columns past N
-// zero-padded, stored one after another: // (N/NR, K, NR). Packing keeps the dtype (f32 stays f32, bf16 stays
-// bf16 and is widened in registers). A gate/up pair is packed interleaved: panel p holds gate columns
-// [p*NR/2, (p+1)*NR/2) then up columns of the same range, so one tile produces both halves of SwiGLU's input.
+// Weight formats (docs/kernels.md, "Formats"): each is a packing of the weights into panels of NR columns, a
+// packing of a micro-tile's activations, a micro-kernel per ISA and a scalar reference. The grouped driver
+// (gemm_driver.h) is one piece of code for all of them; it sees a format only through GemmFormat.
+//   f32        (N/NR, K, NR) f32; f32 FMA.
+//   bf16 widen (N/NR, K, NR) bf16, widened to f32 in registers; f32 FMA: the exact bf16 path.
+//   bf16 dot   (N/NR, K/2, NR, 2) bf16: k pairs, the operand vdpbf16ps consumes; activations rounded to bf16.
+//   q8 block32 per panel, per k block of 32: (8, NR, 4) u8 weights w + 128 (four consecutive k of a column
+//              together, the operand vpdpbusd consumes), then NR f32 scales; w = round(x / d), d = max|x| / 127
+//              over the column's block. Activations quantized the same way per row and block when packed.
+// K is padded with zeros to the format's k unit (1, 2 or 32). A gate/up pair is packed interleaved: panel p holds
+// gate columns [p*NR/2, (p+1)*NR/2) then up columns of the same range, so one tile produces both halves of
+// SwiGLU's input.
 #pragma once
 
 #include <cstdint>
@@ -18,27 +26,57 @@
 
 namespace hymoe::kernels {
 
+enum class WeightFormat { kF32, kBf16Widen, kBf16Dot, kQ8Block32 };
+constexpr int kNumWeightFormats = 4;
+// The kernel-name spelling of a format's operands (docs/kernels.md): "f32w_f32", "bf16w_f32", "bf16w_bf16",
+// "q8w_q8".
+const char* weight_format_operands(WeightFormat format);
+// k granularity of the format's packed panels: K is padded with zeros to a multiple of it.
+constexpr int k_unit(WeightFormat format) {
+  return format == WeightFormat::kBf16Dot ? 2 : format == WeightFormat::kQ8Block32 ? 32 : 1;
+}
+// Bytes of one k unit of a packed weight panel of nr columns, and of a packed activation micro-panel of mr rows.
+constexpr int64_t weight_unit_bytes(WeightFormat format, int nr) {
+  return format == WeightFormat::kF32 ? 4 * nr : format == WeightFormat::kQ8Block32 ? 36 * nr : 2 * k_unit(format) * nr;
+}
+constexpr int64_t activation_unit_bytes(WeightFormat format, int mr) {
+  return format == WeightFormat::kBf16Dot ? 4 * mr : format == WeightFormat::kQ8Block32 ? 40 * mr : 4 * mr;
+}
+constexpr int kQ8Block = 32;
+
 struct PackedMatrix {
-  DType dtype = DType::kF32;  // kF32 or kBF16
+  WeightFormat format = WeightFormat::kF32;
   int nr = 0;                 // panel width in columns
-  int64_t k = 0;              // rows of every panel
+  int64_t k = 0;              // logical rows of every panel (the packing pads them to the format's k unit)
   int64_t n = 0;              // logical columns (for a gate/up pair: the hidden width, each panel holds nr/2 of it)
   int64_t panels = 0;
   bool gate_up = false;
-  std::vector<float> f32;      // (panels, k, nr) when dtype == kF32
-  std::vector<uint16_t> bf16;  // (panels, k, nr) when dtype == kBF16
+  std::vector<uint8_t> buffer;  // panels of the format's layout, one after another (see the file comment)
 
-  const void* data() const { return dtype == DType::kBF16 ? static_cast<const void*>(bf16.data()) : f32.data(); }
-  size_t bytes() const { return f32.size() * sizeof(float) + bf16.size() * sizeof(uint16_t); }
+  DType dtype() const { return format == WeightFormat::kF32 ? DType::kF32 : DType::kBF16; }  // f32 and bf16 forms
+  int64_t panel_bytes() const { return (k + k_unit(format) - 1) / k_unit(format) * weight_unit_bytes(format, nr); }
+  const void* data() const { return buffer.data(); }
+  size_t bytes() const { return buffer.size(); }
+  // The f32 and bf16-widen forms' elements, (panels, k, nr).
+  const float* f32() const { return reinterpret_cast<const float*>(buffer.data()); }
+  const uint16_t* bf16() const { return reinterpret_cast<const uint16_t*>(buffer.data()); }
 };
 
-// Packs b (logical (K, N), any layout, f32 or bf16) into panels of nr columns.
+// Packs b (logical (K, N), any layout, f32 or bf16) into panels of nr columns: f32 weights as f32 and bf16 as
+// bf16 (widened by the kernels) unless a format is given (bf16 dot rounds f32 sources to bf16; q8 quantizes).
 PackedMatrix pack_matrix(const MatrixView& b, int nr);
+PackedMatrix pack_matrix(const MatrixView& b, int nr, WeightFormat format);
 // Packs panel p (of ceil(N / nr)) of pack_matrix(b, nr) into out (k * nr elements of b's dtype): the unit of work
 // for callers that pack per call into their own memory and in parallel with other matrices.
 void pack_matrix_panel(const MatrixView& b, int nr, int64_t p, void* out);
 // Packs gate and up (both (K, H), same dtype) interleaved, nr/2 columns of each per panel.
 PackedMatrix pack_gate_up(const MatrixView& gate, const MatrixView& up, int nr);
+PackedMatrix pack_gate_up(const MatrixView& gate, const MatrixView& up, int nr, WeightFormat format);
+
+// q8 block quantization, shared by the weight packing, the activation packing and the references so all agree to
+// the bit: d = max|x| / 127 (0 for an all-zero block), q = round-to-nearest-even(x / d) in [-127, 127]; the n <= 32
+// values past x[n) are taken as 0.
+void quantize_q8_block(const float* x, int n, int8_t* q, float* d);
 // Packs a plain row-major f32 (K, N) matrix with leading dimension ldb (the backward's activation gradients).
 void pack_rows_f32(const float* b, int64_t ldb, int64_t k, int64_t n, int nr, float* out);
 
@@ -70,6 +108,39 @@ using DotRowsFn = void (*)(int64_t k, const float* x, int64_t ldx, int tokens, c
 // h[i] = silu(g[i]) * u[i] for i < n (n a multiple of the vector width).
 using SwigluFn = void (*)(int64_t n, const float* g, const float* u, float* h);
 
+// A weight format's kernels on one ISA, as the grouped driver uses them. Operands are the packed layouts above:
+// `a` one activation micro-panel (pack_a's output) from its k unit k0/k_unit on, `b` one weight panel from the
+// same unit; kc counts k (not units) and is a multiple of the k unit except at the end of K. Every C element is
+// one chain of the format's accumulation in increasing k, so blocking K (at multiples of the unit) and
+// splitting rows never change the bits.
+// pack_a: rows [0, rows) (rows <= mr; row i read from a + (row_index ? row_index[i] : i) * lda) x k columns into
+// one micro-panel of ceil(k / k_unit) units, rows past `rows` and k past `k` zero.
+using PackActivationsFn = void (*)(const float* a, int64_t lda, const int64_t* row_index, int rows, int64_t k, int mr,
+                                   void* out);
+using GemmFn = void (*)(int m, int64_t kc, const void* a, const void* b, float* c, int64_t ldc, bool accumulate,
+                        const void* prefetch, int64_t prefetch_bytes);
+using GemmFewFn = void (*)(int m, int64_t kc, const void* a, const void* b, int64_t panel_stride_bytes, float* c,
+                           int64_t ldc, bool accumulate);
+struct GemmFormat {
+  WeightFormat format;
+  const char* name;  // the micro-kernel's name, e.g. "gemm_bf16w_bf16_12x32__avx512bf16"
+  int mr, nr;
+  PackActivationsFn pack_a;
+  GemmFn gemm;
+  GemmFewFn gemm_few;  // groups of 1..few_rows_max rows: m rows over kFewRowsPanels[m] panels per call
+  int few_rows_max;    // 0: none
+  int64_t units(int64_t k) const { return (k + k_unit(format) - 1) / k_unit(format); }
+  int64_t a_unit_bytes() const { return activation_unit_bytes(format, mr); }
+  int64_t b_unit_bytes() const { return weight_unit_bytes(format, nr); }
+};
+
+// The ISA-free activation packings (pack_rows_panel for f32; rounding to bf16 pairs; q8 block quantization).
+void pack_activations_f32(const float* a, int64_t lda, const int64_t* row_index, int rows, int64_t k, int mr, void* out);
+void pack_activations_bf16_pairs(const float* a, int64_t lda, const int64_t* row_index, int rows, int64_t k, int mr,
+                                 void* out);
+void pack_activations_q8(const float* a, int64_t lda, const int64_t* row_index, int rows, int64_t k, int mr,
+                         void* out);
+
 // One ISA's kernels and tile.
 struct IsaKernels {
   Isa isa;
@@ -89,12 +160,23 @@ struct IsaKernels {
   // The same read over `streams` (a multiple of 4) regions of n floats, region s at p + s * stride, interleaved a
   // cache line at a time (the decode kernel's access pattern).
   float (*sum_probe_streams)(const float* p, int64_t stride, int streams, int64_t n);
+  // Every weight format this ISA runs, indexed by WeightFormat; nullptr where it has none (bf16 dot needs
+  // AVX512_BF16). q8 uses vpdpbusd on kAvx512Vnni and up, the vpmaddubsw idiom below.
+  const GemmFormat* formats[kNumWeightFormats];
+  // Peak probes of the dot instructions, as fma_probe: operations (a multiply and an add each) of `iters` steps of
+  // 12 independent chains; nullptr where the ISA lacks the instruction.
+  double (*bf16_dot_probe)(int64_t iters, float* sink);
+  double (*int8_dot_probe)(int64_t iters, float* sink);
+
+  const GemmFormat* format(WeightFormat f) const { return formats[static_cast<int>(f)]; }
 };
 
 // The kernels of `isa`, or nullptr for Isa::kScalar (which uses the portable implementations).
 const IsaKernels* isa_kernels(Isa isa);
 const IsaKernels& isa_kernels_avx2();
 const IsaKernels& isa_kernels_avx512();
+const IsaKernels& isa_kernels_avx512vnni();
+const IsaKernels& isa_kernels_avx512bf16();
 
 // Packs rows [0, rows) x columns [0, kc) of a row-major A (leading dimension lda) into ceil(rows / mr) row panels
 // of (kc, mr): // (rows/MR, kc, MR); rows past `rows` are zero. The drivers pack activations once per run: rows of a
@@ -111,5 +193,12 @@ void gemm_f32w_f32__ref(int m, int mr, int nr, int64_t kc, const float* a, const
 void gemm_bf16w_f32__ref(int m, int mr, int nr, int64_t kc, const float* a, const uint16_t* b, float* c,
                          int64_t ldc, bool accumulate);
 void swiglu__ref(int64_t n, const float* g, const float* u, float* h);
+// References of the bf16-dot and q8 micro-kernels on their packed operands (a: pack_a's micro-panel of mr rows,
+// b: one weight panel of nr columns, both from unit 0): the same rounded inputs, double accumulation (q8: the
+// exact integer dot of each block times its two scales).
+void gemm_bf16w_bf16__ref(int m, int mr, int nr, int64_t kc, const void* a, const void* b, float* c, int64_t ldc,
+                          bool accumulate);
+void gemm_q8w_q8__ref(int m, int mr, int nr, int64_t kc, const void* a, const void* b, float* c, int64_t ldc,
+                      bool accumulate);
 
 }  // namespace hymoe::kernels

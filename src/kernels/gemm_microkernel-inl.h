@@ -6,11 +6,38 @@
 //
 // V provides: vec, kWidth, zero(), load(const float*), load_bf16(const uint16_t*) (kWidth bf16 widened to f32),
 // broadcast(const float*), store(float*, vec), fma(a, b, c) = a*b+c, add, sub, mul, div, min, max, set1(float),
-// round_nearest(vec), pow2(vec n) (2^n for integral n in [-126, 127]).
+// round_nearest(vec), pow2(vec n) (2^n for integral n in [-126, 127]); for the q8 format: ivec, q8w (a weight
+// vector prepared for q8_dot4), q8_weights(const uint8_t*) (kWidth columns x 4 k of u8 w + 128),
+// broadcast4(const uint8_t*) (four int8 activations in every 32-bit lane), q8_start(const uint8_t*) (the
+// accumulator a block starts from: the activations' -128 * sum(q) where q8_dot4 multiplies by w + 128, else 0),
+// q8_dot4(ivec acc, q8w, ivec x) (acc + the lane's four w * x products), to_float(ivec). The bf16-dot format
+// needs bvec, load_pairs(const Bf16Pair*) (kWidth k pairs), broadcast_pair(const uint32_t*) and dot_bf16(vec acc,
+// bvec a, bvec b) (acc + the two products of each lane's pair: vdpbf16ps) and is instantiated only where V has
+// them. The including unit also defines kQ8Mr, the q8 kernels' rows.
 
 // Register budget: MR*2 accumulators + 2 panel vectors + 1 broadcast must fit the register file (AVX2: 6*2+3 =
 // 15 of 16 ymm; AVX-512: 12*2+3 = 27 of 32 zmm).
 constexpr int kNr = 2 * V::kWidth;
+
+// A k pair of bf16 weights (the bf16-dot format's element); its activations are pairs too, one 32-bit word.
+struct Bf16Pair {
+  uint16_t even, odd;
+};
+template <typename W>
+struct ActivationOf {
+  using type = float;
+};
+template <>
+struct ActivationOf<Bf16Pair> {
+  using type = uint32_t;
+};
+template <typename W>
+using Act = typename ActivationOf<W>::type;
+// V, as a type that depends on W: members only one ISA's V has are looked up when the template is instantiated.
+template <typename W>
+struct VFor {
+  using type = V;
+};
 
 template <typename W>
 inline typename V::vec load_w(const W* p) {
@@ -19,16 +46,29 @@ inline typename V::vec load_w(const W* p) {
 }
 
 // Step k of an M-row tile. Every loop over rows is fully unrolled (the pragmas): that is what lets the compiler
-// keep acc0/acc1 in registers instead of spilling the arrays to the stack on every k.
+// keep acc0/acc1 in registers instead of spilling the arrays to the stack on every k. For bf16 pairs a step is a k
+// pair: one vdpbf16ps per accumulator.
 template <int M, typename W>
-inline void tile_step(int64_t k, const float* a, const W* b, typename V::vec (&acc0)[M], typename V::vec (&acc1)[M]) {
-  const typename V::vec b0 = load_w(b + k * kNr);
-  const typename V::vec b1 = load_w(b + k * kNr + V::kWidth);
+inline void tile_step(int64_t k, const Act<W>* a, const W* b, typename V::vec (&acc0)[M], typename V::vec (&acc1)[M]) {
+  if constexpr (__is_same(W, Bf16Pair)) {
+    using VV = typename VFor<W>::type;
+    const auto b0 = VV::load_pairs(b + k * kNr);
+    const auto b1 = VV::load_pairs(b + k * kNr + V::kWidth);
 #pragma GCC unroll 16
-  for (int i = 0; i < M; ++i) {
-    const typename V::vec av = V::broadcast(a + k * kMr + i);
-    acc0[i] = V::fma(av, b0, acc0[i]);
-    acc1[i] = V::fma(av, b1, acc1[i]);
+    for (int i = 0; i < M; ++i) {
+      const auto av = VV::broadcast_pair(a + k * kMr + i);
+      acc0[i] = VV::dot_bf16(acc0[i], av, b0);
+      acc1[i] = VV::dot_bf16(acc1[i], av, b1);
+    }
+  } else {
+    const typename V::vec b0 = load_w(b + k * kNr);
+    const typename V::vec b1 = load_w(b + k * kNr + V::kWidth);
+#pragma GCC unroll 16
+    for (int i = 0; i < M; ++i) {
+      const typename V::vec av = V::broadcast(a + k * kMr + i);
+      acc0[i] = V::fma(av, b0, acc0[i]);
+      acc1[i] = V::fma(av, b1, acc1[i]);
+    }
   }
 }
 
@@ -39,7 +79,7 @@ inline void tile_step(int64_t k, const float* a, const W* b, typename V::vec (&a
 // The hint is prefetcht1: L2 on Intel and on AMD from Zen 4, but AMD cores before Zen 4 fill L1 with it too, so
 // on Zen 3 the next block shares L1 with the current one (with KC = 128, both fit).
 template <int M, typename W>
-void gemm_tile(int64_t kc, const float* a, const W* b, float* c, int64_t ldc, bool accumulate, const char* prefetch,
+void gemm_tile(int64_t kc, const Act<W>* a, const W* b, float* c, int64_t ldc, bool accumulate, const char* prefetch,
                const char* prefetch_end) {
   typename V::vec acc0[M], acc1[M];
 #pragma GCC unroll 16
@@ -85,7 +125,7 @@ void gemm_tile(int64_t kc, const float* a, const W* b, float* c, int64_t ldc, bo
 
 // m in 1..kMr picks the instantiation with exactly m rows, so tails cost no masking.
 template <typename W, int M = kMr>
-void gemm_rows(int m, int64_t kc, const float* a, const W* b, float* c, int64_t ldc, bool accumulate,
+void gemm_rows(int m, int64_t kc, const Act<W>* a, const W* b, float* c, int64_t ldc, bool accumulate,
                const void* prefetch, int64_t prefetch_bytes) {
   if constexpr (M >= 1) {
     if (m == M) {
@@ -313,4 +353,140 @@ float sum_probe(const float* p, int64_t n) {
   float total = 0.0f;
   for (int i = 0; i < V::kWidth; ++i) total += out[i];
   return total;
+}
+
+// ---- q8 blocks (gemm_kernels.h): per block of 32 k, integer dot products into int32 chains that start from
+// the activations' correction, then one float FMA per accumulator with the product of the two scales. The
+// integer part is exact (|sum| <= 32 * 127 * 127 < 2^24, so its float conversion is exact too); each C element
+// is one float chain over the blocks in increasing k.
+// Register budget (AVX-512, 6 rows): 12 float + 12 int accumulators, 2 weight vectors, 1 broadcast.
+constexpr int64_t kQ8AUnit = 40 * kQ8Mr, kQ8BUnit = 36 * kNr;
+
+inline float load_scalar_f32(const uint8_t* p) {
+  float v;
+  __builtin_memcpy(&v, p, sizeof v);
+  return v;
+}
+
+template <int M>
+void q8_tile(int64_t units, const uint8_t* a, const uint8_t* b, float* c, int64_t ldc, bool accumulate,
+             const char* prefetch, const char* prefetch_end) {
+  typename V::vec acc0[M], acc1[M];
+#pragma GCC unroll 16
+  for (int i = 0; i < M; ++i) {
+    acc0[i] = accumulate ? V::load(c + i * ldc) : V::zero();
+    acc1[i] = accumulate ? V::load(c + i * ldc + V::kWidth) : V::zero();
+  }
+  // The prefetch hint spread over the blocks: a block is 8 * 2 * M dot instructions, so a test per block is free.
+  const int64_t lines = prefetch_end > prefetch ? (prefetch_end - prefetch + 63) / 64 : 0;
+  const int64_t lines_per_unit = units > 0 ? (lines + units - 1) / units : 0;
+  for (int64_t u = 0; u < units; ++u) {
+    const uint8_t* au = a + u * kQ8AUnit;
+    const uint8_t* bu = b + u * kQ8BUnit;
+    for (int64_t l = 0; l < lines_per_unit && prefetch < prefetch_end; ++l, prefetch += 64)
+      __builtin_prefetch(prefetch, 0, 2);
+    typename V::ivec s0[M], s1[M];
+#pragma GCC unroll 16
+    for (int i = 0; i < M; ++i) s0[i] = s1[i] = V::q8_start(au + (kQ8Block + 4) * kQ8Mr + 4 * i);
+#pragma GCC unroll 8
+    for (int g = 0; g < kQ8Block / 4; ++g) {
+      const typename V::q8w w0 = V::q8_weights(bu + g * kNr * 4);
+      const typename V::q8w w1 = V::q8_weights(bu + g * kNr * 4 + V::kWidth * 4);
+#pragma GCC unroll 16
+      for (int i = 0; i < M; ++i) {
+        const typename V::ivec x = V::broadcast4(au + (g * kQ8Mr + i) * 4);
+        s0[i] = V::q8_dot4(s0[i], w0, x);
+        s1[i] = V::q8_dot4(s1[i], w1, x);
+      }
+    }
+    const typename V::vec d0 = V::load(reinterpret_cast<const float*>(bu + kQ8Block * kNr));
+    const typename V::vec d1 = V::load(reinterpret_cast<const float*>(bu + kQ8Block * kNr) + V::kWidth);
+#pragma GCC unroll 16
+    for (int i = 0; i < M; ++i) {
+      const typename V::vec da = V::set1(load_scalar_f32(au + kQ8Block * kQ8Mr + 4 * i));
+      acc0[i] = V::fma(V::to_float(s0[i]), V::mul(d0, da), acc0[i]);
+      acc1[i] = V::fma(V::to_float(s1[i]), V::mul(d1, da), acc1[i]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < M; ++i) {
+    V::store(c + i * ldc, acc0[i]);
+    V::store(c + i * ldc + V::kWidth, acc1[i]);
+  }
+}
+
+template <int M = kQ8Mr>
+void q8_rows(int m, int64_t units, const uint8_t* a, const uint8_t* b, float* c, int64_t ldc, bool accumulate,
+             const char* prefetch, const char* prefetch_end) {
+  if constexpr (M >= 1) {
+    if (m == M) return q8_tile<M>(units, a, b, c, ldc, accumulate, prefetch, prefetch_end);
+    return q8_rows<M - 1>(m, units, a, b, c, ldc, accumulate, prefetch, prefetch_end);
+  }
+}
+
+// ---- the GemmFormat entry points (gemm_kernels.h): type-erased operands, kc in k ----
+template <typename W>
+void gemm_format_widen(int m, int64_t kc, const void* a, const void* b, float* c, int64_t ldc, bool acc,
+                       const void* pf, int64_t pf_bytes) {
+  gemm_rows<W>(m, kc, static_cast<const float*>(a), static_cast<const W*>(b), c, ldc, acc, pf, pf_bytes);
+}
+template <typename W>
+void gemm_format_widen_few(int m, int64_t kc, const void* a, const void* b, int64_t panel_stride_bytes, float* c,
+                           int64_t ldc, bool acc) {
+  gemm_few_rows<W>(m, kc, static_cast<const float*>(a), static_cast<const W*>(b),
+                   panel_stride_bytes / static_cast<int64_t>(sizeof(W)), c, ldc, acc);
+}
+template <typename W = Bf16Pair>
+void gemm_format_bf16_dot(int m, int64_t kc, const void* a, const void* b, float* c, int64_t ldc, bool acc,
+                          const void* pf, int64_t pf_bytes) {
+  gemm_rows<W>(m, (kc + 1) / 2, static_cast<const uint32_t*>(a), static_cast<const W*>(b), c, ldc, acc, pf, pf_bytes);
+}
+void gemm_format_q8(int m, int64_t kc, const void* a, const void* b, float* c, int64_t ldc, bool acc, const void* pf,
+                    int64_t pf_bytes) {
+  const char* p = static_cast<const char*>(pf);
+  q8_rows(m, (kc + kQ8Block - 1) / kQ8Block, static_cast<const uint8_t*>(a), static_cast<const uint8_t*>(b), c, ldc,
+          acc, p, p ? p + pf_bytes : p);
+}
+
+// Peak probes of the dot instructions, as fma_probe: 12 independent chains; returns the operations done (a
+// multiply and an add per product). The q8 probe runs this unit's q8_dot4, so where that is the vpmaddubsw idiom it
+// measures the idiom's rate.
+template <typename W = Bf16Pair>
+double bf16_dot_probe(int64_t iters, float* sink) {
+  using VV = typename VFor<W>::type;
+  typename V::vec acc[12];
+  const uint32_t pair = 0x3f803f80u;  // (1.0, 1.0) in bf16
+  const auto x = VV::broadcast_pair(&pair);
+#pragma GCC unroll 16
+  for (int i = 0; i < 12; ++i) acc[i] = V::set1(static_cast<float>(i));
+  for (int64_t it = 0; it < iters; ++it) {
+#pragma GCC unroll 16
+    for (int i = 0; i < 12; ++i) acc[i] = VV::dot_bf16(acc[i], x, x);
+  }
+  typename V::vec total = acc[0];
+#pragma GCC unroll 16
+  for (int i = 1; i < 12; ++i) total = V::add(total, acc[i]);
+  V::store(sink, total);
+  return static_cast<double>(iters) * 12 * V::kWidth * 2 * 2;
+}
+
+double int8_dot_probe(int64_t iters, float* sink) {
+  typename V::ivec acc[12];
+  uint8_t bytes[4 * V::kWidth];
+  for (int i = 0; i < 4 * V::kWidth; ++i) bytes[i] = 129;  // w = 1
+  const typename V::q8w w = V::q8_weights(bytes);
+  const uint8_t ones[4] = {1, 1, 1, 1};
+#pragma GCC unroll 16
+  for (int i = 0; i < 12; ++i) acc[i] = V::broadcast4(ones);
+  // Each chain's activations are the next chain's accumulator bytes: with a constant input the integer idiom
+  // (vpmaddubsw on constants, then a loop-invariant add) is folded by the compiler into a closed form.
+  for (int64_t it = 0; it < iters; ++it) {
+#pragma GCC unroll 16
+    for (int i = 0; i < 12; ++i) acc[i] = V::q8_dot4(acc[i], w, acc[i == 11 ? 0 : i + 1]);
+  }
+  typename V::vec total = V::to_float(acc[0]);
+#pragma GCC unroll 16
+  for (int i = 1; i < 12; ++i) total = V::add(total, V::to_float(acc[i]));
+  V::store(sink, total);
+  return static_cast<double>(iters) * 12 * V::kWidth * 4 * 2;
 }

@@ -1,6 +1,8 @@
 // Packing of weights into micro-kernel panels, the scalar references of the micro-kernel contract, and the
 // table of per-ISA kernels. Built without ISA flags: it only picks function pointers, never runs vector code.
 #include <algorithm>
+#include <cstring>
+#include <functional>
 
 #include "hymoe/error.h"
 #include "kernels/gemm_kernels.h"
@@ -40,20 +42,60 @@ void fill_panel(int64_t k, int nr, T* panel, ColumnOf&& column_of, const MatrixV
   }
 }
 
-template <typename T>
-std::vector<T>& storage(PackedMatrix& p);
-template <>
-std::vector<float>& storage<float>(PackedMatrix& p) { return p.f32; }
-template <>
-std::vector<uint16_t>& storage<uint16_t>(PackedMatrix& p) { return p.bf16; }
+// Column col of src (k values) as floats, or as bf16 bits (f32 sources rounded to nearest even).
+void read_column(const MatrixView& src, int64_t col, float* out) {
+  if (src.layout == WeightLayout::kOutIn && src.dtype == DType::kF32) {
+    const float* s = static_cast<const float*>(src.data) + col * src.k;
+    std::copy(s, s + src.k, out);
+  } else {
+    for (int64_t kk = 0; kk < src.k; ++kk) out[kk] = src.at(kk, col);
+  }
+}
 
-template <typename T, typename ColumnOf>
+// Panel p of a packing in one of the k-unit formats (bf16 dot, q8): column j of the panel from column_of(j).
+void fill_unit_panel(WeightFormat format, int64_t k, int nr, uint8_t* panel,
+                     const std::function<std::pair<int, int64_t>(int)>& column_of, const MatrixView& gate,
+                     const MatrixView& up) {
+  const int64_t units = (k + k_unit(format) - 1) / k_unit(format), unit_bytes = weight_unit_bytes(format, nr);
+  std::vector<float> column(static_cast<size_t>(units * k_unit(format)));
+  for (int j = 0; j < nr; ++j) {
+    const auto [which, col] = column_of(j);
+    std::fill(column.begin(), column.end(), 0.0f);
+    if (col >= 0) read_column(which == 0 ? gate : up, col, column.data());
+    for (int64_t u = 0; u < units; ++u) {
+      uint8_t* unit = panel + u * unit_bytes;
+      const float* x = column.data() + u * k_unit(format);
+      if (format == WeightFormat::kBf16Dot) {  // (K/2, nr, 2)
+        uint16_t* pairs = reinterpret_cast<uint16_t*>(unit);
+        pairs[2 * j] = float_to_bf16(x[0]);
+        pairs[2 * j + 1] = float_to_bf16(x[1]);
+      } else {  // q8: (8, nr, 4) u8 of q + 128, then nr f32 scales
+        int8_t q[kQ8Block];
+        float d;
+        quantize_q8_block(x, kQ8Block, q, &d);
+        for (int g = 0; g < kQ8Block / 4; ++g)
+          for (int t = 0; t < 4; ++t) unit[(g * nr + j) * 4 + t] = static_cast<uint8_t>(q[4 * g + t] + 128);
+        std::memcpy(unit + kQ8Block * nr + 4 * j, &d, sizeof(float));
+      }
+    }
+  }
+}
+
+template <typename ColumnOf>
 void pack_panels(PackedMatrix& out, const MatrixView& gate, const MatrixView& up, ColumnOf column_of) {
-  auto& buf = storage<T>(out);
-  buf.resize(static_cast<size_t>(out.panels * out.k * out.nr));
-  const int64_t panel_size = out.k * out.nr;
+  const int64_t panel_bytes = out.panel_bytes();
+  out.buffer.resize(static_cast<size_t>(out.panels * panel_bytes));
+  uint8_t* const buf = out.buffer.data();
   parallel_for(out.panels, [&](int64_t p, int) {
-    fill_panel<T>(out.k, out.nr, buf.data() + p * panel_size, [&](int j) { return column_of(p, j); }, gate, up);
+    auto column = [&](int j) { return column_of(p, j); };
+    uint8_t* panel = buf + p * panel_bytes;
+    switch (out.format) {
+      case WeightFormat::kF32:
+        return fill_panel<float>(out.k, out.nr, reinterpret_cast<float*>(panel), column, gate, up);
+      case WeightFormat::kBf16Widen:
+        return fill_panel<uint16_t>(out.k, out.nr, reinterpret_cast<uint16_t*>(panel), column, gate, up);
+      default: return fill_unit_panel(out.format, out.k, out.nr, panel, column, gate, up);
+    }
   });
 }
 
@@ -70,18 +112,30 @@ void check_packable(const MatrixView& b, int nr) {
   HYMOE_CHECK(b.dtype == DType::kF32 || b.dtype == DType::kBF16, "weights must be f32 or bf16");
 }
 
+// The f32 and bf16-widen forms copy elements, so they keep the source's dtype.
+void check_format(const MatrixView& b, WeightFormat format) {
+  if (format == WeightFormat::kF32) HYMOE_CHECK(b.dtype == DType::kF32, "f32 packing of non-f32 weights");
+  if (format == WeightFormat::kBf16Widen) HYMOE_CHECK(b.dtype == DType::kBF16, "bf16 packing of non-bf16 weights");
+}
+
+WeightFormat natural_format(const MatrixView& b) {
+  return b.dtype == DType::kBF16 ? WeightFormat::kBf16Widen : WeightFormat::kF32;
+}
+
 }  // namespace
 
-PackedMatrix pack_matrix(const MatrixView& b, int nr) {
+PackedMatrix pack_matrix(const MatrixView& b, int nr) { return pack_matrix(b, nr, natural_format(b)); }
+
+PackedMatrix pack_matrix(const MatrixView& b, int nr, WeightFormat format) {
   check_packable(b, nr);
+  check_format(b, format);
   PackedMatrix out;
-  out.dtype = b.dtype;
+  out.format = format;
   out.nr = nr;
   out.k = b.k;
   out.n = b.n;
   out.panels = (b.n + nr - 1) / nr;
-  if (b.dtype == DType::kBF16) pack_panels<uint16_t>(out, b, b, plain_columns(b, nr));
-  else pack_panels<float>(out, b, b, plain_columns(b, nr));
+  pack_panels(out, b, b, plain_columns(b, nr));
   return out;
 }
 
@@ -95,23 +149,26 @@ void pack_matrix_panel(const MatrixView& b, int nr, int64_t p, void* out) {
 }
 
 PackedMatrix pack_gate_up(const MatrixView& gate, const MatrixView& up, int nr) {
+  return pack_gate_up(gate, up, nr, natural_format(up));
+}
+
+PackedMatrix pack_gate_up(const MatrixView& gate, const MatrixView& up, int nr, WeightFormat format) {
   check_packable(gate, nr);
   check_packable(up, nr);
   HYMOE_CHECK(gate.k == up.k && gate.n == up.n && gate.dtype == up.dtype);
+  check_format(up, format);
   PackedMatrix out;
-  out.dtype = up.dtype;
+  out.format = format;
   out.nr = nr;
   out.k = up.k;
   out.n = up.n;
   out.gate_up = true;
   const int half = nr / 2;
   out.panels = (up.n + half - 1) / half;
-  auto column_of = [&](int64_t p, int j) {
+  pack_panels(out, gate, up, [&](int64_t p, int j) {
     const int64_t col = p * half + j % half;
     return std::pair<int, int64_t>{j < half ? 0 : 1, col < up.n ? col : -1};
-  };
-  if (up.dtype == DType::kBF16) pack_panels<uint16_t>(out, gate, up, column_of);
-  else pack_panels<float>(out, gate, up, column_of);
+  });
   return out;
 }
 
@@ -181,6 +238,8 @@ const IsaKernels* isa_kernels(Isa isa) {
     case Isa::kScalar: return nullptr;
     case Isa::kAvx2: return &isa_kernels_avx2();
     case Isa::kAvx512: return &isa_kernels_avx512();
+    case Isa::kAvx512Vnni: return &isa_kernels_avx512vnni();
+    case Isa::kAvx512Bf16: return &isa_kernels_avx512bf16();
   }
   return nullptr;
 }

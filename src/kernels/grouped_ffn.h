@@ -16,6 +16,7 @@
 #include <memory>
 #include <span>
 
+#include "hymoe/compute.h"
 #include "hymoe/dtype.h"
 #include "kernels/activation.h"
 #include "kernels/isa.h"
@@ -84,12 +85,27 @@ class GroupedFfn {
   virtual const char* name() const = 0;
 };
 
-// Plain reference: double accumulation, no SIMD, no threads. The yardstick for every other implementation.
-std::unique_ptr<GroupedFfn> make_grouped_ffn_ref(const GroupedFfnShape& shape, std::span<const MlpWeightsView> weights);
+// How the fast implementations compute with the weights they are given (docs/kernels.md, "Formats").
+struct GroupedFfnOptions {
+  Bf16Compute bf16 = bf16_compute();  // for bf16 weights: widen to f32, or the native bf16 dot product
+  bool quantize_q8 = false;           // pack the weights (f32 or bf16) as q8 blocks of 32 along K with an f32 scale
+                                      // each, and quantize the activations per block the same way when packed
+};
+
+// How a grouped FFN rounds what it multiplies, for the reference: f32 (nothing rounded; also bf16 widening),
+// bf16 dot (activations rounded to bf16 before each projection, weights to bf16), q8 blocks (activations and
+// weights quantized per block of 32 along K, exactly as the packed kernels do).
+enum class RoundingModel { kNone, kBf16Activations, kQ8Blocks };
+
+// Plain reference: double accumulation, no SIMD, no threads. The yardstick for every other implementation. With a
+// rounding model it rounds the inputs of each projection as that format does, then computes exactly.
+std::unique_ptr<GroupedFfn> make_grouped_ffn_ref(const GroupedFfnShape& shape, std::span<const MlpWeightsView> weights,
+                                                 RoundingModel rounding = RoundingModel::kNone);
 // The implementation for `isa` (the fastest available one for that ISA). Weights must outlive the result unless
-// the implementation packs them (documented per implementation).
+// the implementation packs them (documented per implementation). Native bf16 asked for on an ISA without it, or
+// q8 on the scalar ISA, is an error.
 std::unique_ptr<GroupedFfn> make_grouped_ffn(const GroupedFfnShape& shape, std::span<const MlpWeightsView> weights,
-                                             Isa isa = active_isa());
+                                             Isa isa = active_isa(), const GroupedFfnOptions& options = {});
 
 // Checks the args against the shape (offsets monotone, pointers present); used by every implementation.
 void validate_grouped_ffn_args(const GroupedFfnShape& shape, const GroupedFfnArgs& args);

@@ -26,16 +26,36 @@ void validate_grouped_ffn_args(const GroupedFfnShape& shape, const GroupedFfnArg
   if (args.offsets[shape.num_groups] > 0) HYMOE_CHECK(args.x && args.y);
 }
 
+WeightFormat choose_weight_format(std::span<const MlpWeightsView> weights, Isa isa, const GroupedFfnOptions& options) {
+  const IsaKernels* ik = isa_kernels(isa);
+  HYMOE_CHECK(ik, "no packed kernels for isa ", isa_name(isa));
+  if (options.quantize_q8) return WeightFormat::kQ8Block32;
+  const bool bf16 = !weights.empty() && weights[0].up.dtype == DType::kBF16;
+  if (!bf16 || options.bf16 == Bf16Compute::kWiden) return bf16 ? WeightFormat::kBf16Widen : WeightFormat::kF32;
+  if (ik->format(WeightFormat::kBf16Dot)) return WeightFormat::kBf16Dot;
+  if (options.bf16 == Bf16Compute::kNative)
+    fail("bf16 compute 'native' needs AVX512_BF16, but the kernels run on isa ", isa_name(isa),
+         " (detected: ", isa_name(detect_best_isa()), "); use 'widen' or 'auto'");
+  return WeightFormat::kBf16Widen;
+}
+
 std::unique_ptr<GroupedFfn> make_grouped_ffn(const GroupedFfnShape& shape, std::span<const MlpWeightsView> weights,
-                                             Isa isa) {
-  if (isa == Isa::kScalar) return make_grouped_ffn_portable(shape, weights);
-  // Mixed dtypes within one layer have no packed kernel; the portable path widens everything to f32.
+                                             Isa isa, const GroupedFfnOptions& options) {
+  if (isa == Isa::kScalar) {
+    if (options.quantize_q8) fail("q8 weights need a vector ISA (avx2 or later); HYMOE_ISA=scalar has none");
+    if (options.bf16 == Bf16Compute::kNative && !weights.empty() && weights[0].up.dtype == DType::kBF16)
+      fail("bf16 compute 'native' needs AVX512_BF16, but the kernels run on isa scalar; use 'widen' or 'auto'");
+    return make_grouped_ffn_portable(shape, weights);
+  }
+  // Mixed dtypes within one layer have no packed kernel but q8 (which quantizes either); the portable path widens
+  // everything to f32.
   const bool gated = is_gated(shape.activation);
-  for (const auto& w : weights)
-    if (w.down.dtype != w.up.dtype || (gated && w.gate.dtype != w.up.dtype) ||
-        (!weights.empty() && w.up.dtype != weights[0].up.dtype))
-      return make_grouped_ffn_portable(shape, weights);
-  return make_grouped_ffn_packed(shape, weights, isa);
+  if (!options.quantize_q8)
+    for (const auto& w : weights)
+      if (w.down.dtype != w.up.dtype || (gated && w.gate.dtype != w.up.dtype) ||
+          (!weights.empty() && w.up.dtype != weights[0].up.dtype))
+        return make_grouped_ffn_portable(shape, weights);
+  return make_grouped_ffn_packed(shape, weights, isa, choose_weight_format(weights, isa, options));
 }
 
 }  // namespace hymoe::kernels

@@ -2,6 +2,7 @@
 // each against the reference. Not part of the kernels' interface to the layers above.
 #pragma once
 
+#include "kernels/gemm_kernels.h"
 #include "kernels/grouped_ffn.h"
 
 namespace hymoe::kernels {
@@ -10,9 +11,16 @@ namespace hymoe::kernels {
 std::unique_ptr<GroupedFfn> make_grouped_ffn_portable(const GroupedFfnShape& shape,
                                                       std::span<const MlpWeightsView> weights);
 
-// ISA micro-kernels over weights packed at construction (f32 or bf16, all matrices one dtype), one schedule of
-// (group, row-block, column-block) tiles over the thread pool. `isa` must not be Isa::kScalar.
+// ISA micro-kernels over weights packed at construction in one weight format (all matrices; the f32 and
+// bf16-widen formats need every matrix of that dtype), one schedule of (group, row-block, column-block) tiles over
+// the thread pool. `isa` must not be Isa::kScalar and must have the format. Without a format: the weights' own
+// (f32, or bf16 widened).
 std::unique_ptr<GroupedFfn> make_grouped_ffn_packed(const GroupedFfnShape& shape,
                                                     std::span<const MlpWeightsView> weights, Isa isa);
+std::unique_ptr<GroupedFfn> make_grouped_ffn_packed(const GroupedFfnShape& shape,
+                                                    std::span<const MlpWeightsView> weights, Isa isa,
+                                                    WeightFormat format);
+// The format make_grouped_ffn would pack these weights in on `isa` (never called for Isa::kScalar).
+WeightFormat choose_weight_format(std::span<const MlpWeightsView> weights, Isa isa, const GroupedFfnOptions& options);
 
 }  // namespace hymoe::kernels

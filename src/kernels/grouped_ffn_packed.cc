@@ -1,4 +1,5 @@
-// The fast grouped FFN: weights packed once at construction into the ISA's panels (gate and up interleaved), then
+// The fast grouped FFN: weights packed once at construction into the ISA's panels in one weight format (gate and
+// up interleaved), then
 // per run two phases of tiles over all groups together: gate/up with the fused activation epilogue writing the
 // hidden rows once, and down with the fused row-scale epilogue writing y. Weights need not outlive the object.
 #include <algorithm>
@@ -15,24 +16,23 @@ namespace {
 
 class GroupedFfnPacked final : public GroupedFfn {
  public:
-  GroupedFfnPacked(const GroupedFfnShape& shape, std::span<const MlpWeightsView> weights, const IsaKernels& ik)
-      : shape_(shape), ik_(ik) {
+  GroupedFfnPacked(const GroupedFfnShape& shape, std::span<const MlpWeightsView> weights, const IsaKernels& ik,
+                   WeightFormat format)
+      : shape_(shape), ik_(ik), format_(ik.format(format)) {
     validate_grouped_ffn_weights(shape_, weights);
+    HYMOE_CHECK(format_, "isa ", isa_name(ik.isa), " has no ", weight_format_operands(format), " kernels");
     const bool gated = is_gated(shape_.activation);
-    dtype_ = weights.empty() ? DType::kF32 : weights[0].up.dtype;
     for (const auto& w : weights) {
-      HYMOE_CHECK(w.up.dtype == dtype_ && w.down.dtype == dtype_ && (!gated || w.gate.dtype == dtype_),
-                  "all weights of a packed grouped FFN share one dtype");
       Packed p;
-      p.first = gated ? pack_gate_up(w.gate, w.up, ik_.nr) : pack_matrix(w.up, ik_.nr);
-      p.down = pack_matrix(w.down, ik_.nr);
+      p.first = gated ? pack_gate_up(w.gate, w.up, ik_.nr, format) : pack_matrix(w.up, ik_.nr, format);
+      p.down = pack_matrix(w.down, ik_.nr, format);
       if (w.gate_bias) p.gate_bias.assign(w.gate_bias, w.gate_bias + shape_.hidden);
       if (w.up_bias) p.up_bias.assign(w.up_bias, w.up_bias + shape_.hidden);
       if (w.down_bias) p.down_bias.assign(w.down_bias, w.down_bias + shape_.dim);
       packed_.push_back(std::move(p));
     }
-    name_ = std::string("grouped_ffn_") + (dtype_ == DType::kBF16 ? "bf16w" : "f32w") + "_f32_" +
-            std::to_string(ik_.mr) + "x" + std::to_string(ik_.nr) + "__" + std::string(isa_name(ik_.isa));
+    name_ = std::string("grouped_ffn_") + weight_format_operands(format) + "_" + std::to_string(format_->mr) + "x" +
+            std::to_string(format_->nr) + "__" + std::string(isa_name(ik_.isa));
   }
 
   void run(const GroupedFfnArgs& args) const override {
@@ -54,7 +54,7 @@ class GroupedFfnPacked final : public GroupedFfn {
       gr = {args.x + (args.x_rows ? 0 : args.offsets[g] * D), D, args.x_rows ? args.x_rows + args.offsets[g] : nullptr,
             args.offsets[g + 1] - args.offsets[g], D, p.data(), p.panels};
     }
-    run_gemm_groups(ik_, dtype_, groups, *ws, [&](const GemmTile& t, const float* c, int64_t ldc) {
+    run_gemm_groups(*format_, groups, *ws, [&](const GemmTile& t, const float* c, int64_t ldc) {
       const int64_t row0 = args.offsets[t.group] + t.r0;
       float tmp[64];
       for (int64_t r = 0; r < t.rows; ++r) {
@@ -95,7 +95,7 @@ class GroupedFfnPacked final : public GroupedFfn {
       groups[static_cast<size_t>(g)] = {hidden + args.offsets[g] * H, H, nullptr, args.offsets[g + 1] - args.offsets[g],
                                         H, p.data(), p.panels};
     }
-    run_gemm_groups(ik_, dtype_, groups, *ws, [&](const GemmTile& t, const float* c, int64_t ldc) {
+    run_gemm_groups(*format_, groups, *ws, [&](const GemmTile& t, const float* c, int64_t ldc) {
       const int64_t row0 = args.offsets[t.group] + t.r0;
       const int64_t col0 = t.p0 * nr, w = std::min<int64_t>(t.np * nr, D - col0);
       const std::vector<float>& db = packed_[static_cast<size_t>(t.group)].down_bias;
@@ -123,7 +123,7 @@ class GroupedFfnPacked final : public GroupedFfn {
   };
   GroupedFfnShape shape_;
   const IsaKernels& ik_;
-  DType dtype_ = DType::kF32;
+  const GemmFormat* format_;
   std::vector<Packed> packed_;
   std::string name_;
 };
@@ -131,10 +131,17 @@ class GroupedFfnPacked final : public GroupedFfn {
 }  // namespace
 
 std::unique_ptr<GroupedFfn> make_grouped_ffn_packed(const GroupedFfnShape& shape,
-                                                    std::span<const MlpWeightsView> weights, Isa isa) {
+                                                    std::span<const MlpWeightsView> weights, Isa isa,
+                                                    WeightFormat format) {
   const IsaKernels* ik = isa_kernels(isa);
   HYMOE_CHECK(ik, "no packed kernels for isa ", isa_name(isa));
-  return std::make_unique<GroupedFfnPacked>(shape, weights, *ik);
+  return std::make_unique<GroupedFfnPacked>(shape, weights, *ik, format);
+}
+
+std::unique_ptr<GroupedFfn> make_grouped_ffn_packed(const GroupedFfnShape& shape,
+                                                    std::span<const MlpWeightsView> weights, Isa isa) {
+  const bool bf16 = !weights.empty() && weights[0].up.dtype == DType::kBF16;
+  return make_grouped_ffn_packed(shape, weights, isa, bf16 ? WeightFormat::kBf16Widen : WeightFormat::kF32);
 }
 
 }  // namespace hymoe::kernels

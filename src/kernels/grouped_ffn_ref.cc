@@ -1,17 +1,59 @@
 // Reference grouped FFN: the definition the fast kernels are tested against. Double accumulation, weights read
-// through MatrixView::at in their stored layout and dtype, no SIMD, no threads, no packing.
+// through MatrixView::at in their stored layout and dtype, no SIMD, no threads, no packing. With a rounding model
+// it first rounds what a weight format rounds (weights once, each projection's input rows as the kernels pack
+// them), then computes exactly: the fast kernels of that format differ from it only by their f32 accumulation.
+#include <algorithm>
 #include <vector>
 
+#include "kernels/gemm_kernels.h"
 #include "kernels/grouped_ffn.h"
 
 namespace hymoe::kernels {
 namespace {
 
+// Row x (n values) as the format's activation packing rounds it, exactly, in doubles.
+void round_row(RoundingModel rounding, const float* x, int64_t n, std::vector<double>& out) {
+  out.resize(static_cast<size_t>(n));
+  if (rounding == RoundingModel::kQ8Blocks) {
+    for (int64_t b = 0; b < n; b += kQ8Block) {
+      const int len = static_cast<int>(std::min<int64_t>(kQ8Block, n - b));
+      int8_t q[kQ8Block];
+      float d;
+      quantize_q8_block(x + b, len, q, &d);
+      for (int i = 0; i < len; ++i) out[static_cast<size_t>(b + i)] = static_cast<double>(q[i]) * d;
+    }
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i)
+    out[static_cast<size_t>(i)] = rounding == RoundingModel::kBf16Activations ? bf16_to_float(float_to_bf16(x[i])) : x[i];
+}
+
+// (K, N) doubles: the weights as the format stores them (bf16, or q8 blocks of 32 along K per column).
+std::vector<double> round_weights(RoundingModel rounding, const MatrixView& m) {
+  std::vector<double> out(static_cast<size_t>(m.k * m.n));
+  std::vector<float> column(static_cast<size_t>(m.k));
+  std::vector<double> rounded;
+  for (int64_t nn = 0; nn < m.n; ++nn) {
+    for (int64_t kk = 0; kk < m.k; ++kk) column[static_cast<size_t>(kk)] = m.at(kk, nn);
+    round_row(rounding, column.data(), m.k, rounded);
+    for (int64_t kk = 0; kk < m.k; ++kk) out[static_cast<size_t>(kk * m.n + nn)] = rounded[static_cast<size_t>(kk)];
+  }
+  return out;
+}
+
 class GroupedFfnRef final : public GroupedFfn {
  public:
-  GroupedFfnRef(const GroupedFfnShape& shape, std::span<const MlpWeightsView> weights)
-      : shape_(shape), weights_(weights.begin(), weights.end()) {
+  GroupedFfnRef(const GroupedFfnShape& shape, std::span<const MlpWeightsView> weights, RoundingModel rounding)
+      : shape_(shape), weights_(weights.begin(), weights.end()), rounding_(rounding) {
     validate_grouped_ffn_weights(shape_, weights_);
+    if (rounding_ == RoundingModel::kNone) return;
+    for (const auto& w : weights_) {
+      Rounded r;
+      if (w.gate.data) r.gate = round_weights(rounding_, w.gate);
+      r.up = round_weights(rounding_, w.up);
+      r.down = round_weights(rounding_, w.down);
+      rounded_.push_back(std::move(r));
+    }
   }
 
   void run(const GroupedFfnArgs& args) const override {
@@ -19,48 +61,76 @@ class GroupedFfnRef final : public GroupedFfn {
     const int64_t D = shape_.dim, H = shape_.hidden;
     const bool gated = is_gated(shape_.activation);
     std::vector<double> gate(static_cast<size_t>(H)), up(static_cast<size_t>(H)), hidden(static_cast<size_t>(H));
+    std::vector<float> hidden_f32(static_cast<size_t>(H));
+    std::vector<double> xr, hr;
     for (int64_t g = 0; g < shape_.num_groups; ++g) {
       const MlpWeightsView& w = weights_[static_cast<size_t>(g)];
-      for (int64_t r = args.offsets[g]; r < args.offsets[g + 1]; ++r) {
-        const float* x = args.x + (args.x_rows ? args.x_rows[r] : r) * D;
+      const Rounded* r = rounded_.empty() ? nullptr : &rounded_[static_cast<size_t>(g)];
+      // B(kk, nn) as the format stores it.
+      auto weight = [&](const MatrixView& m, const std::vector<double>* rm, int64_t kk, int64_t nn) {
+        return rm ? (*rm)[static_cast<size_t>(kk * m.n + nn)] : static_cast<double>(m.at(kk, nn));
+      };
+      for (int64_t row = args.offsets[g]; row < args.offsets[g + 1]; ++row) {
+        const float* x = args.x + (args.x_rows ? args.x_rows[row] : row) * D;
+        round_row(rounding_, x, D, xr);
         for (int64_t h = 0; h < H; ++h) {
           double su = 0.0, sg = 0.0;
           for (int64_t d = 0; d < D; ++d) {
-            su += static_cast<double>(x[d]) * w.up.at(d, h);
-            if (gated) sg += static_cast<double>(x[d]) * w.gate.at(d, h);
+            su += xr[static_cast<size_t>(d)] * weight(w.up, r ? &r->up : nullptr, d, h);
+            if (gated) sg += xr[static_cast<size_t>(d)] * weight(w.gate, r ? &r->gate : nullptr, d, h);
           }
           if (w.up_bias) su += w.up_bias[h];
           if (gated && w.gate_bias) sg += w.gate_bias[h];
           up[h] = su;
           gate[h] = sg;
-          if (args.saved_up) args.saved_up[r * H + h] = static_cast<float>(su);
-          if (gated && args.saved_gate) args.saved_gate[r * H + h] = static_cast<float>(sg);
+          if (args.saved_up) args.saved_up[row * H + h] = static_cast<float>(su);
+          if (gated && args.saved_gate) args.saved_gate[row * H + h] = static_cast<float>(sg);
           hidden[h] = gated ? gated_activation<double>(shape_.activation, sg, su, shape_.swiglu_alpha, shape_.swiglu_limit)
                             : apply_activation(shape_.activation, su);
         }
-        const double s = args.scale ? args.scale[r] : 1.0;
+        // The kernels hold the hidden row in f32 before packing it for the down projection.
+        if (rounding_ != RoundingModel::kNone) {
+          for (int64_t h = 0; h < H; ++h) hidden_f32[static_cast<size_t>(h)] = static_cast<float>(hidden[h]);
+          round_row(rounding_, hidden_f32.data(), H, hr);
+        }
+        const double s = args.scale ? args.scale[row] : 1.0;
         for (int64_t d = 0; d < D; ++d) {
           double acc = 0.0;
-          for (int64_t h = 0; h < H; ++h) acc += hidden[h] * w.down.at(h, d);
+          for (int64_t h = 0; h < H; ++h)
+            acc += (rounding_ != RoundingModel::kNone ? hr[static_cast<size_t>(h)] : hidden[h]) *
+                   weight(w.down, r ? &r->down : nullptr, h, d);
           if (w.down_bias) acc += w.down_bias[d];
-          args.y[r * D + d] = static_cast<float>(s * acc);
+          args.y[row * D + d] = static_cast<float>(s * acc);
         }
       }
     }
   }
 
   const GroupedFfnShape& shape() const override { return shape_; }
-  const char* name() const override { return "grouped_ffn_f32w_f32__ref"; }
+  const char* name() const override {
+    switch (rounding_) {
+      case RoundingModel::kBf16Activations: return "grouped_ffn_bf16w_bf16__ref";
+      case RoundingModel::kQ8Blocks: return "grouped_ffn_q8w_q8__ref";
+      case RoundingModel::kNone: break;
+    }
+    return "grouped_ffn_f32w_f32__ref";
+  }
 
  private:
+  struct Rounded {
+    std::vector<double> gate, up, down;  // (dim, hidden), (dim, hidden), (hidden, dim)
+  };
   GroupedFfnShape shape_;
   std::vector<MlpWeightsView> weights_;
+  RoundingModel rounding_;
+  std::vector<Rounded> rounded_;
 };
 
 }  // namespace
 
-std::unique_ptr<GroupedFfn> make_grouped_ffn_ref(const GroupedFfnShape& shape, std::span<const MlpWeightsView> weights) {
-  return std::make_unique<GroupedFfnRef>(shape, weights);
+std::unique_ptr<GroupedFfn> make_grouped_ffn_ref(const GroupedFfnShape& shape, std::span<const MlpWeightsView> weights,
+                                                 RoundingModel rounding) {
+  return std::make_unique<GroupedFfnRef>(shape, weights, rounding);
 }
 
 }  // namespace hymoe::kernels

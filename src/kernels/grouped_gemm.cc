@@ -45,7 +45,8 @@ void grouped_rows_gemm_packed(const GroupedRowsGemm& p, Isa isa) {
     groups[static_cast<size_t>(g)] = {p.a + p.offsets[g] * p.k, p.k, nullptr, p.offsets[g + 1] - p.offsets[g], p.k,
                                       packed_group(i), panels};
   }
-  run_gemm_groups(*ik, dtype, groups, *ws, [&](const GemmTile& t, const float* c, int64_t ldc) {
+  const GemmFormat& format = *ik->format(dtype == DType::kBF16 ? WeightFormat::kBf16Widen : WeightFormat::kF32);
+  run_gemm_groups(format, groups, *ws, [&](const GemmTile& t, const float* c, int64_t ldc) {
     const int64_t col0 = t.p0 * ik->nr, w = std::min<int64_t>(t.np * ik->nr, p.n - col0);
     for (int64_t r = 0; r < t.rows; ++r) {
       float* out = p.c + (p.offsets[t.group] + t.r0 + r) * p.n + col0;
@@ -81,7 +82,7 @@ void grouped_weight_grad_gemm_packed(const GroupedWeightGradGemm& p, Isa isa) {
     pack_rows_f32(p.g + r0 * N, N, rows, N, static_cast<int>(nr), g_packed);
     groups[static_cast<size_t>(g)] = {a_t, rows, nullptr, K, rows, g_packed, panels};
   }
-  run_gemm_groups(*ik, DType::kF32, groups, *ws, [&](const GemmTile& t, const float* c, int64_t ldc) {
+  run_gemm_groups(*ik->format(WeightFormat::kF32), groups, *ws, [&](const GemmTile& t, const float* c, int64_t ldc) {
     float* dw = p.dw[t.group];
     const int64_t col0 = t.p0 * nr, w = std::min<int64_t>(t.np * nr, N - col0);
     for (int64_t r = 0; r < t.rows; ++r) {

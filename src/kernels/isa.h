@@ -1,5 +1,6 @@
-// Instruction-set selection: detected once at run time, forceable with HYMOE_ISA=scalar|avx2|avx512 so tests can
-// exercise every path the CPU has. isa.cc is compiled without ISA flags so detection never raises SIGILL.
+// Instruction-set selection: detected once at run time, forceable with
+// HYMOE_ISA=scalar|avx2|avx512|avx512vnni|avx512bf16 so tests can exercise every path the CPU has. isa.cc is
+// compiled without ISA flags so detection never raises SIGILL.
 #pragma once
 
 #include <string_view>
@@ -7,7 +8,12 @@
 
 namespace hymoe::kernels {
 
-enum class Isa { kScalar, kAvx2, kAvx512 };
+// Ordered: each level includes the ones below it. kAvx512Vnni adds AVX512_VNNI (vpdpbusd: the int8 kernels);
+// kAvx512Bf16 adds AVX512_BF16 (vdpbf16ps: the native bf16 kernels) to it. Every CPU with AVX512_BF16 so far
+// (Cooper Lake, Sapphire Rapids and later, Zen 4 and later) also has VNNI; one without it is classed kAvx512Vnni
+// or kAvx512 and runs the widening bf16 kernels.
+enum class Isa { kScalar, kAvx2, kAvx512, kAvx512Vnni, kAvx512Bf16 };
+constexpr Isa kAllIsas[] = {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Vnni, Isa::kAvx512Bf16};
 
 std::string_view isa_name(Isa isa);
 // Best ISA this CPU (and OS, for the vector state) supports.

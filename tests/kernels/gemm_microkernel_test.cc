@@ -201,7 +201,7 @@ TEST(PackTest, PanelsHoldTheSourceColumnsInBothLayoutsAndDtypes) {
           ASSERT_EQ(p.panels, (n + nr - 1) / nr);
           auto packed_at = [&](int64_t panel, int64_t kk, int j) {
             const size_t i = static_cast<size_t>((panel * k + kk) * nr + j);
-            return dtype == DType::kBF16 ? bf16_to_float(p.bf16[i]) : p.f32[i];
+            return dtype == DType::kBF16 ? bf16_to_float(p.bf16()[i]) : p.f32()[i];
           };
           for (int64_t panel = 0; panel < p.panels; ++panel)
             for (int64_t kk = 0; kk < k; ++kk)
@@ -226,7 +226,7 @@ TEST(PackTest, PanelsHoldTheSourceColumnsInBothLayoutsAndDtypes) {
               for (int j = 0; j < nr; ++j) {
                 const int64_t col = panel * half + j % half;
                 const size_t i = static_cast<size_t>((panel * k + kk) * nr + j);
-                const float got = dtype == DType::kBF16 ? bf16_to_float(q.bf16[i]) : q.f32[i];
+                const float got = dtype == DType::kBF16 ? bf16_to_float(q.bf16()[i]) : q.f32()[i];
                 const float want = col >= n ? 0.0f : (j < half ? gate.at(kk, col) : up.at(kk, col));
                 ASSERT_EQ(got, want) << "panel " << panel << " k " << kk << " j " << j;
               }

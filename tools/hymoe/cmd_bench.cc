@@ -20,6 +20,7 @@
 #include "bench_shape.h"
 #include "commands.h"
 #include "model_commands.h"
+#include "hymoe/compute.h"
 #include "hymoe/error.h"
 #include "hymoe/moe.h"
 #include "hymoe/rng.h"
@@ -27,6 +28,7 @@
 #include "kernels/gemm_driver.h"
 #include "kernels/gemm_kernels.h"
 #include "kernels/grouped_ffn.h"
+#include "kernels/grouped_ffn_impl.h"
 #include "kernels/thread_pool.h"
 #include "kernels/workspace.h"
 #include "moe/dispatch.h"
@@ -51,7 +53,13 @@ double median(std::vector<double> v) {
 
 struct Limits {
   double peak_gflops = 0, read_gbps = 0, kernel_gflops = 0;
+  double bf16_dot_gflops = 0, int8_dot_gops = 0;  // 0 where the ISA lacks the instruction
 };
+
+// The compute peak that bounds a weight format's GEMMs: f32 FMA for f32 and widened bf16, the bf16 dot product
+// (vdpbf16ps) for native bf16, the int8 dot product (vpdpbusd, or the vpmaddubsw idiom without VNNI) for q8.
+enum class PeakKind { kFma, kBf16Dot, kInt8Dot };
+const char* peak_name(PeakKind k) { return k == PeakKind::kFma ? "fma" : k == PeakKind::kBf16Dot ? "bf16dot" : "int8dot"; }
 
 // The active ISA's probes; under HYMOE_ISA=scalar, AVX2's (the probes only need the CPU to have some vector ISA).
 const kernels::IsaKernels& probe_kernels() {
@@ -91,15 +99,17 @@ class ReadBuffer {
 };
 
 // One pass of the FMA probe on every thread: GFLOP/s.
-double probe_peak_once(int64_t iters) {
+double probe_peak_once(int64_t iters, PeakKind kind = PeakKind::kFma) {
   const kernels::IsaKernels& ik = probe_kernels();
+  auto probe = kind == PeakKind::kFma ? ik.fma_probe : kind == PeakKind::kBf16Dot ? ik.bf16_dot_probe : ik.int8_dot_probe;
+  if (!probe) return 0.0;
   const int threads = num_threads();
   std::vector<float> sink(static_cast<size_t>(64 * std::max(threads, 1)));
   const int64_t tasks = 8 * threads;
   std::vector<double> flops(static_cast<size_t>(tasks));
   const auto t0 = Clock::now();
   kernels::parallel_for(tasks, [&](int64_t t, int thread) {
-    flops[static_cast<size_t>(t)] = ik.fma_probe(iters, sink.data() + 64 * thread);
+    flops[static_cast<size_t>(t)] = probe(iters, sink.data() + 64 * thread);
   });
   return std::accumulate(flops.begin(), flops.end(), 0.0) / (ms_since(t0) * 1e6);
 }
@@ -139,6 +149,8 @@ Limits measure_limits() {
   Limits l;
   for (int rep = 0; rep < 5; ++rep) l.peak_gflops = std::max(l.peak_gflops, probe_peak_once(2'000'000));
   for (int rep = 0; rep < 5; ++rep) l.kernel_gflops = std::max(l.kernel_gflops, probe_kernel_once(kKernelProbeCalls));
+  for (int rep = 0; rep < 5; ++rep) l.bf16_dot_gflops = std::max(l.bf16_dot_gflops, probe_peak_once(1'000'000, PeakKind::kBf16Dot));
+  for (int rep = 0; rep < 5; ++rep) l.int8_dot_gops = std::max(l.int8_dot_gops, probe_peak_once(1'000'000, PeakKind::kInt8Dot));
   // Streaming reads in three patterns; the best pass is the limit. One sequential stream per thread under-reads
   // this machine: the decode kernel, which reads four weight panels side by side, read faster than it. So the
   // probe also reads 4 and 8 regions of each chunk interleaved a cache line at a time, the decode kernel's pattern.
@@ -350,6 +362,7 @@ struct BenchOptions {
   std::vector<std::string> shapes;
   std::vector<int64_t> tokens{1, 8, 32, 128, 512};
   std::vector<std::string> dtypes{"f32", "bf16"};
+  std::string bf16_compute = "auto";
   std::vector<std::string> routings{"uniform"};
   std::string weights = "cold";
   int threads = 0;
@@ -381,9 +394,9 @@ std::vector<std::string> all_shape_names(const std::string& dir) {
 }
 
 void print_header() {
-  fmt::print("{:<17} {:>5} {:<5} {:<7} {:>9} {:>9} {:>8} {:>7} {:>7} {:>7} {:>7} {:>9} {:>6} {:>9} {:>6}\n", "shape",
-             "T", "dtype", "routing", "layer ms", "tok/s", "GFLOP/s", "GB/s", "%peak", "%kern", "%bw", "expert ms",
-             "disp%", "blas ms", "speed");
+  fmt::print("{:<17} {:>5} {:<5} {:<7} {:>9} {:>9} {:>8} {:>7} {:>7} {:>7} {:>7} {:>13} {:>9} {:>6} {:>9} {:>6}\n",
+             "shape", "T", "dtype", "routing", "layer ms", "tok/s", "GFLOP/s", "GB/s", "%peak", "%kern", "%bw",
+             "%bound", "expert ms", "disp%", "blas ms", "speed");
 }
 
 // Runs every configuration of one shape, printing a table row (and a JSON line) for each.
@@ -421,8 +434,23 @@ void bench_shape(const BenchOptions& o, const BenchShape& s, const Limits& lim, 
   const double zipf_s = tune_zipf(s);
 
   for (const std::string& dtype : o.dtypes) {
-    const DType dt = dtype == "bf16" ? DType::kBF16 : DType::kF32;
-    const size_t elem = dt == DType::kBF16 ? 2 : 4;
+    // bf16 follows --bf16-compute; bf16w and bf16n force the widening and the native kernels; q8_0 quantizes the
+    // f32 weights into hymoe's q8 blocks (32 weights, an f32 scale) when packing.
+    const DType dt = dtype.starts_with("bf16") ? DType::kBF16 : DType::kF32;
+    kernels::GroupedFfnOptions ffn_options;
+    if (dtype == "bf16w") ffn_options.bf16 = Bf16Compute::kWiden;
+    if (dtype == "bf16n") ffn_options.bf16 = Bf16Compute::kNative;
+    ffn_options.quantize_q8 = dtype == "q8_0";
+    // (The views only tell the choice their dtype; it reads no weights.)
+    const kernels::WeightFormat format =
+        kernels::active_isa() == kernels::Isa::kScalar
+            ? kernels::WeightFormat::kF32
+            : kernels::choose_weight_format(mlp_views(w.routed.data(), dt, 1, D, H), kernels::active_isa(), ffn_options);
+    const PeakKind peak_kind = format == kernels::WeightFormat::kBf16Dot     ? PeakKind::kBf16Dot
+                               : format == kernels::WeightFormat::kQ8Block32 ? PeakKind::kInt8Dot
+                                                                             : PeakKind::kFma;
+    // Bytes a packed weight occupies: 4 (f32), 2 (bf16), 36/32 (q8: 32 int8 and a 4-byte scale per block).
+    const double elem = ffn_options.quantize_q8 ? 36.0 / 32 : dt == DType::kBF16 ? 2.0 : 4.0;
     if (dt == DType::kBF16) {
       w.routed_bf16 = to_bf16(w.routed);
       w.shared_bf16 = to_bf16(w.shared);
@@ -430,11 +458,13 @@ void bench_shape(const BenchOptions& o, const BenchShape& s, const Limits& lim, 
     const void* routed_base = dt == DType::kBF16 ? static_cast<const void*>(w.routed_bf16.data()) : w.routed.data();
     const void* shared_base = dt == DType::kBF16 ? static_cast<const void*>(w.shared_bf16.data()) : w.shared.data();
     const auto routed_views = mlp_views(routed_base, dt, E, D, H);
-    const auto routed_ffn = kernels::make_grouped_ffn({E, D, H, kernels::Activation::kSwiGLU}, routed_views);
+    const auto routed_ffn =
+        kernels::make_grouped_ffn({E, D, H, kernels::Activation::kSwiGLU}, routed_views, kernels::active_isa(), ffn_options);
     std::unique_ptr<kernels::GroupedFfn> shared_ffn;
     if (w.shared_hidden > 0) {
       const auto sv = mlp_views(shared_base, dt, 1, D, w.shared_hidden);
-      shared_ffn = kernels::make_grouped_ffn({1, D, w.shared_hidden, kernels::Activation::kSwiGLU}, sv);
+      shared_ffn = kernels::make_grouped_ffn({1, D, w.shared_hidden, kernels::Activation::kSwiGLU}, sv,
+                                             kernels::active_isa(), ffn_options);
     }
     // The packed kernels own their weights now: drop the bf16 source (the f32 one feeds the baseline).
     w.routed_bf16 = {};
@@ -486,7 +516,7 @@ void bench_shape(const BenchOptions& o, const BenchShape& s, const Limits& lim, 
         for (Variant& v : variants) {
           if (v.baseline && r > 3) continue;  // the baseline is slow: at most 3 timed repeats
           if (r > 0 && &v == &variants.front()) {
-            peak_probe.push_back(probe_peak_once(2'000'000));
+            peak_probe.push_back(probe_peak_once(2'000'000, peak_kind));
             kernel_probe.push_back(probe_kernel_once(kKernelProbeCalls));
           }
           read_probe.push_back(o.weights == "cold" ? evictor.read_gbps(4) : lim.read_gbps);
@@ -504,10 +534,11 @@ void bench_shape(const BenchOptions& o, const BenchShape& s, const Limits& lim, 
           v.expert.push_back(lt.expert_ms);
           v.peak_at.push_back(peak_probe.size() - 1);
           v.read_at.push_back(read_probe.size() - 1);
-          v.bytes.push_back(static_cast<double>((distinct * per_mlp + 3 * D * w.shared_hidden) * static_cast<int64_t>(elem) + E * D * 4));
+          v.bytes.push_back(static_cast<double>(distinct * per_mlp + 3 * D * w.shared_hidden) * elem +
+                            static_cast<double>(E * D * 4));
         }
       // The passes after the last repeat close its bracket.
-      peak_probe.push_back(probe_peak_once(2'000'000));
+      peak_probe.push_back(probe_peak_once(2'000'000, peak_kind));
       kernel_probe.push_back(probe_kernel_once(kKernelProbeCalls));
       read_probe.push_back(o.weights == "cold" ? evictor.read_gbps(4) : lim.read_gbps);
       for (const Variant& v : variants) {
@@ -525,7 +556,10 @@ void bench_shape(const BenchOptions& o, const BenchShape& s, const Limits& lim, 
         const double gflops = flops / (layer_ms * 1e6), gbps = weight_bytes / (layer_ms * 1e6);
         // A limit is the best the machine showed (as STREAM reports its best pass): a probe pass that a neighbour
         // slowed down would otherwise flatter the layer's fraction.
-        const double peak_gflops = std::max(lim.peak_gflops, *std::max_element(peak_probe.begin(), peak_probe.end()));
+        const double start_peak = peak_kind == PeakKind::kFma       ? lim.peak_gflops
+                                  : peak_kind == PeakKind::kBf16Dot ? lim.bf16_dot_gflops
+                                                                    : lim.int8_dot_gops;
+        const double peak_gflops = std::max(start_peak, *std::max_element(peak_probe.begin(), peak_probe.end()));
         const double read_gbps = std::max(lim.read_gbps, *std::max_element(read_probe.begin(), read_probe.end()));
         const double kernel_gflops =
             std::max(lim.kernel_gflops, *std::max_element(kernel_probe.begin(), kernel_probe.end()));
@@ -543,6 +577,12 @@ void bench_shape(const BenchOptions& o, const BenchShape& s, const Limits& lim, 
         }
         const double frac_peak_paired = median(paired_peak), frac_bw_paired = median(paired_bw);
         const double frac_kernel_paired = median(paired_kernel);
+        // The limit that binds: whichever of the format's compute peak and the read bandwidth gives the longer
+        // lower bound on the layer's time (decode: bandwidth; prefill: compute), and the layer's fraction of it.
+        const bool compute_bound = frac_peak > frac_bw;
+        const std::string bound_by = compute_bound ? peak_name(peak_kind) : "bw";
+        const double frac_bound = compute_bound ? frac_peak : frac_bw;
+        const double frac_bound_paired = compute_bound ? frac_peak_paired : frac_bw_paired;
         const double baseline_ms = base.empty() ? std::nan("") : median(base);
         nlohmann::json j = {{"shape", s.name}, {"tokens", T}, {"dtype", dtype}, {"threads", num_threads()},
                             {"routing", routing}, {"weights", o.weights}, {"isa", std::string(kernels::isa_name(kernels::active_isa()))},
@@ -553,7 +593,9 @@ void bench_shape(const BenchOptions& o, const BenchShape& s, const Limits& lim, 
                             {"frac_peak_paired", frac_peak_paired}, {"frac_bandwidth_paired", frac_bw_paired},
                             {"kernel_gflops", kernel_gflops}, {"frac_kernel", frac_kernel},
                             {"frac_kernel_paired", frac_kernel_paired},
-                            {"dispatch_frac", 1.0 - expert_ms / layer_ms}};
+                            {"dispatch_frac", 1.0 - expert_ms / layer_ms}, {"peak_kind", peak_name(peak_kind)},
+                            {"bound_by", bound_by}, {"frac_bound", frac_bound},
+                            {"frac_bound_paired", frac_bound_paired}};
         if (!base.empty()) {
           j["baseline_ms"] = baseline_ms;
           j["speedup"] = baseline_ms / layer_ms;
@@ -562,11 +604,13 @@ void bench_shape(const BenchOptions& o, const BenchShape& s, const Limits& lim, 
         }
         if (o.json) fmt::print("{}\n", j.dump());
         else
-          fmt::print("{:<17} {:>5} {:<5} {:<7} {:>9.2f} {:>9.0f} {:>8.1f} {:>7.1f} {:>7} {:>7} {:>7} {:>9.2f} {:>5.1f}% {:>9} {:>6}\n",
+          fmt::print("{:<17} {:>5} {:<5} {:<7} {:>9.2f} {:>9.0f} {:>8.1f} {:>7.1f} {:>7} {:>7} {:>7} {:>13} {:>9.2f} {:>5.1f}% {:>9} {:>6}\n",
                      s.name, T, dtype, routing, layer_ms, static_cast<double>(T) / (layer_ms / 1e3), gflops, gbps,
                      fmt::format("{:.0f}/{:.0f}", 100 * frac_peak, 100 * frac_peak_paired),
                      fmt::format("{:.0f}/{:.0f}", 100 * frac_kernel, 100 * frac_kernel_paired),
-                     fmt::format("{:.0f}/{:.0f}", 100 * frac_bw, 100 * frac_bw_paired), expert_ms, 100 * (1.0 - expert_ms / layer_ms),
+                     fmt::format("{:.0f}/{:.0f}", 100 * frac_bw, 100 * frac_bw_paired),
+                     fmt::format("{} {:.0f}/{:.0f}", bound_by, 100 * frac_bound, 100 * frac_bound_paired), expert_ms,
+                     100 * (1.0 - expert_ms / layer_ms),
                      base.empty() ? std::string("-") : fmt::format("{:.2f}", baseline_ms),
                      base.empty() ? std::string("-") : fmt::format("{:.2f}x", baseline_ms / layer_ms));
         std::fflush(stdout);
@@ -602,7 +646,9 @@ int run_bench(const BenchOptions& o) {
   for (int64_t T : o.tokens)
     if (T < 1) fail("--tokens=", T, " must be >= 1");
   for (const auto& d : o.dtypes)
-    if (d != "f32" && d != "bf16") fail("--dtype=", d, " must be f32 or bf16");
+    if (d != "f32" && d != "bf16" && d != "bf16w" && d != "bf16n" && d != "q8_0")
+      fail("--dtype=", d, " must be f32, bf16, bf16w, bf16n or q8_0");
+  set_bf16_compute(bf16_compute_from_name(o.bf16_compute, "--bf16-compute"));
   for (const auto& r : o.routings)
     if (r != "uniform" && r != "zipf") fail("--routing=", r, " must be uniform or zipf");
   if (o.weights != "hot" && o.weights != "cold") fail("--weights=", o.weights, " must be hot or cold");
@@ -622,12 +668,13 @@ int run_bench(const BenchOptions& o) {
   const Limits lim = measure_limits();
   if (!o.json)
     fmt::print("hymoe bench: {} threads, isa {}, start-up probes: FMA peak {:.1f} GFLOP/s, micro-kernel hot in L1 "
-               "{:.1f} GFLOP/s, read bandwidth {:.1f} GB/s; {} weights; medians of repeated runs; %peak (of the FMA "
-               "peak), %kern (of the micro-kernel probe) and %bw as best/paired: against the best probe pass of the "
+               "{:.1f} GFLOP/s, bf16 dot peak {:.1f} GFLOP/s, int8 dot peak {:.1f} Gop/s, read bandwidth {:.1f} GB/s; "
+               "{} weights; medians of repeated runs; %peak (of the row's format's compute peak: FMA, bf16 dot or int8 "
+               "dot), %kern (of the f32 micro-kernel probe) and %bw as best/paired: against the best probe pass of the "
                "start-up and of the row's repeats / median over repeats of each against the better probe pass "
-               "bracketing it\n",
+               "bracketing it; %bound: the fraction of whichever limit binds (the larger of %peak and %bw)\n",
                num_threads(), kernels::isa_name(kernels::active_isa()), lim.peak_gflops, lim.kernel_gflops,
-               lim.read_gbps, o.weights);
+               lim.bf16_dot_gflops, lim.int8_dot_gops, lim.read_gbps, o.weights);
   if (!o.json) print_header();
   std::vector<nlohmann::json> rows;
   const ReadBuffer evictor = make_cache_evictor();
@@ -642,7 +689,12 @@ Action add_bench_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("bench", "Benchmark the MoE layer on model shapes against measured machine limits");
   cmd->add_option("--shape", o->shapes, "shape name(s) from the shapes directory (default: all)");
   cmd->add_option("--tokens", o->tokens, "token counts")->capture_default_str();
-  cmd->add_option("--dtype", o->dtypes, "weight dtypes: f32, bf16")->capture_default_str();
+  cmd->add_option("--dtype", o->dtypes,
+                  "weight formats: f32, bf16 (as --bf16-compute), bf16w (widened), bf16n (native vdpbf16ps), q8_0 "
+                  "(hymoe's int8 blocks of 32, quantized from f32)")
+      ->capture_default_str();
+  cmd->add_option("--bf16-compute", o->bf16_compute, "bf16 weights: auto, widen (exact, f32 FMA) or native (vdpbf16ps)")
+      ->capture_default_str();
   cmd->add_option("--routing", o->routings, "uniform and/or zipf (one expert takes a third of the tokens)")
       ->capture_default_str();
   cmd->add_option("--weights", o->weights, "cold (a fresh routing per repeat) or hot (one routing)")->capture_default_str();

@@ -1,0 +1,65 @@
+// The AVX-512F/BW vector traits the micro-kernel bodies (gemm_microkernel-inl.h) are written over, shared by the
+// three AVX-512 units (gemm_avx512.cc, gemm_avx512vnni.cc, gemm_avx512bf16.cc), each of which derives its V from
+// V512 and adds what its extra instructions change. Include only inside an anonymous namespace, in a unit built
+// with at least -mavx512f -mavx512bw -mavx512vl -mfma.
+
+struct V512 {
+  using vec = __m512;
+  using ivec = __m512i;
+  static constexpr int kWidth = 16;
+  static vec zero() { return _mm512_setzero_ps(); }
+  static vec load(const float* p) { return _mm512_loadu_ps(p); }
+  static vec load_bf16(const uint16_t* p) {
+    const __m512i wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
+  }
+  static vec broadcast(const float* p) { return _mm512_set1_ps(*p); }
+  static void store(float* p, vec v) { _mm512_storeu_ps(p, v); }
+  static vec fma(vec a, vec b, vec c) { return _mm512_fmadd_ps(a, b, c); }
+  static vec add(vec a, vec b) { return _mm512_add_ps(a, b); }
+  static vec sub(vec a, vec b) { return _mm512_sub_ps(a, b); }
+  static vec mul(vec a, vec b) { return _mm512_mul_ps(a, b); }
+  static vec div(vec a, vec b) { return _mm512_div_ps(a, b); }
+  static vec min(vec a, vec b) { return _mm512_min_ps(a, b); }
+  static vec max(vec a, vec b) { return _mm512_max_ps(a, b); }
+  static vec set1(float v) { return _mm512_set1_ps(v); }
+  static vec round_nearest(vec v) { return _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+  static vec pow2(vec n) {
+    const __m512i bits = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+    return _mm512_castsi512_ps(bits);
+  }
+  static vec to_float(ivec v) { return _mm512_cvtepi32_ps(v); }
+  static ivec broadcast4(const uint8_t* p) {
+    int32_t v;
+    __builtin_memcpy(&v, p, sizeof v);
+    return _mm512_set1_epi32(v);
+  }
+
+  // q8 without VNNI: vpmaddubsw multiplies unsigned by signed bytes and saturates its pair sums to int16, so the
+  // weights go in as |w| (<= 127) and their sign moves onto the activations (a masked negation; AVX-512 has no
+  // vpsignb): each pair sum is at most 2 * 127 * 127 < 2^15. vpmaddwd by ones widens the pairs to int32.
+  struct q8w {
+    __m512i magnitude;
+    __mmask64 negative;
+  };
+  static q8w q8_weights(const uint8_t* p) {
+    const __m512i w = _mm512_xor_si512(_mm512_loadu_si512(p), _mm512_set1_epi8(static_cast<char>(0x80)));
+    return {_mm512_abs_epi8(w), _mm512_movepi8_mask(w)};
+  }
+  static ivec q8_start(const uint8_t*) { return _mm512_setzero_si512(); }
+  static ivec q8_dot4(ivec acc, q8w w, ivec x) {
+    const __m512i signed_x = _mm512_mask_sub_epi8(x, w.negative, _mm512_setzero_si512(), x);
+    const __m512i pairs = _mm512_maddubs_epi16(w.magnitude, signed_x);
+    return _mm512_add_epi32(acc, _mm512_madd_epi16(pairs, _mm512_set1_epi16(1)));
+  }
+};
+
+// With AVX512_VNNI: vpdpbusd takes the biased weights w + 128 as its unsigned operand and the activations as the
+// signed one; the block's accumulator starts at -128 * sum(x) (packed with the activations), which cancels the bias
+// exactly.
+struct V512Vnni : V512 {
+  using q8w = __m512i;
+  static q8w q8_weights(const uint8_t* p) { return _mm512_loadu_si512(p); }
+  static ivec q8_start(const uint8_t* correction) { return broadcast4(correction); }
+  static ivec q8_dot4(ivec acc, q8w w, ivec x) { return _mm512_dpbusd_epi32(acc, w, x); }
+};

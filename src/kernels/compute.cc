@@ -1,0 +1,47 @@
+// The process-wide bf16 compute setting (include/hymoe/compute.h). Read by make_grouped_ffn when it picks a
+// weight format; it never changes kernels already built.
+#include "hymoe/compute.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <string>
+
+#include "hymoe/error.h"
+
+namespace hymoe {
+namespace {
+std::atomic<int> g_bf16_compute{-1};  // -1: not set yet, use the default
+}  // namespace
+
+std::string_view bf16_compute_name(Bf16Compute mode) {
+  switch (mode) {
+    case Bf16Compute::kAuto: return "auto";
+    case Bf16Compute::kWiden: return "widen";
+    case Bf16Compute::kNative: return "native";
+  }
+  return "?";
+}
+
+Bf16Compute bf16_compute_from_name(std::string_view name, std::string_view what) {
+  for (Bf16Compute mode : {Bf16Compute::kAuto, Bf16Compute::kWiden, Bf16Compute::kNative})
+    if (bf16_compute_name(mode) == name) return mode;
+  fail(what, "=", name, " is not one of auto, widen, native");
+}
+
+Bf16Compute default_bf16_compute() {
+  const char* env = std::getenv("HYMOE_BF16_COMPUTE");
+  if (!env || !*env) return Bf16Compute::kAuto;
+  return bf16_compute_from_name(env, "HYMOE_BF16_COMPUTE");
+}
+
+void set_bf16_compute(Bf16Compute mode) { g_bf16_compute.store(static_cast<int>(mode)); }
+
+Bf16Compute bf16_compute() {
+  const int v = g_bf16_compute.load();
+  if (v >= 0) return static_cast<Bf16Compute>(v);
+  const Bf16Compute d = default_bf16_compute();
+  g_bf16_compute.store(static_cast<int>(d));
+  return d;
+}
+
+}  // namespace hymoe

@@ -1,0 +1,38 @@
+// AVX-512 with AVX512_VNNI: gemm_q8w_q8_6x32__avx512vnni (vpdpbusd), beside the AVX-512F kernels built again
+// with this flag. Compiled with -mavx512f -mavx512bw -mavx512vl -mavx512vnni -mfma (and only this file); run only
+// where detect_best_isa() found AVX512_VNNI.
+#include <immintrin.h>
+
+#include "kernels/gemm_kernels.h"
+
+namespace hymoe::kernels {
+namespace {
+
+#include "kernels/avx512_vec-inl.h"
+
+struct V : V512Vnni {};
+
+constexpr int kMr = 12;  // 12 rows x 2 zmm = 24 accumulators (see the register budget in the -inl header)
+constexpr int kQ8Mr = 6;  // 6 rows x 2 zmm x (float + int32) = 24 accumulators
+
+#include "kernels/gemm_microkernel-inl.h"
+
+static_assert(kNr == 32);
+
+const GemmFormat kF32{WeightFormat::kF32, "gemm_f32w_f32_12x32__avx512vnni", kMr, kNr, pack_activations_f32,
+                     gemm_format_widen<float>, gemm_format_widen_few<float>, 3};
+const GemmFormat kBf16Widen{WeightFormat::kBf16Widen, "gemm_bf16w_f32_12x32__avx512vnni", kMr, kNr, pack_activations_f32,
+                           gemm_format_widen<uint16_t>, gemm_format_widen_few<uint16_t>, 2};
+const GemmFormat kQ8{WeightFormat::kQ8Block32, "gemm_q8w_q8_6x32__avx512vnni", kQ8Mr, kNr, pack_activations_q8,
+                    gemm_format_q8, nullptr, 0};
+
+const IsaKernels kKernels{Isa::kAvx512Vnni, kMr, kNr, gemm_f32w, gemm_bf16w, gemm_f32w_few, gemm_bf16w_few, swiglu,
+                          dot_rows,
+                          "gemm_f32w_f32_12x32__avx512vnni", "gemm_bf16w_f32_12x32__avx512vnni", fma_probe, sum_probe,
+                          sum_probe_streams, {&kF32, &kBf16Widen, nullptr, &kQ8}, nullptr, int8_dot_probe};
+
+}  // namespace
+
+const IsaKernels& isa_kernels_avx512vnni() { return kKernels; }
+
+}  // namespace hymoe::kernels
