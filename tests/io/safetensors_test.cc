@@ -161,6 +161,8 @@ TEST(Safetensors, EscapesControlCharactersInTensorNames) {
   const std::string msg = error_of(image("{\"evil\\u001b]0;owned\\u0007\":{\"dtype\":\"F8\",\"shape\":[1],\"data_offsets\":[0,1]}}", 1));
   EXPECT_NE(msg.find("tensor 'evil\\x1b]0;owned\\x07' has unknown dtype 'F8'"), std::string::npos) << msg;
   for (char c : msg) EXPECT_FALSE(static_cast<unsigned char>(c) < 0x20) << "raw control character in: " << msg;
+}
+
 TEST(Safetensors, RejectsHolesInTheDataSection) {
   struct Hole {
     const char* name;
