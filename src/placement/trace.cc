@@ -74,13 +74,13 @@ RoutingTrace parse_trace_csv(std::string_view text, const std::string& label, st
   const int64_t expert_limit = num_experts.value_or(kMaxStatsExperts);
 
   struct Row {
-    int64_t token, layer;
+    int64_t token, layer, file_token;
     std::vector<int32_t> ids;
     std::vector<float> weights;
   };
   std::vector<Row> rows;
   std::unordered_map<int64_t, int64_t> token_index;  // file token id -> 0-based order of first appearance
-  std::vector<int64_t> steps;
+  std::vector<int64_t> steps, file_tokens;
   std::map<int64_t, int64_t> layers;                 // model layer -> trace layer (filled after reading)
   int64_t max_id = -1;
   while (csv.next(row)) {
@@ -93,8 +93,12 @@ RoutingTrace parse_trace_csv(std::string_view text, const std::string& label, st
                                                            csv.line(), "step")
                                        : -1;
     const auto [it, fresh] = token_index.emplace(token, static_cast<int64_t>(steps.size()));
-    if (fresh) steps.push_back(step);
+    if (fresh) steps.push_back(step), file_tokens.push_back(token);
+    else if (steps[static_cast<size_t>(it->second)] != step)
+      fail(label, ": line ", csv.line(), ": token ", token, " has step ", step, " here but step ",
+           steps[static_cast<size_t>(it->second)], " on an earlier row");
     r.token = it->second;
+    r.file_token = token;
     for (int64_t k = 0; k < K; ++k) {
       const int64_t id = detail::parse_int(row[static_cast<size_t>(col.ids[static_cast<size_t>(k)])], -1,
                                            expert_limit - 1, label, csv.line(), "expert id");
@@ -126,14 +130,26 @@ RoutingTrace parse_trace_csv(std::string_view text, const std::string& label, st
     index = static_cast<int64_t>(t.layer_ids.size());
     t.layer_ids.push_back(model_layer);
   }
-  t.steps = std::move(steps);
+  // Tokens in the order of (step, token): a runtime sees them so, and a file's row order must not change the answer.
+  std::vector<int64_t> order(steps.size()), rank(steps.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int64_t>(i);
+  std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    const auto ua = static_cast<size_t>(a), ub = static_cast<size_t>(b);
+    return steps[ua] != steps[ub] ? steps[ua] < steps[ub] : file_tokens[ua] < file_tokens[ub];
+  });
+  t.steps.resize(steps.size());
+  for (size_t i = 0; i < order.size(); ++i) {
+    rank[static_cast<size_t>(order[i])] = static_cast<int64_t>(i);
+    t.steps[i] = steps[static_cast<size_t>(order[i])];
+  }
+  for (Row& r : rows) r.token = rank[static_cast<size_t>(r.token)];
   t.experts.assign(static_cast<size_t>(t.num_tokens * t.num_layers * K), -1);
   if (!col.weights.empty()) t.weights.assign(t.experts.size(), 0.0f);
   std::vector<uint8_t> seen(static_cast<size_t>(t.num_tokens * t.num_layers), 0);
   for (const Row& r : rows) {
     const int64_t l = layers[r.layer];
     const auto cell = static_cast<size_t>(r.token * t.num_layers + l);
-    if (seen[cell]) fail(label, ": token ", r.token, " appears twice at layer ", r.layer);
+    if (seen[cell]) fail(label, ": token ", r.file_token, " appears twice at layer ", r.layer);
     seen[cell] = 1;
     std::copy(r.ids.begin(), r.ids.end(), t.experts.begin() + static_cast<int64_t>(cell) * K);
     if (!r.weights.empty()) std::copy(r.weights.begin(), r.weights.end(), t.weights.begin() + static_cast<int64_t>(cell) * K);
