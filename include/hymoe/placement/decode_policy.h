@@ -30,7 +30,7 @@ struct DecodePolicyOptions {
   int64_t budget = 0;                  // GPU experts (already resolved)
   std::string start = "uniform";       // uniform (no knowledge) | prompt (frequency plan of the first step)
   double prompt_weight = 0;            // prior: the prompt's per-token counts times this (in decode tokens' worth)
-  double decay = 0.95;                 // scores are multiplied by this before each step's counts are added
+  double decay = 0.9;                  // scores are multiplied by this before each step's counts are added
   double margin = 0;                   // admit only when hotter than the victim by a factor (1 + margin)
   std::optional<double> move_rate = 0.125;  // move credit per layer per step; nullopt: no credit limit
   double move_credit_cap = 1;          // credit a layer can save up
