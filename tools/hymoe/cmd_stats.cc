@@ -20,17 +20,8 @@ struct StatsFlags {
   bool curve = false, json = false;
 };
 
-nlohmann::json summary_json(const std::string& label, const CountTable& table) {
-  const StatsSummary s = summarize(table);
-  nlohmann::json j = {{"file", label}, {"layers", table.num_layers}, {"experts", table.num_experts},
-                      {"routed", table.total()}, {"per_layer", nlohmann::json::array()},
-                      {"mean_top10_share", s.mean_top10}, {"mean_top25_share", s.mean_top25},
-                      {"mean_top50_share", s.mean_top50}, {"mean_gini", s.mean_gini},
-                      {"mean_balancedness", s.mean_balancedness}, {"mean_count_per_expert", s.mean_count_per_expert},
-                      {"in_sample_cpu_saving_at_25_percent", s.in_sample_cpu_saving}, {"verdict", s.verdict}};
-  for (const LayerSummary& y : s.layers)
-    j["per_layer"].push_back({{"routed", y.total}, {"top10_share", y.top10_share}, {"top25_share", y.top25_share},
-                              {"top50_share", y.top50_share}, {"gini", y.gini}, {"balancedness", y.balancedness}});
+// Coverage at every tenth of the experts (10%..100%), averaged over layers that saw tokens.
+std::vector<double> coverage_curve(const CountTable& table, const StatsSummary& s) {
   std::vector<double> coverage;
   for (int p = 10; p <= 100; p += 10) {
     double mean = 0;
@@ -44,7 +35,21 @@ nlohmann::json summary_json(const std::string& label, const CountTable& table) {
     }
     coverage.push_back(layers ? mean / layers : 0);
   }
-  j["coverage_at_10_percent_steps"] = coverage;
+  return coverage;
+}
+
+nlohmann::json summary_json(const std::string& label, const CountTable& table) {
+  const StatsSummary s = summarize(table);
+  nlohmann::json j = {{"file", label}, {"layers", table.num_layers}, {"experts", table.num_experts},
+                      {"routed", table.total()}, {"per_layer", nlohmann::json::array()},
+                      {"mean_top10_share", s.mean_top10}, {"mean_top25_share", s.mean_top25},
+                      {"mean_top50_share", s.mean_top50}, {"mean_gini", s.mean_gini},
+                      {"mean_balancedness", s.mean_balancedness}, {"mean_count_per_expert", s.mean_count_per_expert},
+                      {"in_sample_cpu_saving_at_25_percent", s.in_sample_cpu_saving}, {"verdict", s.verdict}};
+  for (const LayerSummary& y : s.layers)
+    j["per_layer"].push_back({{"routed", y.total}, {"top10_share", y.top10_share}, {"top25_share", y.top25_share},
+                              {"top50_share", y.top50_share}, {"gini", y.gini}, {"balancedness", y.balancedness}});
+  j["coverage_at_10_percent_steps"] = coverage_curve(table, s);
   return j;
 }
 
@@ -62,20 +67,9 @@ void print_summary(const std::string& label, const CountTable& table, bool curve
   fmt::print("  {:>5} {:>12} {:>8} {:>8} {:>8} {:>6.3f} {:>8.3f}\n", "mean", "", percent(s.mean_top10),
              percent(s.mean_top25), percent(s.mean_top50), s.mean_gini, s.mean_balancedness);
   if (curve) {
-    // Coverage at every tenth of the experts, averaged over layers that saw tokens.
     fmt::print("  coverage (share of routed tokens taken by the hottest x% of each layer's experts, mean):\n");
-    for (int p = 10; p <= 100; p += 10) {
-      double mean = 0;
-      int layers = 0;
-      for (int64_t l = 0; l < table.num_layers; ++l) {
-        if (s.layers[static_cast<size_t>(l)].total <= 0) continue;
-        mean += top_share(std::span<const double>(table.counts.data() + l * table.num_experts,
-                                                  static_cast<size_t>(table.num_experts)),
-                          p / 100.0);
-        ++layers;
-      }
-      fmt::print("    {:>3}% -> {}\n", p, percent(layers ? mean / layers : 0));
-    }
+    const std::vector<double> coverage = coverage_curve(table, s);
+    for (size_t i = 0; i < coverage.size(); ++i) fmt::print("    {:>3}% -> {}\n", 10 * (i + 1), percent(coverage[i]));
   }
   fmt::print("  verdict: {}\n", s.verdict);
 }
