@@ -63,6 +63,9 @@ class SafetensorsFile {
   std::map<std::string, std::string> metadata_;
 };
 
+// One stored element of `dtype` at `p` as float32 (what read_f32 does per element; 64-bit integers may round).
+float element_to_float(DType dtype, const std::byte* p);
+
 class SafetensorsWriter {
  public:
   void add(const std::string& name, const Tensor& tensor);  // stored as F32

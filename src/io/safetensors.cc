@@ -46,6 +46,8 @@ T load(const std::byte* p) {
   return v;
 }
 
+}  // namespace
+
 float element_to_float(DType dtype, const std::byte* p) {
   switch (dtype) {
     case DType::kF64: return static_cast<float>(load<double>(p));
@@ -64,6 +66,8 @@ float element_to_float(DType dtype, const std::byte* p) {
   }
   return 0.0f;
 }
+
+namespace {
 
 // A JSON integer that fits uint64, or an error naming where it was expected.
 uint64_t json_u64(const nlohmann::json& value, const std::string& label, const std::string& what) {

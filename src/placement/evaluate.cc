@@ -2,6 +2,7 @@
 #include "hymoe/placement/evaluate.h"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 #include "hymoe/error.h"
@@ -119,7 +120,12 @@ ReplayResult replay(const RoutingTrace& trace, const ReplayOptions& options) {
   if (options.replan_every < 1) fail("replan_every must be at least 1 token, got ", options.replan_every);
   if (!(options.ema_alpha > 0.0 && options.ema_alpha <= 1.0))
     fail("ema_alpha must be in (0, 1], got ", options.ema_alpha);
-  if (!(options.hysteresis >= 0.0)) fail("hysteresis must be non-negative, got ", options.hysteresis);
+  if (!(options.hysteresis >= 0.0 && options.hysteresis <= kMaxHysteresis))
+    fail("hysteresis must be in [0, ", kMaxHysteresis, "], got ", options.hysteresis);
+  if (options.max_moves_per_replan < -1)
+    fail("max_moves_per_replan must be -1 (no cap) or non-negative, got ", options.max_moves_per_replan);
+  if (options.score_from < 0 || options.score_from > trace.num_tokens)
+    fail("score_from must be in [0, ", trace.num_tokens, "] (the trace's tokens), got ", options.score_from);
   parse_strategy(options.strategy);
   const int64_t L = trace.num_layers, E = trace.num_experts;
   const Tensor zeros(Shape{L, E});
@@ -201,7 +207,12 @@ ReplayResult replay(const RoutingTrace& trace, const ReplayOptions& options) {
   };
   result.warmup_moves_per_layer_per_step = per_layer_step(result.warmup_moves, result.warmup_steps);
   result.scored_moves_per_layer_per_step = per_layer_step(result.scored_moves, result.scored_steps);
-  if (options.expert_bytes) result.bytes_moved = *options.expert_bytes * static_cast<uint64_t>(result.moves);
+  if (options.expert_bytes) {
+    uint64_t bytes = 0;
+    if (__builtin_mul_overflow(*options.expert_bytes, static_cast<uint64_t>(result.moves), &bytes))
+      fail("expert_bytes=", *options.expert_bytes, " times ", result.moves, " expert moves exceeds 2^64-1 bytes");
+    result.bytes_moved = bytes;
+  }
   result.final_mask = mask;
   return result;
 }

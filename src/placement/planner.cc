@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 #include "hymoe/error.h"
@@ -47,8 +48,6 @@ Tensor ema_scores(const Tensor& current, const Tensor& previous, double alpha) {
   }
   return out;
 }
-
-bool uses_layer_bounds(Strategy s) { return s == Strategy::kScoreAwareLayerBalanced || s == Strategy::kCriticalPath; }
 
 void validate_layer_bounds(int64_t budget, int64_t layers, int64_t experts, int64_t min_per_layer,
                            int64_t max_per_layer) {
@@ -103,7 +102,13 @@ PlacementReport make_report(const detail::ScoreView& s, const std::vector<uint8_
   r.max_experts_per_layer = options.max_experts_per_layer;
   r.alpha = options.alpha;
   r.previous_scores_provided = options.previous_scores.has_value();
-  if (options.expert_bytes) r.gpu_bytes = *options.expert_bytes * static_cast<uint64_t>(r.actual_num_gpu_experts);
+  if (options.expert_bytes) {
+    uint64_t bytes = 0;
+    if (__builtin_mul_overflow(*options.expert_bytes, static_cast<uint64_t>(r.actual_num_gpu_experts), &bytes))
+      fail("expert_bytes=", *options.expert_bytes, " times ", r.actual_num_gpu_experts,
+           " GPU experts exceeds 2^64-1 bytes");
+    r.gpu_bytes = bytes;
+  }
   return r;
 }
 
@@ -116,6 +121,10 @@ const std::vector<std::string>& strategy_names() {
 }
 
 std::string_view strategy_name(Strategy strategy) { return strategy_names()[static_cast<size_t>(strategy)]; }
+
+bool strategy_uses_layer_bounds(Strategy s) {
+  return s == Strategy::kScoreAwareLayerBalanced || s == Strategy::kCriticalPath;
+}
 
 Strategy parse_strategy(std::string_view name) {
   const auto& names = strategy_names();
@@ -146,15 +155,21 @@ Placement plan_gpu_expert_placement(const Tensor& scores, int64_t num_gpu_expert
   const int64_t total = layers * experts;
   const int64_t budget = std::clamp<int64_t>(num_gpu_experts, 0, total);
   const int64_t max_per_layer = options.max_experts_per_layer.value_or(experts);
-  if (uses_layer_bounds(strategy))
+  if (strategy_uses_layer_bounds(strategy))
     validate_layer_bounds(budget, layers, experts, options.min_experts_per_layer, max_per_layer);
 
   Placement p;
   p.num_layers = layers;
   p.num_experts = experts;
   p.scores = options.previous_scores ? ema_scores(scores, *options.previous_scores, options.alpha) : scores;
-  for (float v : p.scores.values())
+  double score_sum = 0;
+  for (float v : p.scores.values()) {
     if (!std::isfinite(v)) fail("activation_freq must be finite; found ", v);  // hymoe's own check: NaN has no rank
+    score_sum += std::fabs(static_cast<double>(v));
+  }
+  // The report's float32 sums must stay finite, or the hit rate is inf/inf.
+  if (!(score_sum <= std::numeric_limits<float>::max()))
+    fail("activation_freq sums to ", score_sum, ", beyond float32's range; scale the scores down");
   const detail::ScoreView view{layers, experts, p.scores.values()};
 
   switch (strategy) {

@@ -3,6 +3,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -27,24 +28,60 @@ std::string shown(std::string_view field) {
 
 }  // namespace
 
+bool split_csv_line(std::string_view line, std::vector<std::string_view>& fields) {
+  line = trim(line);
+  if (line.empty() || line.front() == '#') return false;
+  fields.clear();
+  size_t start = 0;
+  while (true) {
+    const size_t comma = line.find(',', start);
+    fields.push_back(trim(line.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start)));
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+  return true;
+}
+
 bool CsvReader::next(std::vector<std::string_view>& fields) {
   while (pos_ < text_.size()) {
     const size_t end = std::min(text_.find('\n', pos_), text_.size());
-    const std::string_view line = trim(text_.substr(pos_, end - pos_));
+    const std::string_view line = text_.substr(pos_, end - pos_);
     pos_ = end + 1;
     ++line_;
-    if (line.empty() || line.front() == '#') continue;
-    fields.clear();
-    size_t start = 0;
-    while (true) {
-      const size_t comma = line.find(',', start);
-      fields.push_back(trim(line.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start)));
-      if (comma == std::string_view::npos) break;
-      start = comma + 1;
-    }
-    return true;
+    if (split_csv_line(line, fields)) return true;
   }
   return false;
+}
+
+FileCsvReader::FileCsvReader(const std::string& path) : path_(path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) fail(path, ": not a regular file (or cannot be read)");
+  in_.open(path, std::ios::binary);
+  if (!in_) fail(path, ": cannot open");
+}
+
+bool FileCsvReader::next(std::vector<std::string_view>& fields) {
+  while (true) {
+    const size_t end = block_.find('\n', pos_);
+    if (end == std::string::npos && !eof_) {  // refill: keep the partial line, append the next block
+      block_.erase(0, pos_);
+      pos_ = 0;
+      if (block_.size() > kMaxLineBytes) fail(path_, ": line ", line_ + 1, " is longer than ", kMaxLineBytes, " bytes");
+      const size_t had = block_.size();
+      block_.resize(had + kBlockBytes);
+      in_.read(block_.data() + had, static_cast<std::streamsize>(kBlockBytes));
+      block_.resize(had + static_cast<size_t>(in_.gcount()));
+      if (in_.bad()) fail(path_, ": read error");
+      if (in_.gcount() == 0) eof_ = true;
+      continue;
+    }
+    if (pos_ >= block_.size()) return false;
+    const size_t stop = end == std::string::npos ? block_.size() : end;
+    const std::string_view line(block_.data() + pos_, stop - pos_);
+    pos_ = stop + 1;
+    ++line_;
+    if (split_csv_line(line, fields)) return true;
+  }
 }
 
 int64_t parse_int(std::string_view field, int64_t lo, int64_t hi, const std::string& label, int64_t line,

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <fstream>
 #include <initializer_list>
 #include <string>
 #include <string_view>
@@ -21,6 +22,29 @@ class CsvReader {
   std::string_view text_;
   std::string label_;
   size_t pos_ = 0;
+  int64_t line_ = 0;
+};
+
+// Splits one line (without its newline) at commas into trimmed fields; false for a blank or `#` comment line.
+bool split_csv_line(std::string_view line, std::vector<std::string_view>& fields);
+
+// The same dialect read from a file in blocks, so a reader that makes several passes over a large file holds one
+// block at a time, not the file. Fields point into the block and stay valid until the next call.
+class FileCsvReader {
+ public:
+  static constexpr size_t kBlockBytes = size_t{1} << 20;
+  static constexpr size_t kMaxLineBytes = size_t{1} << 20;  // a longer line is an error naming the file and line
+
+  explicit FileCsvReader(const std::string& path);  // refuses anything but a regular file
+  bool next(std::vector<std::string_view>& fields);
+  int64_t line() const { return line_; }
+
+ private:
+  std::string path_;
+  std::ifstream in_;
+  std::string block_;
+  size_t pos_ = 0;
+  bool eof_ = false;
   int64_t line_ = 0;
 };
 

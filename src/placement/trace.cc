@@ -63,102 +63,183 @@ Columns find_columns(const std::vector<std::string_view>& header, const std::str
 
 }  // namespace
 
-RoutingTrace parse_trace_csv(std::string_view text, const std::string& label, std::optional<int64_t> num_experts) {
-  if (num_experts && (*num_experts < 1 || *num_experts > kMaxStatsExperts))
-    fail("num_experts must be in [1, ", kMaxStatsExperts, "], got ", *num_experts);
-  detail::CsvReader csv(text, label);
-  std::vector<std::string_view> header, row;
-  if (!csv.next(header)) fail(label, ": empty file; expected a header such as `token,step,layer,e1,e2`");
-  const Columns col = find_columns(header, label);
-  const auto K = static_cast<int64_t>(col.ids.size());
-  const int64_t expert_limit = num_experts.value_or(kMaxStatsExperts);
+namespace {
 
-  struct Row {
-    int64_t token, layer, file_token;
-    std::vector<int32_t> ids;
-    std::vector<float> weights;
-  };
-  std::vector<Row> rows;
-  std::unordered_map<int64_t, int64_t> token_index;  // file token id -> 0-based order of first appearance
-  std::vector<int64_t> steps, file_tokens;
-  std::map<int64_t, int64_t> layers;                 // model layer -> trace layer (filled after reading)
-  int64_t max_id = -1;
-  while (csv.next(row)) {
-    if (row.size() != header.size())
-      fail(label, ": line ", csv.line(), ": expected ", header.size(), " fields, got ", row.size());
-    Row r;
-    const int64_t token = detail::parse_int(row[static_cast<size_t>(col.token)], 0, INT64_MAX, label, csv.line(), "token");
-    r.layer = detail::parse_index(row[static_cast<size_t>(col.layer)], kMaxStatsLayers, label, csv.line(), "layer");
-    const int64_t step = col.step >= 0 ? detail::parse_int(row[static_cast<size_t>(col.step)], -1, INT64_MAX, label,
-                                                           csv.line(), "step")
-                                       : -1;
-    const auto [it, fresh] = token_index.emplace(token, static_cast<int64_t>(steps.size()));
-    if (fresh) steps.push_back(step), file_tokens.push_back(token);
-    else if (steps[static_cast<size_t>(it->second)] != step)
-      fail(label, ": line ", csv.line(), ": token ", token, " has step ", step, " here but step ",
-           steps[static_cast<size_t>(it->second)], " on an earlier row");
-    r.token = it->second;
-    r.file_token = token;
-    for (int64_t k = 0; k < K; ++k) {
-      const int64_t id = detail::parse_int(row[static_cast<size_t>(col.ids[static_cast<size_t>(k)])], -1,
-                                           expert_limit - 1, label, csv.line(), "expert id");
-      r.ids.push_back(static_cast<int32_t>(id));
-      max_id = std::max(max_id, id);
-    }
-    for (int64_t w : col.weights) {
-      const double v = detail::parse_number(row[static_cast<size_t>(w)], label, csv.line(), "weight");
-      if (!std::isfinite(v)) fail(label, ": line ", csv.line(), ": weight must be finite");
-      r.weights.push_back(static_cast<float>(v));
-    }
-    layers.emplace(r.layer, 0);
-    if (static_cast<int64_t>(rows.size()) * K >= kMaxTraceEntries)
-      fail(label, ": more than ", kMaxTraceEntries, " routing entries");
-    rows.push_back(std::move(r));
+// One data row, parsed and checked against the header and the limits.
+struct TraceRow {
+  int64_t token = 0, step = -1, layer = 0;
+};
+
+template <typename Reader>
+void parse_row(Reader& csv, const std::vector<std::string_view>& row, const Columns& col, size_t header_fields,
+               int64_t expert_limit, const std::string& label, TraceRow& r, int32_t* ids, float* weights) {
+  if (row.size() != header_fields)
+    fail(label, ": line ", csv.line(), ": expected ", header_fields, " fields, got ", row.size());
+  r.token = detail::parse_int(row[static_cast<size_t>(col.token)], 0, INT64_MAX, label, csv.line(), "token");
+  r.layer = detail::parse_index(row[static_cast<size_t>(col.layer)], kMaxStatsLayers, label, csv.line(), "layer");
+  r.step = col.step >= 0 ? detail::parse_int(row[static_cast<size_t>(col.step)], -1, INT64_MAX, label, csv.line(), "step")
+                         : -1;
+  for (size_t k = 0; k < col.ids.size(); ++k)
+    ids[k] = static_cast<int32_t>(detail::parse_int(row[static_cast<size_t>(col.ids[k])], -1, expert_limit - 1, label,
+                                                    csv.line(), "expert id"));
+  for (size_t k = 0; k < col.weights.size(); ++k) {
+    const double v = detail::parse_number(row[static_cast<size_t>(col.weights[k])], label, csv.line(), "weight");
+    if (!std::isfinite(v) || std::fabs(v) > 3e38) fail(label, ": line ", csv.line(), ": weight must be finite");
+    weights[k] = static_cast<float>(v);
   }
-  if (rows.empty()) fail(label, ": no routing rows after the header");
+}
+
+// File token ids -> 0-based order of first appearance. Dense ids (the usual 0..T-1, or a window of a larger run)
+// take 4 bytes per id in the range; scattered ids fall back to a hash map.
+class TokenIndex {
+ public:
+  TokenIndex(int64_t min_id, int64_t max_id, int64_t rows) : min_(min_id) {
+    // max - min may overflow int64 for ids near both ends: compare in unsigned.
+    const uint64_t span = static_cast<uint64_t>(max_id) - static_cast<uint64_t>(min_id) + 1;
+    if (span <= static_cast<uint64_t>(rows)) dense_.assign(static_cast<size_t>(span), -1);
+  }
+  // The token's index, assigning the next one on first sight (then `fresh` is true).
+  int32_t find_or_add(int64_t id, bool& fresh) {
+    int32_t& slot = dense_.empty() ? sparse_.try_emplace(id, -1).first->second : dense_[dense_slot(id)];
+    fresh = slot < 0;
+    if (fresh) slot = size_++;
+    return slot;
+  }
+  int32_t find(int64_t id) const {
+    if (!dense_.empty()) {
+      const uint64_t at = static_cast<uint64_t>(id) - static_cast<uint64_t>(min_);
+      return at < dense_.size() ? dense_[static_cast<size_t>(at)] : -1;
+    }
+    const auto it = sparse_.find(id);
+    return it == sparse_.end() ? -1 : it->second;
+  }
+  int64_t size() const { return size_; }
+
+ private:
+  size_t dense_slot(int64_t id) const { return static_cast<size_t>(static_cast<uint64_t>(id) - static_cast<uint64_t>(min_)); }
+  int64_t min_;
+  std::vector<int32_t> dense_;
+  std::unordered_map<int64_t, int32_t> sparse_;
+  int32_t size_ = 0;
+};
+
+// Puts the tokens in the order of (step, file token id): a runtime sees them so, and a file's row order must not
+// change the answer.
+void sort_tokens(RoutingTrace& t, const std::vector<int64_t>& file_tokens) {
+  std::vector<int64_t> order(static_cast<size_t>(t.num_tokens));
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int64_t>(i);
+  auto before = [&](int64_t a, int64_t b) {
+    const auto ua = static_cast<size_t>(a), ub = static_cast<size_t>(b);
+    return t.steps[ua] != t.steps[ub] ? t.steps[ua] < t.steps[ub] : file_tokens[ua] < file_tokens[ub];
+  };
+  if (std::is_sorted(order.begin(), order.end(), before)) return;
+  std::sort(order.begin(), order.end(), before);
+  const auto cell = static_cast<size_t>(t.num_layers * t.top_k);
+  auto permute = [&](auto& v) {
+    auto out = v;
+    for (size_t i = 0; i < order.size(); ++i)
+      std::copy_n(v.begin() + static_cast<int64_t>(static_cast<size_t>(order[i]) * cell), cell,
+                  out.begin() + static_cast<int64_t>(i * cell));
+    v = std::move(out);
+  };
+  permute(t.experts);
+  if (!t.weights.empty()) permute(t.weights);
+  std::vector<int64_t> steps(order.size());
+  for (size_t i = 0; i < order.size(); ++i) steps[i] = t.steps[static_cast<size_t>(order[i])];
+  t.steps = std::move(steps);
+}
+
+// Three passes over the rows, so that memory is the trace itself (4 bytes per entry, 4 more with weights) plus a
+// small per-token index, whatever the file's size: 1) check every row and size everything, 2) number the tokens,
+// 3) fill. `open` returns a fresh reader over the same rows each time.
+template <typename Open>
+RoutingTrace parse_trace(Open open, const std::string& label, std::optional<int64_t> num_experts) {
+  if (num_experts && (*num_experts < 1 || *num_experts > kMaxStatsExperts))
+    fail(label, ": the number of experts must be in [1, ", kMaxStatsExperts, "], got ", *num_experts);
+  const int64_t expert_limit = num_experts.value_or(kMaxStatsExperts);
+  std::vector<std::string_view> header, row;
+  auto start = [&](auto& csv) {
+    if (!csv.next(header)) fail(label, ": empty file; expected a header such as `token,step,layer,e1,e2`");
+    return find_columns(header, label);
+  };
+
+  auto csv1 = open();
+  const Columns col = start(csv1);
+  const auto K = static_cast<int64_t>(col.ids.size());
+  const size_t header_fields = header.size();
+  std::vector<int32_t> ids(static_cast<size_t>(K));
+  std::vector<float> weights(col.weights.size());
+  std::map<int64_t, int64_t> layers;  // model layer -> trace layer (at most kMaxStatsLayers entries)
+  int64_t rows = 0, min_token = INT64_MAX, max_token = 0, max_id = -1;
+  TraceRow r;
+  while (csv1.next(row)) {
+    parse_row(csv1, row, col, header_fields, expert_limit, label, r, ids.data(), weights.data());
+    for (int32_t id : ids) max_id = std::max<int64_t>(max_id, id);
+    min_token = std::min(min_token, r.token);
+    max_token = std::max(max_token, r.token);
+    layers.emplace(r.layer, 0);
+    if (++rows * K > kMaxTraceEntries) fail(label, ": more than ", kMaxTraceEntries, " routing entries");
+  }
+  if (rows == 0) fail(label, ": no routing rows after the header");
 
   RoutingTrace t;
-  t.num_tokens = static_cast<int64_t>(steps.size());
   t.num_layers = static_cast<int64_t>(layers.size());
   t.top_k = K;
   t.num_experts = num_experts.value_or(max_id + 1);
   if (t.num_experts < 1) fail(label, ": no expert id in the trace (all are -1); give the number of experts");
-  if (t.num_tokens * t.num_layers * K > kMaxTraceEntries)
-    fail(label, ": ", t.num_tokens, " tokens x ", t.num_layers, " layers x ", K, " exceed the limit of ",
-         kMaxTraceEntries, " entries");
   for (auto& [model_layer, index] : layers) {
     index = static_cast<int64_t>(t.layer_ids.size());
     t.layer_ids.push_back(model_layer);
   }
-  // Tokens in the order of (step, token): a runtime sees them so, and a file's row order must not change the answer.
-  std::vector<int64_t> order(steps.size()), rank(steps.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int64_t>(i);
-  std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
-    const auto ua = static_cast<size_t>(a), ub = static_cast<size_t>(b);
-    return steps[ua] != steps[ub] ? steps[ua] < steps[ub] : file_tokens[ua] < file_tokens[ub];
-  });
-  t.steps.resize(steps.size());
-  for (size_t i = 0; i < order.size(); ++i) {
-    rank[static_cast<size_t>(order[i])] = static_cast<int64_t>(i);
-    t.steps[i] = steps[static_cast<size_t>(order[i])];
+
+  TokenIndex tokens(min_token, max_token, rows);
+  std::vector<int64_t> file_tokens;  // file token id of each token, in order of first appearance
+  {
+    auto csv2 = open();
+    start(csv2);
+    while (csv2.next(row)) {
+      parse_row(csv2, row, col, header_fields, expert_limit, label, r, ids.data(), weights.data());
+      bool fresh = false;
+      const int32_t index = tokens.find_or_add(r.token, fresh);
+      if (fresh) t.steps.push_back(r.step), file_tokens.push_back(r.token);
+      else if (t.steps[static_cast<size_t>(index)] != r.step)
+        fail(label, ": line ", csv2.line(), ": token ", r.token, " has step ", r.step, " here but step ",
+             t.steps[static_cast<size_t>(index)], " on an earlier row");
+    }
   }
-  for (Row& r : rows) r.token = rank[static_cast<size_t>(r.token)];
+  t.num_tokens = tokens.size();
+  if (t.num_tokens * t.num_layers * K > kMaxTraceEntries)
+    fail(label, ": ", t.num_tokens, " tokens x ", t.num_layers, " layers x ", K, " exceed the limit of ",
+         kMaxTraceEntries, " entries");
+
   t.experts.assign(static_cast<size_t>(t.num_tokens * t.num_layers * K), -1);
   if (!col.weights.empty()) t.weights.assign(t.experts.size(), 0.0f);
   std::vector<uint8_t> seen(static_cast<size_t>(t.num_tokens * t.num_layers), 0);
-  for (const Row& r : rows) {
-    const int64_t l = layers[r.layer];
-    const auto cell = static_cast<size_t>(r.token * t.num_layers + l);
-    if (seen[cell]) fail(label, ": token ", r.file_token, " appears twice at layer ", r.layer);
+  auto csv3 = open();
+  start(csv3);
+  while (csv3.next(row)) {
+    parse_row(csv3, row, col, header_fields, expert_limit, label, r, ids.data(), weights.data());
+    const int32_t token = tokens.find(r.token);
+    const auto layer = layers.find(r.layer);
+    if (token < 0 || layer == layers.end()) fail(label, ": the file changed while it was being read");
+    const auto cell = static_cast<size_t>(token * t.num_layers + layer->second);
+    if (seen[cell]) fail(label, ": line ", csv3.line(), ": token ", r.token, " appears twice at layer ", r.layer);
     seen[cell] = 1;
-    std::copy(r.ids.begin(), r.ids.end(), t.experts.begin() + static_cast<int64_t>(cell) * K);
-    if (!r.weights.empty()) std::copy(r.weights.begin(), r.weights.end(), t.weights.begin() + static_cast<int64_t>(cell) * K);
+    std::copy(ids.begin(), ids.end(), t.experts.begin() + static_cast<int64_t>(cell) * K);
+    if (!weights.empty()) std::copy(weights.begin(), weights.end(), t.weights.begin() + static_cast<int64_t>(cell) * K);
   }
+  sort_tokens(t, file_tokens);
   return t;
 }
 
+}  // namespace
+
+RoutingTrace parse_trace_csv(std::string_view text, const std::string& label, std::optional<int64_t> num_experts) {
+  return parse_trace([&] { return detail::CsvReader(text, label); }, label, num_experts);
+}
+
 RoutingTrace read_trace_csv(const std::string& path, std::optional<int64_t> num_experts) {
-  return parse_trace_csv(read_text_file(path), path, num_experts);
+  return parse_trace([&] { return detail::FileCsvReader(path); }, path, num_experts);
 }
 
 bool is_trace_file(const std::string& path) {

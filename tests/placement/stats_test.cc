@@ -70,10 +70,10 @@ TEST(CountFiles, MalformedJsonIsRejectedWithWhereAndWhat) {
   } cases[] = {
       {"[[1, 2], [3]]", "f.json: activation_freq[1] has 1 entries, expected 2 (rows must all have the same length)"},
       {"[[1, -2]]", "f.json: activation_freq[0][1] must be a non-negative count, got -2"},
-      {"[[1, \"2\"]]", "f.json: activation_freq[0][1] must be a number, got \"2\""},
+      {"[[1, \"2\"]]", "f.json: activation_freq[0][1] must be a number, got a string"},
       {"[[1, 2], 3]", "f.json: activation_freq[1] is a number where a list was expected (ragged nesting)"},
       {"{\"counts\": []}", "f.json: a JSON count file must be a nested list or an object with an \"activation_freq\" field"},
-      {"{\"activation_freq\": 3}", "f.json: activation_freq must be a list of lists of counts, got number"},
+      {"{\"activation_freq\": 3}", "f.json: activation_freq must be a list of lists of counts, got a number"},
   };
   for (const auto& c : cases) EXPECT_EQ(error_of([&] { parse_counts_json(c.text, "f.json"); }), c.message) << c.text;
   EXPECT_NE(error_of([] { parse_counts_json("[[1, 2]", "f.json"); }).find("f.json: not valid JSON"), std::string::npos);
@@ -139,6 +139,128 @@ TEST(CountFiles, MalformedSafetensorsAreRejected) {
             "/nonexistent/x.txt: unknown statistics format; the name must end in .json, .csv or .safetensors");
 }
 
+TEST(CountFiles, JsonDepthDuplicateKeysAndShapeAreCheckedWhileParsing) {
+  // 100,000 nested lists (the table's or an ignored field's) are refused at depth 64, without recursion.
+  const std::string deep(100000, '[');
+  EXPECT_EQ(error_of([&] { parse_counts_json(deep, "d.json"); }),
+            "d.json: activation_freq: lists nested deeper than 8 levels");
+  EXPECT_EQ(error_of([&] { parse_counts_json("{\"other\": " + deep, "d.json"); }),
+            "d.json: JSON nested deeper than 64 levels");
+  EXPECT_EQ(error_of([] { parse_counts_json("[[[[[[[[[1]]]]]]]]]", "d.json"); }),
+            "d.json: activation_freq: lists nested deeper than 8 levels");
+  struct Case {
+    std::string text, message;
+  } cases[] = {
+      {R"({"activation_freq": [[1]], "activation_freq": [[2]]})",
+       "j.json: key \"activation_freq\" appears twice in one object (at nesting depth 1)"},
+      {R"({"meta": {"a": 1, "a": 2}, "activation_freq": [[1]]})",
+       "j.json: key \"a\" appears twice in one object (at nesting depth 2)"},
+      {R"([[1, 2], [3]])", "j.json: activation_freq[1] has 1 entries, expected 2 (rows must all have the same length)"},
+      {R"([[1, 2], 3])", "j.json: activation_freq[1] is a number where a list was expected (ragged nesting)"},
+      {R"([[1, [2]]])", "j.json: activation_freq[0][1] is a list where a number was expected (ragged nesting)"},
+      {R"([[1, "2"]])", "j.json: activation_freq[0][1] must be a number, got a string"},
+      {R"([[1, {}]])", "j.json: activation_freq[0][1] must be a number, got an object"},
+      {R"([[1, -2]])", "j.json: activation_freq[0][1] must be a non-negative count, got -2"},
+      {R"({"activation_freq": 5})", "j.json: activation_freq must be a list of lists of counts, got a number"},
+      {R"({"activation_freq": {}})", "j.json: activation_freq must be a list of lists of counts, got an object"},
+      {R"({"counts": [[1]]})",
+       "j.json: a JSON count file must be a nested list or an object with an \"activation_freq\" field"},
+      {"[[1e400]]", "j.json: not valid JSON: "},
+  };
+  for (const auto& c : cases)
+    EXPECT_EQ(error_of([&] { parse_counts_json(c.text, "j.json"); }).substr(0, c.message.size()), c.message) << c.text;
+  // A long bad token is quoted as a short, printable prefix.
+  EXPECT_LT(error_of([] { parse_counts_json("[[\"" + std::string(1 << 20, 'x'), "j.json"); }).size(), 300u);
+
+  // Ignored fields may hold anything (within the depth); the table keeps its shape, rank included.
+  const StatsArray a = parse_counts_json(R"({"note": [{"x": [1, "y"]}], "activation_freq": [[[1, 2]], [[3, 4.5]]]})",
+                                         "j.json");
+  EXPECT_EQ(a.shape, (Shape{2, 1, 2}));
+  EXPECT_EQ(a.values, (std::vector<double>{1, 2, 3, 4.5}));
+  EXPECT_EQ(parse_counts_json("[[], []]", "j.json").shape, (Shape{2, 0}));
+  EXPECT_EQ(error_of([] { require_table(parse_counts_json("[[], []]", "j.json"), "j.json"); }),
+            "j.json: count table must have at least one layer and one expert, got (2, 0)");
+}
+
+TEST(CountFiles, TotalsBeyondFloat32AreRefusedNamingTheFile) {
+  EXPECT_EQ(error_of([] { require_table(parse_counts_json("[[3e38, 3e38]]", "big.json"), "big.json"); }),
+            "big.json: counts sum to 6e+38, more than the limit of 1e+38 (the planner sums scores in float32); scale "
+            "the counts down");
+  EXPECT_EQ(error_of([] { parse_counts_csv("layer,expert,count\n0,0,1e308\n0,1,1e308\n", "f.csv"); }),
+            "f.csv: counts sum to inf, more than the limit of 1e+38 (the planner sums scores in float32); scale the "
+            "counts down");
+  CountTable a(1, 2), b(1, 2);
+  a.counts = {6e37, 0};
+  b.counts = {6e37, 0};
+  EXPECT_EQ(error_of([&] { a.add(b, "b.json"); }).rfind("b.json (added to the tables before it): counts sum to 1.2e+38,", 0),
+            0u);
+  CountTable c(1, 1);
+  c.counts = {2e38};
+  EXPECT_NE(error_of([&] { c.to_scores("c.json"); }).find("c.json: counts sum to 2e+38"), std::string::npos);
+}
+
+TEST(CountFiles, FilesReadTheSameAsTextAndSafetensorsStreamsLargeRecorderDumps) {
+  const std::string dir = temp_dir("counts_files");
+  struct Cleanup {
+    std::string dir;
+    ~Cleanup() { std::filesystem::remove_all(dir); }
+  } cleanup{dir};
+  const std::string json = R"({"activation_freq": [[1, 2, 3], [4, 5, 6]], "x": {"y": null}})";
+  std::ofstream(dir + "/c.json") << json;
+  EXPECT_EQ(read_counts(dir + "/c.json").counts, (std::vector<double>{1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(error_of([&] { read_counts(dir); }).rfind(dir + ": ", 0), 0u);
+
+  // (steps=300, L=4, E=1024) float32: 4.9 MB, more than one release block; every step adds 1 + its index % 3.
+  const int64_t steps = 300, L = 4, E = 1024;
+  std::vector<float> v(static_cast<size_t>(steps * L * E));
+  for (int64_t s = 0; s < steps; ++s)
+    for (int64_t i = 0; i < L * E; ++i) v[static_cast<size_t>(s * L * E + i)] = static_cast<float>(1 + i % 3);
+  SafetensorsWriter w;
+  w.add("logical_count", Tensor(Shape{steps, L, E}, std::move(v)));
+  w.write(dir + "/c.safetensors");
+  const CountTable t = read_counts(dir + "/c.safetensors");
+  ASSERT_EQ(t.num_layers, L);
+  ASSERT_EQ(t.num_experts, E);
+  for (int64_t i = 0; i < L * E; ++i) ASSERT_EQ(t.counts[static_cast<size_t>(i)], 300.0 * (1 + i % 3)) << i;
+  SafetensorsWriter one_d;
+  one_d.add("activation_freq", Tensor(Shape{4}, {1, 2, 3, 4}));
+  one_d.write(dir + "/v.safetensors");
+  EXPECT_EQ(error_of([&] { read_counts(dir + "/v.safetensors"); }),
+            dir + "/v.safetensors: activation_freq must be a 2D tensor of shape (num_layers, num_experts), got shape "
+                  "(4,)");
+}
+
+TEST(Traces, FilesAreReadInBlocksWithTheSameResult) {
+  const std::string dir = temp_dir("trace_files");
+  struct Cleanup {
+    std::string dir;
+    ~Cleanup() { std::filesystem::remove_all(dir); }
+  } cleanup{dir};
+  // About 1.6 MB: rows cross the 1 MiB block boundary. Token ids are sparse (far apart, near INT64_MAX) so the
+  // hash index is used; the layer-major order numbers tokens by first appearance.
+  std::string text = "token,step,layer,e1,e2,w1,w2\n";
+  for (int l = 0; l < 3; ++l)
+    for (int t = 0; t < 20000; ++t)
+      text += std::to_string(INT64_MAX - int64_t{1000} * t) + "," + std::to_string(t / 7) + "," + std::to_string(l * 2) +
+              "," + std::to_string((t + l) % 16) + "," + std::to_string((t * 3) % 16) + ",0.75,0.25\n";
+  std::ofstream(dir + "/t.csv") << text;
+  const RoutingTrace from_file = read_trace_csv(dir + "/t.csv");
+  const RoutingTrace from_text = parse_trace_csv(text, "t.csv");
+  EXPECT_EQ(from_file.num_tokens, 20000);
+  EXPECT_EQ(from_file.layer_ids, (std::vector<int64_t>{0, 2, 4}));
+  EXPECT_EQ(from_file.experts, from_text.experts);
+  EXPECT_EQ(from_file.weights, from_text.weights);
+  EXPECT_EQ(from_file.steps, from_text.steps);
+  EXPECT_EQ(from_file.expert(19999, 2, 0), (19999 + 2) % 16);
+  EXPECT_EQ(from_file.steps[19999], 19999 / 7);
+
+  // A line longer than the limit is named; so is a directory.
+  std::ofstream(dir + "/long.csv") << "token,layer,e1\n0,0," + std::string(2 << 20, '1') + "\n";
+  EXPECT_EQ(error_of([&] { read_trace_csv(dir + "/long.csv"); }),
+            dir + "/long.csv: line 2 is longer than 1048576 bytes");
+  EXPECT_EQ(error_of([&] { read_trace_csv(dir); }), dir + ": not a regular file (or cannot be read)");
+}
+
 TEST(Traces, CsvReadsTheVllmLoggerColumnsAndRoundTrips) {
   const std::string text =
       "row,forward_pass,row_in_forward_pass,layer,e1,e2,w1,w2\n"
@@ -166,7 +288,7 @@ TEST(Traces, MalformedTracesAreRejected) {
       {"token,layer\n0,0\n", "t.csv: header must name expert columns e1, e2, ..."},
       {"layer,e1\n0,0\n", "t.csv: header must name a `token` (or `row`) and a `layer` column"},
       {"token,layer,e1,e2,w1\n0,0,1,2,0.5\n", "t.csv: header has 2 expert columns but 1 weight columns"},
-      {"token,layer,e1\n0,0,1\n0,0,2\n", "t.csv: token 0 appears twice at layer 0"},
+      {"token,layer,e1\n0,0,1\n0,0,2\n", "t.csv: line 3: token 0 appears twice at layer 0"},
       {"token,layer,e1\n0,0,-2\n", "t.csv: line 2: expert id -2 is outside [-1, 3]"},
       {"token,layer,e1\n0,0,4\n", "t.csv: line 2: expert id 4 is outside [-1, 3]"},
       {"token,layer,e1\n", "t.csv: no routing rows after the header"},

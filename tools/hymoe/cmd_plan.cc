@@ -27,7 +27,8 @@ struct PlanFlags : PlacementFlags {
 Tensor read_scores(const std::vector<std::string>& paths, std::optional<int64_t> trace_experts) {
   if (paths.size() == 1 && !is_trace_file(paths[0])) {
     const StatsArray a = read_counts_array(paths[0]);
-    return Tensor(a.shape, std::vector<float>(a.values.begin(), a.values.end()));
+    if (a.shape.size() != 2) require_table(a, paths[0]);  // the reference's message, naming the file
+    return require_table(a, paths[0]).to_scores(paths[0]);
   }
   CountTable sum;
   for (const auto& path : paths) {
@@ -35,7 +36,7 @@ Tensor read_scores(const std::vector<std::string>& paths, std::optional<int64_t>
     if (sum.counts.empty()) sum = t;
     else sum.add(t, path);
   }
-  return sum.to_scores();
+  return sum.to_scores(paths.size() == 1 ? paths[0] : "the sum of the --stats files");
 }
 
 void write_text(const std::string& path, const std::string& text) {
@@ -92,6 +93,15 @@ void print_sweep(const CountTable& train, const CountTable& heldout, const PlanO
   }
 }
 
+// The model layout flags, checked before any layer index is taken modulo the frequency.
+std::optional<LayerLayout> layer_layout(const PlanFlags& f) {
+  if (!f.first_k_dense && !f.moe_layer_freq) return std::nullopt;
+  if (f.first_k_dense && *f.first_k_dense < 0)
+    fail("--first-k-dense-replace must be non-negative, got ", *f.first_k_dense);
+  if (f.moe_layer_freq && *f.moe_layer_freq < 1) fail("--moe-layer-freq must be at least 1, got ", *f.moe_layer_freq);
+  return LayerLayout{f.first_k_dense.value_or(0), f.moe_layer_freq.value_or(1)};
+}
+
 int run_plan(const PlanFlags& f) {
   if (f.output.empty() && f.evaluate.empty())
     fail("nothing to do: give --output PLAN.json, or --evaluate DATA to see what a plan buys");
@@ -99,10 +109,19 @@ int run_plan(const PlanFlags& f) {
   if (!f.plan.empty() && (f.sweep || !f.stats.empty()))
     fail("--plan evaluates an existing plan; it does not go with --stats or --sweep");
   const PlanOptions base = f.plan_options();
+  const std::optional<LayerLayout> layout = layer_layout(f);
+  // --sweep picks its own budgets: a budget is needed only for the plan it also prints or writes.
+  const bool has_budget = f.num_gpu_experts || f.per_layer || f.ratio;
+  const bool make_plan = f.plan.empty() && (!f.sweep || has_budget || !f.output.empty() || !f.svg.empty());
+  const std::optional<BudgetSpec> budget_spec = make_plan ? std::optional(f.budget()) : std::nullopt;
+  if (f.sweep && layout) fail("--sweep plans all layers; it does not go with --first-k-dense-replace or --moe-layer-freq");
 
   if (!f.plan.empty()) {  // evaluate a plan made earlier
     const PlanMask m = read_plan_file(f.plan);
     const CountTable data = read_counts_or_trace(f.evaluate, f.trace_experts);
+    if (m.num_layers != data.num_layers || m.num_experts != data.num_experts)
+      fail(f.plan, ": plan is (", m.num_layers, ", ", m.num_experts, ") but ", f.evaluate, " is (", data.num_layers,
+           ", ", data.num_experts, "): the plan was made for a different model");
     const Evaluation ev = evaluate_mask(m.mask, data, base.cost);
     if (f.json) {
       fmt::print("{}\n", nlohmann::json{{"command", "plan"}, {"plan", f.plan}, {"evaluate", f.evaluate},
@@ -121,16 +140,15 @@ int run_plan(const PlanFlags& f) {
   const Tensor scores = read_scores(f.stats, f.trace_experts);
   PlanOptions options = base;
   if (!f.previous.empty()) options.previous_scores = read_scores({f.previous}, f.trace_experts);
-  const bool model_layout = f.first_k_dense || f.moe_layer_freq;
-  const LayerLayout layout{f.first_k_dense.value_or(0), f.moe_layer_freq.value_or(1)};
   int64_t moe_layers = scores.rank() == 2 ? scores.dim(0) : 1;
-  if (model_layout && scores.rank() == 2) {
+  if (layout && scores.rank() == 2) {
     moe_layers = 0;
-    for (int64_t l = 0; l < scores.dim(0); ++l) moe_layers += layout.is_moe(l);
+    for (int64_t l = 0; l < scores.dim(0); ++l) moe_layers += layout->is_moe(l);
   }
-  const int64_t budget = resolve_budget(f.budget(), moe_layers, scores.rank() == 2 ? scores.dim(1) : 0);
-  const Placement plan = model_layout ? plan_model_placement(scores, layout, budget, f.strategy, options)
-                                      : plan_gpu_expert_placement(scores, budget, f.strategy, options);
+  const int64_t budget =
+      budget_spec ? resolve_budget(*budget_spec, moe_layers, scores.rank() == 2 ? scores.dim(1) : 0) : 0;
+  const Placement plan = layout ? plan_model_placement(scores, *layout, budget, f.strategy, options)
+                                : plan_gpu_expert_placement(scores, budget, f.strategy, options);
   const std::string json = plan_to_json(plan);
   const std::string svg = f.svg.empty() ? "" : heatmap_svg(plan);
 
@@ -138,14 +156,17 @@ int run_plan(const PlanFlags& f) {
   CountTable heldout;
   if (!f.evaluate.empty()) {
     heldout = read_counts_or_trace(f.evaluate, f.trace_experts);
+    if (heldout.num_layers != plan.num_layers || heldout.num_experts != plan.num_experts)
+      fail(f.evaluate, ": data is (", heldout.num_layers, ", ", heldout.num_experts, ") but the statistics planned "
+           "from are (", plan.num_layers, ", ", plan.num_experts, ")");
     ev = evaluate_mask(plan.mask, heldout, options.cost);
   }
 
   if (!f.output.empty()) write_text(f.output, json);
   if (!f.svg.empty()) write_text(f.svg, svg);
   std::optional<double> oracle;
-  if (ev)
-    oracle = plan_gpu_expert_placement(heldout.to_scores(), plan.report.actual_num_gpu_experts, "frequency")
+  if (ev && make_plan)
+    oracle = plan_gpu_expert_placement(heldout.to_scores(f.evaluate), plan.report.actual_num_gpu_experts, "frequency")
                  .report.expected_hit_rate;
   CountTable train;
   if (f.sweep) {
@@ -153,9 +174,13 @@ int run_plan(const PlanFlags& f) {
     for (int64_t i = 0; i < scores.numel(); ++i) train.counts[static_cast<size_t>(i)] = plan.scores[i];
   }
   if (f.json) {
-    nlohmann::json j = {{"command", "plan"}, {"report", nlohmann::json::parse(json)["report"]},
-                        {"in_sample_hit_rate", plan.report.expected_hit_rate}, {"forecast", ev.has_value()}};
-    if (ev)
+    nlohmann::json j = {{"command", "plan"}};
+    if (make_plan) {
+      j["report"] = nlohmann::json::parse(json)["report"];
+      j["in_sample_hit_rate"] = plan.report.expected_hit_rate;
+      j["forecast"] = ev.has_value();
+    }
+    if (ev && make_plan)
       j["evaluation"] = {{"data", f.evaluate},
                          {"realized_hit_rate", ev->hit_rate},
                          {"layer_hit_rates", ev->layer_hit_rates},
@@ -168,8 +193,8 @@ int run_plan(const PlanFlags& f) {
     fmt::print("{}\n", j.dump(2));
     return 0;
   }
-  print_plan(plan.report, ev.has_value());
-  if (ev) {
+  if (make_plan) print_plan(plan.report, ev.has_value());
+  if (ev && make_plan) {
     fmt::print("on {}: realized hit rate {} (in-sample {}), predicted step time {:.1f} us (all-CPU {:.1f} us)\n",
                f.evaluate, percent(ev->hit_rate), percent(plan.report.expected_hit_rate),
                ev->predicted_step_seconds * 1e6, ev->predicted_all_cpu_seconds * 1e6);
@@ -199,7 +224,8 @@ Action add_plan_command(CLI::App& app) {
   cmd->add_option("--evaluate", f->evaluate, "held-out counts or trace: the realized hit rate of the plan")
       ->check(CLI::ExistingFile);
   cmd->add_option("--plan", f->plan, "evaluate this existing PLAN.json instead of planning")->check(CLI::ExistingFile);
-  cmd->add_flag("--sweep", f->sweep, "with --evaluate: every strategy at budgets 10%..90% against the oracle");
+  cmd->add_flag("--sweep", f->sweep, "with --evaluate: every strategy at budgets 10%..90% against the oracle (a budget is "
+                                      "needed only with --output or --svg)");
   cmd->add_flag("--json", f->json, "print one JSON object with every figure, at full precision");
   return [f] { return run_plan(*f); };
 }

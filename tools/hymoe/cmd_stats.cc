@@ -75,14 +75,18 @@ void print_summary(const std::string& label, const CountTable& table, bool curve
 }
 
 int run_stats(const StatsFlags& f) {
+  // Every file is read and the sum checked before anything is printed: an error is the only output.
+  std::vector<CountTable> tables;
   CountTable sum;
   nlohmann::json j = {{"command", "stats"}, {"files", nlohmann::json::array()}};
   for (const auto& path : f.files) {
-    const CountTable t = read_counts_or_trace(path, f.trace_experts);
-    if (f.json) j["files"].push_back(summary_json(path, t));
-    else print_summary(path, t, f.curve);
-    if (sum.counts.empty()) sum = t;
-    else sum.add(t, path);
+    tables.push_back(read_counts_or_trace(path, f.trace_experts));
+    if (sum.counts.empty()) sum = tables.back();
+    else sum.add(tables.back(), path);
+  }
+  for (size_t i = 0; i < tables.size(); ++i) {
+    if (f.json) j["files"].push_back(summary_json(f.files[i], tables[i]));
+    else print_summary(f.files[i], tables[i], f.curve);
   }
   if (f.files.size() > 1) {
     if (f.json) j["summed"] = summary_json("all files summed", sum);

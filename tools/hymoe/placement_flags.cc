@@ -2,9 +2,19 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "hymoe/error.h"
 
 namespace hymoe::tool {
+namespace {
+
+// Far beyond any real machine (an hour per token-expert; a billion token-experts per layer per step), and small
+// enough that the cost model's sums over layers stay finite.
+constexpr double kMaxCostMicroseconds = 3.6e9;
+constexpr double kMaxRoutedPerStep = 1e9;
+
+}  // namespace
 
 placement::BudgetSpec PlacementFlags::budget() const {
   const int given = (num_gpu_experts ? 1 : 0) + (per_layer ? 1 : 0) + (ratio ? 1 : 0);
@@ -18,20 +28,40 @@ placement::BudgetSpec PlacementFlags::budget() const {
 }
 
 placement::PlanOptions PlacementFlags::plan_options() const {
+  if (seed < 0) fail("--seed must be non-negative, got ", seed);
+  if (expert_bytes && *expert_bytes < 0) fail("--expert-bytes must be non-negative, got ", *expert_bytes);
+  if (min_per_layer && *min_per_layer < 0) fail("--min-experts-per-layer must be non-negative, got ", *min_per_layer);
+  if (max_per_layer && *max_per_layer < 0) fail("--max-experts-per-layer must be non-negative, got ", *max_per_layer);
+  // A floor of 0 is the default spelled out (the conformance cases do); any other bound must be honoured. An unknown
+  // strategy is left to the planner, whose message lists the known ones.
+  const bool bounded = min_per_layer.value_or(0) > 0 || max_per_layer.has_value();
+  const auto& names = placement::strategy_names();
+  const auto known = std::find(names.begin(), names.end(), strategy);
+  if (bounded && known != names.end() &&
+      !placement::strategy_uses_layer_bounds(static_cast<placement::Strategy>(known - names.begin())))
+    fail(max_per_layer ? "--max-experts-per-layer" : "--min-experts-per-layer", " has no effect with --strategy ",
+         strategy, "; only score_aware_layer_balanced and critical_path take per-layer bounds");
+  const std::pair<const char*, double> times[] = {{"--cpu-us-per-token-expert", cpu_us},
+                                                  {"--gpu-us-per-token-expert", gpu_us},
+                                                  {"--cpu-layer-overhead-us", cpu_overhead_us},
+                                                  {"--gpu-layer-overhead-us", gpu_overhead_us}};
+  for (const auto& [flag, v] : times)
+    if (!(v >= 0 && v <= kMaxCostMicroseconds))
+      fail(flag, " must be in [0, ", kMaxCostMicroseconds, "] microseconds, got ", v);
+  if (!(routed_per_step > 0 && routed_per_step <= kMaxRoutedPerStep))
+    fail("--routed-per-step must be in (0, ", kMaxRoutedPerStep, "], got ", routed_per_step);
+
   placement::PlanOptions o;
   o.alpha = alpha;
-  o.min_experts_per_layer = min_per_layer;
+  o.min_experts_per_layer = min_per_layer.value_or(0);
   o.max_experts_per_layer = max_per_layer;
-  o.seed = seed;
-  o.expert_bytes = expert_bytes;
+  o.seed = static_cast<uint64_t>(seed);
+  if (expert_bytes) o.expert_bytes = static_cast<uint64_t>(*expert_bytes);
   o.cost.cpu_seconds_per_token_expert = cpu_us * 1e-6;
   o.cost.gpu_seconds_per_token_expert = gpu_us * 1e-6;
   o.cost.cpu_layer_overhead_seconds = cpu_overhead_us * 1e-6;
   o.cost.gpu_layer_overhead_seconds = gpu_overhead_us * 1e-6;
   o.cost.routed_per_step = routed_per_step;
-  if (!(routed_per_step > 0)) fail("--routed-per-step must be positive, got ", routed_per_step);
-  for (double v : {cpu_us, gpu_us, cpu_overhead_us, gpu_overhead_us})
-    if (!(v >= 0)) fail("cost-model times must be non-negative, got ", v);
   return o;
 }
 

@@ -17,14 +17,14 @@ struct PlacementFlags {
   std::optional<double> ratio;
   std::string strategy = "frequency";
   double alpha = 0.8;
-  int64_t min_per_layer = 0;
-  std::optional<int64_t> max_per_layer;
-  uint64_t seed = 42;
-  std::optional<uint64_t> expert_bytes;
+  std::optional<int64_t> min_per_layer, max_per_layer;
+  int64_t seed = 42;  // signed so that a negative value is refused, not wrapped
+  std::optional<int64_t> expert_bytes;
   double cpu_us = 200, gpu_us = 10, cpu_overhead_us = 30, gpu_overhead_us = 10, routed_per_step = 8;
 
   // The budget as given; an error when none or several spellings were used.
   placement::BudgetSpec budget() const;
+  // The planner's options, every flag checked here (named in the message) before anything is read or printed.
   placement::PlanOptions plan_options() const;
 };
 

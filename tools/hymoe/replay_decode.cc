@@ -61,7 +61,7 @@ int run_decode_policy(const RoutingTrace& trace, const std::string& trace_path, 
   if (f.move_rate >= 0) o.move_rate = f.move_rate;
   else o.move_rate.reset();
   o.move_credit_cap = f.credit_cap;
-  o.expert_bytes = pf.expert_bytes.value_or(0);
+  o.expert_bytes = static_cast<uint64_t>(pf.expert_bytes.value_or(0));
   o.pcie_gbps = f.pcie_gbps;
   o.horizon_steps = f.horizon_steps;
   o.cost = pf.plan_options().cost;
@@ -107,7 +107,7 @@ int run_decode_policy(const RoutingTrace& trace, const std::string& trace_path, 
                         {"parts", nlohmann::json::array()}};
     if (o.policy == "cost-aware")
       j["cost_aware"] = {{"expert_bytes", o.expert_bytes}, {"pcie_gbps", o.pcie_gbps}, {"horizon_steps", o.horizon_steps}};
-    if (pf.expert_bytes) j["bytes_moved"] = *pf.expert_bytes * static_cast<uint64_t>(total_moves);
+    if (pf.expert_bytes) j["bytes_moved"] = static_cast<uint64_t>(*pf.expert_bytes) * static_cast<uint64_t>(total_moves);
     for (const auto& [name, s] : parts) j["parts"].push_back(part_json(name, s, r));
     fmt::print("{}\n", j.dump(2));
     return 0;
@@ -132,7 +132,7 @@ int run_decode_policy(const RoutingTrace& trace, const std::string& trace_path, 
   fmt::print("  on the decode steps: static frequency plan from the prompt {}; best static plan in hindsight "
              "(oracle) {}\n",
              percent(from_prompt), percent(oracle));
-  if (pf.expert_bytes) fmt::print("  bytes moved: {}\n", *pf.expert_bytes * static_cast<uint64_t>(total_moves));
+  if (pf.expert_bytes) fmt::print("  bytes moved: {}\n", static_cast<uint64_t>(*pf.expert_bytes) * static_cast<uint64_t>(total_moves));
   return 0;
 }
 

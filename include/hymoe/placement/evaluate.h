@@ -39,12 +39,16 @@ struct SweepRow {
 std::vector<SweepRow> sweep_static(const CountTable& train, const CountTable& heldout, const std::vector<double>& ratios,
                                    const PlanOptions& base = {});
 
+// Beyond this a resident never leaves anyway; the bound keeps (1 + hysteresis) x counts finite in float32.
+inline constexpr double kMaxHysteresis = 1e6;
+
 struct ReplayOptions {
   std::string strategy = "frequency";
   int64_t budget = 0;                // GPU experts (already resolved)
   int64_t replan_every = 128;        // tokens between re-plans, rounded up to the end of a step (forward pass)
   double ema_alpha = 0.5;            // weight of the newest window in the smoothed counts
-  double hysteresis = 0.1;           // a resident expert's score counts (1 + hysteresis) times when re-planning
+  double hysteresis = 0.1;           // a resident expert's score counts (1 + hysteresis) times when re-planning;
+                                     // at most kMaxHysteresis
   int64_t max_moves_per_replan = -1; // experts loaded per re-plan at most; -1 = no cap
   int64_t score_from = 0;            // tokens before this are learned from but not scored (rounded up to a step start)
   // Default: `strategy` planned on nothing (uniform). A smaller plan is topped up to the budget from the uniform

@@ -22,6 +22,8 @@ enum class Strategy { kFrequency, kScoreAwareLayerBalanced, kUniform, kFrontLoad
 // The spellings accepted on the command line and written in reports, in this order.
 const std::vector<std::string>& strategy_names();
 std::string_view strategy_name(Strategy strategy);
+// Whether the strategy honours min/max experts per layer (the others ignore them).
+bool strategy_uses_layer_bounds(Strategy strategy);
 // Throws the reference's message for an unknown name: "Unknown expert placement strategy: 'x'. Supported
 // strategies: [...]".
 Strategy parse_strategy(std::string_view name);
@@ -109,6 +111,7 @@ int64_t resolve_budget(const BudgetSpec& budget, int64_t moe_layers, int64_t exp
 struct LayerLayout {
   int64_t first_k_dense_replace = 0;
   int64_t moe_layer_freq = 1;
+  // moe_layer_freq must be at least 1 (checked by plan_model_placement and at the command line before any use).
   bool is_moe(int64_t layer) const { return layer >= first_k_dense_replace && layer % moe_layer_freq == 0; }
 };
 

@@ -25,6 +25,10 @@ namespace hymoe::placement {
 inline constexpr int64_t kMaxStatsLayers = 4096;
 inline constexpr int64_t kMaxStatsExperts = 65536;
 inline constexpr int64_t kMaxStatsCells = int64_t{1} << 24;
+// The largest sum of a table's counts: the planner ranks and sums scores in float32 (as the reference does), so a
+// table must sum to a finite float32 with room to spare. Readers and CountTable::add refuse larger tables, naming
+// the file.
+inline constexpr double kMaxCountTotal = 1e38;
 
 struct CountTable {
   int64_t num_layers = 0, num_experts = 0;
@@ -36,9 +40,9 @@ struct CountTable {
   double& at(int64_t layer, int64_t expert) { return counts[static_cast<size_t>(layer * num_experts + expert)]; }
   double layer_total(int64_t layer) const;
   double total() const;
-  // float32 (L, E): the planner's score table.
-  Tensor to_scores() const;
-  // Elementwise sum; shapes must match (`label` names the operand in the error).
+  // float32 (L, E): the planner's score table. Refuses a table whose total exceeds kMaxCountTotal (`label` names it).
+  Tensor to_scores(const std::string& label = "count table") const;
+  // Elementwise sum; shapes must match and the total stay within kMaxCountTotal (`label` names the operand).
   void add(const CountTable& other, const std::string& label);
 };
 
