@@ -77,10 +77,11 @@ void print_summary(const std::string& label, const CountTable& table, bool curve
 int run_stats(const StatsFlags& f) {
   // Every file is read and the sum checked before anything is printed: an error is the only output.
   std::vector<CountTable> tables;
-  CountTable sum;
+  CountTable sum;  // only when there are several files: one file's table is not copied
   nlohmann::json j = {{"command", "stats"}, {"files", nlohmann::json::array()}};
   for (const auto& path : f.files) {
     tables.push_back(read_counts_or_trace(path, f.trace_experts));
+    if (f.files.size() == 1) break;
     if (sum.counts.empty()) sum = tables.back();
     else sum.add(tables.back(), path);
   }
@@ -93,7 +94,7 @@ int run_stats(const StatsFlags& f) {
     else print_summary("all files summed", sum, f.curve);
   }
   if (!f.write.empty()) {
-    write_counts(f.write, sum);
+    write_counts(f.write, f.files.size() == 1 ? tables[0] : sum);
     if (f.json) j["wrote"] = f.write;
     else fmt::print("wrote {}\n", f.write);
   }
