@@ -6,4 +6,5 @@
 #include "hymoe/placement/stats.h"
 #include "hymoe/placement/trace.h"
 #include "hymoe/placement/evaluate.h"
+#include "hymoe/placement/decode_policy.h"
 #include "hymoe/placement/heatmap.h"

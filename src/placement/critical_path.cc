@@ -185,9 +185,9 @@ std::vector<uint8_t> critical_path_mask(const ScoreView& s, int64_t budget, int6
   std::vector<int64_t> freq_counts(static_cast<size_t>(s.num_layers), 0);
   const std::vector<uint8_t> freq = frequency_mask(s, budget);
   for (size_t i = 0; i < freq.size(); ++i) freq_counts[i / static_cast<size_t>(s.num_experts)] += freq[i];
-  if (std::all_of(freq_counts.begin(), freq_counts.end(),
-                  [&](int64_t n) { return n >= min_per_layer && n <= max_per_layer; }))
-    starts.push_back(freq_counts);
+  const bool freq_in_bounds = std::all_of(freq_counts.begin(), freq_counts.end(),
+                                          [&](int64_t n) { return n >= min_per_layer && n <= max_per_layer; });
+  if (freq_in_bounds) starts.push_back(freq_counts);
 
   std::vector<int64_t> best;
   double best_time = 0;
@@ -195,6 +195,12 @@ std::vector<uint8_t> critical_path_mask(const ScoreView& s, int64_t budget, int6
     local_search(curves, k, min_per_layer, max_per_layer);
     const double t = total_time(curves, k);
     if (best.empty() || t < best_time) best = k, best_time = t;
+  }
+  // A plan no faster than frequency's is frequency's, mask and all: ties between equally fast plans break the way
+  // `frequency` breaks them (lower flat index), not by the order the search happened to visit them.
+  if (freq_in_bounds) {
+    const double freq_time = total_time(curves, freq_counts);
+    if (!(best_time < freq_time - kMinGain * std::max(1e-30, freq_time))) return freq;
   }
   std::vector<uint8_t> mask(static_cast<size_t>(s.num_layers * s.num_experts), 0);
   for (int64_t l = 0; l < s.num_layers; ++l)

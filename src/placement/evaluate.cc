@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "hymoe/error.h"
+#include "hymoe/placement/decode_policy.h"
 
 namespace hymoe::placement {
 
@@ -132,21 +133,40 @@ ReplayResult replay(const RoutingTrace& trace, const ReplayOptions& options) {
   plan_options.previous_scores.reset();
   const int64_t max_per_layer = plan_options.max_experts_per_layer.value_or(E);
 
-  std::vector<uint8_t> mask;
+  const std::vector<uint8_t> uniform = plan_gpu_expert_placement(zeros, options.budget, "uniform").mask;
+  std::vector<uint8_t> mask = uniform;
+  ReplayResult result;
   if (options.initial_mask) {
     if (options.initial_mask->size() != static_cast<size_t>(L * E))
       fail("initial plan has ", options.initial_mask->size(), " entries, the trace is (", L, ", ", E, ")");
     mask = *options.initial_mask;
+    int64_t held = 0;
+    for (uint8_t m : mask) held += m != 0;
+    if (held > options.budget)
+      fail("initial plan holds ", held, " GPU experts but the budget is ", options.budget);
+    result.initial_experts = held;
+    // Top up with the uniform plan's experts, so the run uses the whole budget from the first token on.
+    for (size_t i = 0; i < mask.size() && held < options.budget; ++i)
+      if (uniform[i] && !mask[i]) mask[i] = 1, ++held;
+    for (size_t i = 0; i < mask.size() && held < options.budget; ++i)
+      if (!mask[i]) mask[i] = 1, ++held;
   } else {
-    mask = plan_gpu_expert_placement(zeros, options.budget, "uniform").mask;
+    for (uint8_t m : mask) result.initial_experts += m;
   }
 
-  ReplayResult result;
   std::vector<double> smoothed(static_cast<size_t>(L * E), 0.0);
   bool have_smoothed = false;
   double scored_hits = 0;
-  for (int64_t begin = 0; begin < trace.num_tokens; begin += options.replan_every) {
-    const int64_t end = std::min(trace.num_tokens, begin + options.replan_every);
+  // Windows end on step boundaries: a batched forward pass is never split by a re-plan.
+  const auto steps = trace_steps(trace);
+  result.scored_from = step_start_at_or_after(trace, options.score_from);
+  for (const auto& st : steps) (st.first >= result.scored_from ? result.scored_steps : result.warmup_steps) += 1;
+  size_t next_step = 0;
+  while (next_step < steps.size()) {
+    const int64_t begin = steps[next_step].first;
+    int64_t end = begin;
+    while (next_step < steps.size() && end - begin < options.replan_every) end = steps[next_step++].second;
+    const bool last_window_scored = steps[next_step - 1].first >= result.scored_from;
     ReplayWindow w{begin, end, 0, 0};
     double window_hits = 0, window_routed = 0;
     for (int64_t t = begin; t < end; ++t)
@@ -157,7 +177,7 @@ ReplayResult replay(const RoutingTrace& trace, const ReplayOptions& options) {
           const bool hit = mask[static_cast<size_t>(l * E + e)];
           window_hits += hit;
           window_routed += 1;
-          if (t >= options.score_from) scored_hits += hit, result.routed += 1;
+          if (t >= result.scored_from) scored_hits += hit, result.routed += 1;
         }
     w.hit_rate = window_routed > 0 ? window_hits / window_routed : 0.0;
     const CountTable window = trace.counts(begin, end);
@@ -176,11 +196,17 @@ ReplayResult replay(const RoutingTrace& trace, const ReplayOptions& options) {
       for (size_t i = 0; i < mask.size(); ++i) w.moves += applied[i] && !mask[i];
       mask = applied;
       result.moves += w.moves;
+      (last_window_scored ? result.scored_moves : result.warmup_moves) += w.moves;
       ++result.replans;
     }
     result.windows.push_back(w);
   }
   result.hit_rate = result.routed > 0 ? scored_hits / result.routed : 0.0;
+  auto per_layer_step = [L](int64_t moves, int64_t n) {
+    return n > 0 ? static_cast<double>(moves) / (static_cast<double>(L) * static_cast<double>(n)) : 0.0;
+  };
+  result.warmup_moves_per_layer_per_step = per_layer_step(result.warmup_moves, result.warmup_steps);
+  result.scored_moves_per_layer_per_step = per_layer_step(result.scored_moves, result.scored_steps);
   if (options.expert_bytes) {
     uint64_t bytes = 0;
     if (__builtin_mul_overflow(*options.expert_bytes, static_cast<uint64_t>(result.moves), &bytes))
@@ -193,7 +219,7 @@ ReplayResult replay(const RoutingTrace& trace, const ReplayOptions& options) {
 
 std::vector<TraceSweepRow> sweep_trace(const RoutingTrace& trace, const std::vector<double>& ratios,
                                        const ReplayOptions& base) {
-  const int64_t half = trace.num_tokens / 2;
+  const int64_t half = step_start_at_or_after(trace, trace.num_tokens / 2);
   const CountTable first = trace.counts(0, half), second = trace.counts(half, trace.num_tokens);
   const std::vector<SweepRow> statics = sweep_static(first, second, ratios, base.plan);
   std::vector<TraceSweepRow> rows;

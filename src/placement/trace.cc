@@ -124,6 +124,32 @@ class TokenIndex {
   int32_t size_ = 0;
 };
 
+// Puts the tokens in the order of (step, file token id): a runtime sees them so, and a file's row order must not
+// change the answer.
+void sort_tokens(RoutingTrace& t, const std::vector<int64_t>& file_tokens) {
+  std::vector<int64_t> order(static_cast<size_t>(t.num_tokens));
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int64_t>(i);
+  auto before = [&](int64_t a, int64_t b) {
+    const auto ua = static_cast<size_t>(a), ub = static_cast<size_t>(b);
+    return t.steps[ua] != t.steps[ub] ? t.steps[ua] < t.steps[ub] : file_tokens[ua] < file_tokens[ub];
+  };
+  if (std::is_sorted(order.begin(), order.end(), before)) return;
+  std::sort(order.begin(), order.end(), before);
+  const auto cell = static_cast<size_t>(t.num_layers * t.top_k);
+  auto permute = [&](auto& v) {
+    auto out = v;
+    for (size_t i = 0; i < order.size(); ++i)
+      std::copy_n(v.begin() + static_cast<int64_t>(static_cast<size_t>(order[i]) * cell), cell,
+                  out.begin() + static_cast<int64_t>(i * cell));
+    v = std::move(out);
+  };
+  permute(t.experts);
+  if (!t.weights.empty()) permute(t.weights);
+  std::vector<int64_t> steps(order.size());
+  for (size_t i = 0; i < order.size(); ++i) steps[i] = t.steps[static_cast<size_t>(order[i])];
+  t.steps = std::move(steps);
+}
+
 // Three passes over the rows, so that memory is the trace itself (4 bytes per entry, 4 more with weights) plus a
 // small per-token index, whatever the file's size: 1) check every row and size everything, 2) number the tokens,
 // 3) fill. `open` returns a fresh reader over the same rows each time.
@@ -168,14 +194,18 @@ RoutingTrace parse_trace(Open open, const std::string& label, std::optional<int6
   }
 
   TokenIndex tokens(min_token, max_token, rows);
+  std::vector<int64_t> file_tokens;  // file token id of each token, in order of first appearance
   {
     auto csv2 = open();
     start(csv2);
     while (csv2.next(row)) {
       parse_row(csv2, row, col, header_fields, expert_limit, label, r, ids.data(), weights.data());
       bool fresh = false;
-      tokens.find_or_add(r.token, fresh);
-      if (fresh) t.steps.push_back(r.step);
+      const int32_t index = tokens.find_or_add(r.token, fresh);
+      if (fresh) t.steps.push_back(r.step), file_tokens.push_back(r.token);
+      else if (t.steps[static_cast<size_t>(index)] != r.step)
+        fail(label, ": line ", csv2.line(), ": token ", r.token, " has step ", r.step, " here but step ",
+             t.steps[static_cast<size_t>(index)], " on an earlier row");
     }
   }
   t.num_tokens = tokens.size();
@@ -199,6 +229,7 @@ RoutingTrace parse_trace(Open open, const std::string& label, std::optional<int6
     std::copy(ids.begin(), ids.end(), t.experts.begin() + static_cast<int64_t>(cell) * K);
     if (!weights.empty()) std::copy(weights.begin(), weights.end(), t.weights.begin() + static_cast<int64_t>(cell) * K);
   }
+  sort_tokens(t, file_tokens);
   return t;
 }
 

@@ -2,7 +2,7 @@
 // what the plan buys on other data (--evaluate) or how every strategy compares over budgets (--sweep). Every input
 // is read and checked, and the plan made, before anything is written; outputs are written atomically.
 #include <fmt/format.h>
-
+#include <nlohmann/json.hpp>
 
 #include "commands.h"
 #include "hymoe/error.h"
@@ -20,7 +20,7 @@ struct PlanFlags : PlacementFlags {
   std::vector<std::string> stats;
   std::string previous, output, svg, evaluate, plan;
   std::optional<int64_t> first_k_dense, moe_layer_freq, trace_experts;
-  bool sweep = false;
+  bool sweep = false, json = false;
 };
 
 // The statistics as the planner's score tensor: a single count file keeps its parsed rank, so a wrong one gets
@@ -40,16 +40,31 @@ Tensor read_scores(const std::vector<std::string>& paths, std::optional<int64_t>
   return sum.to_scores(paths.size() == 1 ? paths[0] : "the sum of the --stats files");
 }
 
-void print_plan(const PlacementReport& r) {
-  fmt::print("strategy {}: {} of {} experts on the GPU (requested {}), expected hit rate {}\n", r.strategy,
-             r.actual_num_gpu_experts, r.num_layers * r.num_experts_per_layer, r.requested_num_gpu_experts,
-             percent(r.expected_hit_rate));
+void print_plan(const PlacementReport& r, bool evaluated) {
+  fmt::print("strategy {}: {} of {} experts on the GPU (requested {}), in-sample hit rate {} (on the planning "
+             "data{})\n",
+             r.strategy, r.actual_num_gpu_experts, r.num_layers * r.num_experts_per_layer, r.requested_num_gpu_experts,
+             percent(r.expected_hit_rate),
+             evaluated ? "" : "; not a forecast: give --evaluate HELD-OUT to see what the plan realizes on other data");
   fmt::print("per-layer GPU experts: min {}, max {}, mean {:.2f}, std {:.2f}\n", r.layer_min, r.layer_max,
              r.layer_mean, r.layer_std);
   fmt::print("predicted step time {:.1f} us (all experts on CPU: {:.1f} us)\n", r.predicted_step_seconds * 1e6,
              r.predicted_all_cpu_seconds * 1e6);
   if (r.gpu_bytes) fmt::print("GPU bytes for experts: {}\n", *r.gpu_bytes);
   if (!r.dense_layers.empty()) fmt::print("dense layers (all-GPU, outside the budget): {}\n", fmt::join(r.dense_layers, " "));
+}
+
+nlohmann::json sweep_json(const CountTable& train, const CountTable& heldout, const PlanOptions& options) {
+  const std::vector<double> ratios = {0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9};
+  nlohmann::json j = {{"strategies", strategy_names()},
+                      {"all_cpu_predicted_step_seconds",
+                       evaluate_mask(std::vector<uint8_t>(heldout.counts.size(), 0), heldout, options.cost)
+                           .predicted_step_seconds},
+                      {"rows", nlohmann::json::array()}};
+  for (const auto& row : sweep_static(train, heldout, ratios, options))
+    j["rows"].push_back({{"ratio", row.ratio}, {"budget", row.budget}, {"hit_rate", row.hit_rate},
+                         {"oracle_hit_rate", row.oracle}, {"predicted_step_seconds", row.predicted_seconds}});
+  return j;
 }
 
 void print_sweep(const CountTable& train, const CountTable& heldout, const PlanOptions& options) {
@@ -113,6 +128,14 @@ int run_plan(const PlanFlags& f) {
       fail(f.plan, ": plan is (", m.num_layers, ", ", m.num_experts, ") but ", f.evaluate, " is (", data.num_layers,
            ", ", data.num_experts, "): the plan was made for a different model");
     const Evaluation ev = evaluate_mask(m.mask, data, base.cost);
+    if (f.json) {
+      fmt::print("{}\n", nlohmann::json{{"command", "plan"}, {"plan", f.plan}, {"evaluate", f.evaluate},
+                                        {"realized_hit_rate", ev.hit_rate}, {"layer_hit_rates", ev.layer_hit_rates},
+                                        {"predicted_step_seconds", ev.predicted_step_seconds},
+                                        {"predicted_all_cpu_seconds", ev.predicted_all_cpu_seconds}}
+                             .dump(2));
+      return 0;
+    }
     fmt::print("{} on {}: realized hit rate {}, predicted step time {:.1f} us (all-CPU {:.1f} us)\n", f.plan,
                f.evaluate, percent(ev.hit_rate), ev.predicted_step_seconds * 1e6, ev.predicted_all_cpu_seconds * 1e6);
     return 0;
@@ -147,20 +170,43 @@ int run_plan(const PlanFlags& f) {
   files.stage("--output", json);
   files.stage("--svg", svg);
   files.commit();
-  if (make_plan) print_plan(plan.report);
+  std::optional<double> oracle;
+  if (ev && make_plan)
+    oracle = plan_gpu_expert_placement(heldout.to_scores(f.evaluate), plan.report.actual_num_gpu_experts, "frequency")
+                 .report.expected_hit_rate;
+  CountTable train;
+  if (f.sweep) {
+    train = CountTable(scores.dim(0), scores.dim(1));
+    for (int64_t i = 0; i < scores.numel(); ++i) train.counts[static_cast<size_t>(i)] = plan.scores[i];
+  }
+  if (f.json) {
+    nlohmann::json j = {{"command", "plan"}};
+    if (make_plan) {
+      j["report"] = nlohmann::json::parse(json)["report"];
+      j["in_sample_hit_rate"] = plan.report.expected_hit_rate;
+      j["forecast"] = ev.has_value();
+    }
+    if (ev && make_plan)
+      j["evaluation"] = {{"data", f.evaluate},
+                         {"realized_hit_rate", ev->hit_rate},
+                         {"layer_hit_rates", ev->layer_hit_rates},
+                         {"predicted_step_seconds", ev->predicted_step_seconds},
+                         {"predicted_all_cpu_seconds", ev->predicted_all_cpu_seconds},
+                         {"oracle_hit_rate", *oracle}};
+    if (f.sweep) j["sweep"] = sweep_json(train, heldout, base);
+    if (!f.output.empty()) j["wrote"] = f.output;
+    if (!f.svg.empty()) j["wrote_svg"] = f.svg;
+    fmt::print("{}\n", j.dump(2));
+    return 0;
+  }
+  if (make_plan) print_plan(plan.report, ev.has_value());
   if (ev && make_plan) {
-    fmt::print("on {}: realized hit rate {} (planned {}), predicted step time {:.1f} us (all-CPU {:.1f} us)\n",
+    fmt::print("on {}: realized hit rate {} (in-sample {}), predicted step time {:.1f} us (all-CPU {:.1f} us)\n",
                f.evaluate, percent(ev->hit_rate), percent(plan.report.expected_hit_rate),
                ev->predicted_step_seconds * 1e6, ev->predicted_all_cpu_seconds * 1e6);
-    const Placement oracle = plan_gpu_expert_placement(heldout.to_scores(f.evaluate), plan.report.actual_num_gpu_experts,
-                                                       "frequency");
-    fmt::print("best static plan of the same size for that data (oracle): {}\n", percent(oracle.report.expected_hit_rate));
+    fmt::print("best static plan of the same size for that data (oracle): {}\n", percent(*oracle));
   }
-  if (f.sweep) {
-    CountTable train(scores.dim(0), scores.dim(1));
-    for (int64_t i = 0; i < scores.numel(); ++i) train.counts[static_cast<size_t>(i)] = plan.scores[i];
-    print_sweep(train, heldout, base);
-  }
+  if (f.sweep) print_sweep(train, heldout, base);
   if (!f.output.empty()) fmt::print("wrote {}{}\n", f.output, f.svg.empty() ? "" : " and " + f.svg);
   return 0;
 }
@@ -186,6 +232,7 @@ Action add_plan_command(CLI::App& app) {
   cmd->add_option("--plan", f->plan, "evaluate this existing PLAN.json instead of planning")->check(CLI::ExistingFile);
   cmd->add_flag("--sweep", f->sweep, "with --evaluate: every strategy at budgets 10%..90% against the oracle (a budget is "
                                       "needed only with --output or --svg)");
+  cmd->add_flag("--json", f->json, "print one JSON object with every figure, at full precision");
   return [f] { return run_plan(*f); };
 }
 

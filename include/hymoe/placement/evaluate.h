@@ -45,13 +45,15 @@ inline constexpr double kMaxHysteresis = 1e6;
 struct ReplayOptions {
   std::string strategy = "frequency";
   int64_t budget = 0;                // GPU experts (already resolved)
-  int64_t replan_every = 128;        // tokens between re-plans
+  int64_t replan_every = 128;        // tokens between re-plans, rounded up to the end of a step (forward pass)
   double ema_alpha = 0.5;            // weight of the newest window in the smoothed counts
   double hysteresis = 0.1;           // a resident expert's score counts (1 + hysteresis) times when re-planning;
                                      // at most kMaxHysteresis
   int64_t max_moves_per_replan = -1; // experts loaded per re-plan at most; -1 = no cap
-  int64_t score_from = 0;            // tokens before this are learned from but not scored
-  std::optional<std::vector<uint8_t>> initial_mask;  // default: `strategy` planned on nothing (uniform)
+  int64_t score_from = 0;            // tokens before this are learned from but not scored (rounded up to a step start)
+  // Default: `strategy` planned on nothing (uniform). A smaller plan is topped up to the budget from the uniform
+  // plan before the first token (those loads are not moves); a larger one is an error.
+  std::optional<std::vector<uint8_t>> initial_mask;
   std::optional<uint64_t> expert_bytes;
   PlanOptions plan;                  // min/max per layer, seed, cost model
 };
@@ -65,13 +67,18 @@ struct ReplayResult {
   double routed = 0;     // scored routed token-experts
   int64_t moves = 0;     // experts loaded onto the GPU over the whole replay (the initial placement excluded)
   int64_t replans = 0;
+  int64_t scored_from = 0;  // first scored token (a step start)
+  // Moves are charged to the step after which they were made: warm-up steps are the unscored ones.
+  int64_t warmup_steps = 0, scored_steps = 0, warmup_moves = 0, scored_moves = 0;
+  double warmup_moves_per_layer_per_step = 0, scored_moves_per_layer_per_step = 0;
+  int64_t initial_experts = 0;  // GPU experts of the start plan before it was topped up to the budget
   std::optional<uint64_t> bytes_moved;
   std::vector<ReplayWindow> windows;
   std::vector<uint8_t> final_mask;
 };
 ReplayResult replay(const RoutingTrace& trace, const ReplayOptions& options);
 
-// A trace split in halves at token T/2: every strategy planned on the first half and the replay (re-planning as
+// A trace split in halves at the first step start at or after token T/2: every strategy planned on the first half and the replay (re-planning as
 // `base` says, scored on the second half only), against the oracle of the second half.
 struct TraceSweepRow {
   SweepRow statics;

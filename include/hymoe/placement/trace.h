@@ -7,7 +7,8 @@
 // `token` (alias `row`) identifies the token, `step` (alias `forward_pass`, optional) its forward pass, `layer`
 // the model layer; e1..eK the selected experts (slot 1 = highest score, -1 = none) and w1..wK their scores. Other
 // columns are ignored, so the vLLM logger's `row,forward_pass,row_in_forward_pass,layer,e1..e4,w1..w4` reads as is.
-// Tokens are numbered in order of first appearance; a (token, layer) pair may appear once.
+// Tokens are ordered by (step, token), whatever the row order of the file; a token has one step, and a (token,
+// layer) pair may appear once.
 #pragma once
 
 #include <cstdint>
