@@ -25,4 +25,9 @@ std::string temp_dir(const std::string& tag) {
   return pattern;
 }
 
+ScopedTempDir::~ScopedTempDir() {
+  std::error_code ignored;  // a destructor must not throw; a leftover directory is the worst case
+  std::filesystem::remove_all(path_, ignored);
+}
+
 }  // namespace hymoe::test

@@ -33,4 +33,18 @@ int run_command(const std::string& command, std::string* output);
 // A fresh, empty temporary directory (removed at process exit is not guaranteed; under the build's tmp).
 std::string temp_dir(const std::string& tag);
 
+// A temp_dir removed with everything in it when the object goes out of scope, whether the test passed or not.
+class ScopedTempDir {
+ public:
+  explicit ScopedTempDir(const std::string& tag) : path_(temp_dir(tag)) {}
+  ~ScopedTempDir();
+  ScopedTempDir(const ScopedTempDir&) = delete;
+  ScopedTempDir& operator=(const ScopedTempDir&) = delete;
+  const std::string& path() const { return path_; }
+  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
 }  // namespace hymoe::test

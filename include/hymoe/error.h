@@ -3,9 +3,11 @@
 // a message and a non-zero exit status.
 #pragma once
 
+#include <cstddef>
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace hymoe {
 
@@ -23,6 +25,16 @@ std::string concat(const Args&... args) {
 }
 [[noreturn]] void fail_check(const char* file, int line, const char* condition, const std::string& message);
 }  // namespace detail
+
+// How many bytes of a user-supplied string a message shows (see quote_for_message).
+inline constexpr size_t kMaxQuotedBytes = 64;
+
+// `text` as it may appear in a message: in single quotes (as the messages quote names), at most `max_bytes` of it, every byte outside printable
+// ASCII (control characters, DEL, non-ASCII) and every quote or backslash escaped, and a longer text cut with its
+// full length said. Every tensor name, JSON key, field value or other string that came from a file or the command
+// line goes through this before it reaches a message, so no input can write terminal control sequences or make a
+// message megabytes long.
+std::string quote_for_message(std::string_view text, size_t max_bytes = kMaxQuotedBytes);
 
 // Throws hymoe::Error with the concatenation of the arguments (streamed with operator<<).
 template <typename... Args>

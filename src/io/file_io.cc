@@ -16,12 +16,54 @@
 
 namespace hymoe {
 
-std::string read_text_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(path, ": cannot open");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
+namespace {
+
+const char* file_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "of an unknown kind";
+}
+
+}  // namespace
+
+InputFile::InputFile(const std::string& path) {
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer, forever. It changes nothing for
+  // the regular files that pass the check below.
+  fd_ = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd_ < 0) fail(path, ": cannot open: ", std::strerror(errno));
+  struct stat st {};
+  if (fstat(fd_, &st) != 0) {
+    const int err = errno;
+    ::close(fd_);
+    fail(path, ": cannot stat: ", std::strerror(err));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd_);
+    fail(path, ": is ", file_kind(st.st_mode), ", not a regular file");
+  }
+  size_bytes_ = static_cast<uint64_t>(st.st_size);
+}
+
+InputFile::~InputFile() { ::close(fd_); }
+
+std::string read_text_file(const std::string& path, uint64_t max_bytes) {
+  const InputFile file(path);
+  if (file.size_bytes() > max_bytes)
+    fail(path, ": is ", file.size_bytes(), " bytes, over the limit of ", max_bytes, " bytes for this kind of input");
+  std::string text(static_cast<size_t>(file.size_bytes()), '\0');
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::read(file.fd(), text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) fail(path, ": read failed: ", std::strerror(errno));
+    if (n == 0) break;  // the file shrank while being read: what is there is what it holds
+    done += static_cast<size_t>(n);
+  }
+  text.resize(done);
+  return text;
 }
 
 void write_file_atomically(const std::string& path, std::span<const std::byte> bytes) {

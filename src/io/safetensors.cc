@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "hymoe/error.h"
+#include "io/json_io.h"
 
 namespace hymoe {
 
@@ -73,36 +74,20 @@ namespace {
 uint64_t json_u64(const nlohmann::json& value, const std::string& label, const std::string& what) {
   if (value.is_number_unsigned()) return value.get<uint64_t>();
   if (value.is_number_integer() && value.get<int64_t>() >= 0) return static_cast<uint64_t>(value.get<int64_t>());
-  fail(label, ": ", what, " must be a non-negative integer, got ", value.dump());
+  fail(label, ": ", what, " must be a non-negative integer, got ", describe_json(value));
 }
 
 }  // namespace
 
 SafetensorsFile SafetensorsFile::open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail(path, ": cannot open: ", std::strerror(errno));
-  struct stat st {};
-  if (fstat(fd, &st) != 0) {
-    const int err = errno;
-    ::close(fd);
-    fail(path, ": cannot stat: ", std::strerror(err));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    fail(path, ": not a regular file");
-  }
+  const InputFile in(path);  // a FIFO or device is refused here: mapping one would block or fail obscurely
   auto storage = std::make_shared<Storage>();
-  if (st.st_size > 0) {
-    void* map = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
-    if (map == MAP_FAILED) {
-      const int err = errno;
-      ::close(fd);
-      fail(path, ": cannot map: ", std::strerror(err));
-    }
+  if (in.size_bytes() > 0) {
+    void* map = mmap(nullptr, static_cast<size_t>(in.size_bytes()), PROT_READ, MAP_PRIVATE, in.fd(), 0);
+    if (map == MAP_FAILED) fail(path, ": cannot map: ", std::strerror(errno));
     storage->map = map;
-    storage->map_size = static_cast<size_t>(st.st_size);
+    storage->map_size = static_cast<size_t>(in.size_bytes());
   }
-  ::close(fd);
   SafetensorsFile file;
   file.storage_ = std::move(storage);
   file.label_ = path;
@@ -131,12 +116,8 @@ void SafetensorsFile::parse() {
     fail(label_, ": header length ", header_len, " runs past the end of the file (", image.size() - 8,
          " bytes follow the length)");
   const char* header_begin = reinterpret_cast<const char*>(image.data() + 8);
-  nlohmann::json header;
-  try {
-    header = nlohmann::json::parse(header_begin, header_begin + header_len);
-  } catch (const nlohmann::json::exception& e) {
-    fail(label_, ": header is not valid JSON: ", e.what());
-  }
+  // parse_json refuses a name given twice (the format has one entry per tensor) and deep nesting.
+  const nlohmann::json header = parse_json(std::string_view(header_begin, header_len), label_ + " (header)");
   if (!header.is_object()) fail(label_, ": header must be a JSON object, got ", header.type_name());
   data_ = image.subspan(8 + header_len);
 
@@ -144,12 +125,13 @@ void SafetensorsFile::parse() {
     if (name == "__metadata__") {
       if (!value.is_object()) fail(label_, ": __metadata__ must be an object of strings");
       for (const auto& [key, text] : value.items()) {
-        if (!text.is_string()) fail(label_, ": __metadata__ value for '", key, "' must be a string");
+        if (!text.is_string())
+          fail(label_, ": __metadata__ value for ", quote_for_message(key), " must be a string, got ", describe_json(text));
         metadata_[key] = text.get<std::string>();
       }
       continue;
     }
-    const std::string where = "tensor '" + name + "'";
+    const std::string where = "tensor " + quote_for_message(name);
     if (!value.is_object()) fail(label_, ": ", where, " must be an object");
     if (!value.contains("dtype") || !value["dtype"].is_string())
       fail(label_, ": ", where, " has no string field 'dtype'");
@@ -161,7 +143,7 @@ void SafetensorsFile::parse() {
     info.name = name;
     const std::string dtype_text = value["dtype"].get<std::string>();
     const auto dtype = dtype_from_name(dtype_text);
-    if (!dtype) fail(label_, ": ", where, " has unknown dtype '", dtype_text, "'");
+    if (!dtype) fail(label_, ": ", where, " has unknown dtype ", quote_for_message(dtype_text));
     info.dtype = *dtype;
     uint64_t numel = 1;
     bool overflow = false;
@@ -194,7 +176,8 @@ void SafetensorsFile::parse() {
   for (size_t i = 0; i < tensors_.size(); ++i) {
     index_[tensors_[i].name] = i;
     if (i > 0 && tensors_[i].begin < tensors_[i - 1].end)
-      fail(label_, ": tensors '", tensors_[i - 1].name, "' and '", tensors_[i].name, "' overlap in the data section");
+      fail(label_, ": tensors ", quote_for_message(tensors_[i - 1].name), " and ", quote_for_message(tensors_[i].name),
+           " overlap in the data section");
   }
 }
 
@@ -202,7 +185,7 @@ bool SafetensorsFile::contains(const std::string& name) const { return index_.co
 
 const TensorInfo& SafetensorsFile::info(const std::string& name) const {
   auto it = index_.find(name);
-  if (it == index_.end()) fail(label_, ": missing tensor '", name, "'");
+  if (it == index_.end()) fail(label_, ": missing tensor ", quote_for_message(name));
   return tensors_[it->second];
 }
 
@@ -227,7 +210,7 @@ Tensor SafetensorsFile::read_f32(const std::string& name) const {
 Tensor SafetensorsFile::read_f32(const std::string& name, const Shape& expected_shape) const {
   const TensorInfo& t = info(name);
   if (t.shape != expected_shape)
-    fail(label_, ": tensor '", name, "' has shape ", shape_to_string(t.shape), ", expected ",
+    fail(label_, ": tensor ", quote_for_message(name), " has shape ", shape_to_string(t.shape), ", expected ",
          shape_to_string(expected_shape));
   return read_f32(name);
 }
@@ -239,9 +222,10 @@ void SafetensorsWriter::add(const std::string& name, const Tensor& tensor) {
 }
 
 void SafetensorsWriter::add_raw(const std::string& name, DType dtype, const Shape& shape, std::vector<std::byte> bytes) {
-  if (name.empty() || name == "__metadata__") fail("safetensors writer: invalid tensor name '", name, "'");
+  if (name.empty() || name == "__metadata__")
+    fail("safetensors writer: invalid tensor name ", quote_for_message(name));
   if (static_cast<uint64_t>(shape_numel(shape)) * static_cast<uint64_t>(dtype_size(dtype)) != bytes.size())
-    fail("safetensors writer: tensor '", name, "' of shape ", shape_to_string(shape), " has ", bytes.size(),
+    fail("safetensors writer: tensor ", quote_for_message(name), " of shape ", shape_to_string(shape), " has ", bytes.size(),
          " bytes of data");
   entries_[name] = Entry{dtype, shape, std::move(bytes)};
 }

@@ -14,7 +14,7 @@ BiasSchedule parse_bias_schedule(const std::string& name) {
   if (name == "constant") return BiasSchedule::kConstant;
   if (name == "cosine_decay") return BiasSchedule::kCosineDecay;
   if (name == "linear_warmup") return BiasSchedule::kLinearWarmup;
-  fail("config: bias_schedule='", name, "' is not one of constant, cosine_decay, linear_warmup");
+  fail("config: bias_schedule=", quote_for_message(name), " is not one of constant, cosine_decay, linear_warmup");
 }
 
 double bias_update_rate(BiasSchedule schedule, int64_t step, int64_t max_steps) {

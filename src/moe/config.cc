@@ -2,10 +2,10 @@
 // a config error is the most common mistake a user makes.
 #include <algorithm>
 #include <cmath>
-#include <nlohmann/json.hpp>
 
 #include "hymoe/error.h"
 #include "hymoe/moe.h"
+#include "io/json_io.h"
 #include "moe/bias_schedule.h"
 
 namespace hymoe {
@@ -20,7 +20,7 @@ void MoEConfig::validate() const {
   if (std::find(routers.begin(), routers.end(), router_type) == routers.end()) {
     std::string known;
     for (const auto& r : routers) known += (known.empty() ? "" : ", ") + r;
-    fail("config: router_type='", router_type, "' is not one of ", known);
+    fail("config: router_type=", quote_for_message(router_type), " is not one of ", known);
   }
   mlp_name_for_activation(activation);  // throws for unknown activations
   if (shared_experts < 0) fail("config: shared_experts=", shared_experts, " must be >= 0");
@@ -33,22 +33,24 @@ void MoEConfig::validate() const {
 
 namespace {
 
+// Bounds on a config file's integers, far past any real model (DeepSeek-V3: dim 7168, 256 experts) and low enough
+// that products of them (dim * hidden_dim * num_experts) cannot overflow int64.
+constexpr int64_t kMaxConfigWidth = int64_t{1} << 20;
+constexpr int64_t kMaxConfigExperts = int64_t{1} << 16;
+
 template <typename T>
-T field(const nlohmann::json& j, const char* name, const std::string& label) {
+T field(const nlohmann::json& j, const char* name, const std::string& label, int64_t lo = 0, int64_t hi = 0) {
   const auto& v = j.at(name);
   if constexpr (std::is_same_v<T, bool>) {
-    if (!v.is_boolean()) fail(label, ": field '", name, "' must be true or false, got ", v.dump());
+    if (!v.is_boolean()) fail(label, ": field '", name, "' must be true or false, got ", describe_json(v));
     return v.get<bool>();
   } else if constexpr (std::is_same_v<T, std::string>) {
-    if (!v.is_string()) fail(label, ": field '", name, "' must be a string, got ", v.dump());
+    if (!v.is_string()) fail(label, ": field '", name, "' must be a string, got ", describe_json(v));
     return v.get<std::string>();
   } else if constexpr (std::is_integral_v<T>) {
-    if (v.is_number_integer()) return v.get<T>();
-    if (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>() && std::abs(v.get<double>()) < 1e15)
-      return static_cast<T>(v.get<double>());
-    fail(label, ": field '", name, "' must be an integer, got ", v.dump());
+    return json_int64(v, label, name, lo, hi);
   } else {
-    if (!v.is_number()) fail(label, ": field '", name, "' must be a number, got ", v.dump());
+    if (!v.is_number()) fail(label, ": field '", name, "' must be a number, got ", describe_json(v));
     return v.get<double>();
   }
 }
@@ -57,31 +59,26 @@ T field(const nlohmann::json& j, const char* name, const std::string& label) {
 
 MoEConfig parse_moe_config(std::string_view json_text, const std::string& label,
                            std::span<const std::string_view> extra_fields) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(json_text);
-  } catch (const nlohmann::json::exception& e) {
-    fail(label, ": not valid JSON: ", e.what());
-  }
-  if (!j.is_object()) fail(label, ": config must be a JSON object");
+  const nlohmann::json j = parse_json(json_text, label);
+  if (!j.is_object()) fail(label, ": config must be a JSON object, got ", describe_json(j));
   static constexpr std::string_view kFields[] = {
       "dim", "hidden_dim", "num_experts", "top_k", "activation", "router_type", "shared_experts",
       "capacity_factor", "gradient_scale", "sequence_aux_loss_weight", "bias_schedule", "packed_experts"};
   for (const auto& [key, value] : j.items()) {
     const bool known = std::find(std::begin(kFields), std::end(kFields), key) != std::end(kFields) ||
                        std::find(extra_fields.begin(), extra_fields.end(), key) != extra_fields.end();
-    if (!known) fail(label, ": unknown field '", key, "'");
+    if (!known) fail(label, ": unknown field ", quote_for_message(key));
   }
   for (const char* required : {"dim", "hidden_dim", "num_experts", "top_k"})
     if (!j.contains(required)) fail(label, ": missing required field '", required, "'");
   MoEConfig c;
-  c.dim = field<int64_t>(j, "dim", label);
-  c.hidden_dim = field<int64_t>(j, "hidden_dim", label);
-  c.num_experts = field<int64_t>(j, "num_experts", label);
-  c.top_k = field<int64_t>(j, "top_k", label);
+  c.dim = field<int64_t>(j, "dim", label, 1, kMaxConfigWidth);
+  c.hidden_dim = field<int64_t>(j, "hidden_dim", label, 1, kMaxConfigWidth);
+  c.num_experts = field<int64_t>(j, "num_experts", label, 1, kMaxConfigExperts);
+  c.top_k = field<int64_t>(j, "top_k", label, 1, kMaxConfigExperts);
   if (j.contains("activation")) c.activation = field<std::string>(j, "activation", label);
   if (j.contains("router_type")) c.router_type = field<std::string>(j, "router_type", label);
-  if (j.contains("shared_experts")) c.shared_experts = field<int64_t>(j, "shared_experts", label);
+  if (j.contains("shared_experts")) c.shared_experts = field<int64_t>(j, "shared_experts", label, 0, kMaxConfigExperts);
   if (j.contains("capacity_factor")) c.capacity_factor = field<double>(j, "capacity_factor", label);
   if (j.contains("gradient_scale")) c.gradient_scale = field<bool>(j, "gradient_scale", label);
   if (j.contains("sequence_aux_loss_weight"))

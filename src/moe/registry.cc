@@ -19,12 +19,12 @@ class Registry {
   void add(const std::string& name, Factory f) {
     std::lock_guard lock(mutex_);
     if (name.empty()) fail(kind_, " registry: empty name");
-    if (!entries_.emplace(name, std::move(f)).second) fail(kind_, " registry: '", name, "' is already registered");
+    if (!entries_.emplace(name, std::move(f)).second) fail(kind_, " registry: ", quote_for_message(name), " is already registered");
   }
   Factory get(const std::string& name) const {
     std::lock_guard lock(mutex_);
     auto it = entries_.find(name);
-    if (it == entries_.end()) fail(kind_, " '", name, "' is not registered (known: ", names_locked(), ")");
+    if (it == entries_.end()) fail(kind_, " ", quote_for_message(name), " is not registered (known: ", names_locked(), ")");
     return it->second;
   }
   std::vector<std::string> names() const {
@@ -84,7 +84,7 @@ std::string mlp_name_for_activation(const std::string& activation) {
   if (activation == "relu") return "standard_relu";
   const auto names = mlp_names();
   if (std::find(names.begin(), names.end(), activation) != names.end()) return activation;  // a registered MLP
-  fail("config: activation='", activation, "' is not one of silu, gelu, relu");
+  fail("config: activation=", quote_for_message(activation), " is not one of silu, gelu, relu");
 }
 
 }  // namespace hymoe

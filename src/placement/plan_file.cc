@@ -1,10 +1,12 @@
 // PLAN.json writing and reading. nlohmann_json stays private to the library.
 #include "hymoe/file_io.h"
 #include "hymoe/placement/plan_file.h"
+#include "hymoe/placement/stats.h"
 
 #include <nlohmann/json.hpp>
 
 #include "hymoe/error.h"
+#include "io/json_io.h"
 #include "placement/text_util.h"
 
 namespace hymoe::placement {
@@ -53,12 +55,7 @@ std::string plan_to_json(const Placement& plan) {
 }
 
 PlanMask parse_plan_json(const std::string& text, const std::string& label) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    fail(label, ": not valid JSON: ", e.what());
-  }
+  const nlohmann::json j = parse_json(text, label);
   if (!j.is_object() || !j.contains("mask")) fail(label, ": a plan file must be an object with a \"mask\" field");
   const auto& rows = j["mask"];
   if (!rows.is_array() || rows.empty() || !rows[0].is_array() || rows[0].empty())
@@ -66,6 +63,9 @@ PlanMask parse_plan_json(const std::string& text, const std::string& label) {
   PlanMask m;
   m.num_layers = static_cast<int64_t>(rows.size());
   m.num_experts = static_cast<int64_t>(rows[0].size());
+  if (m.num_layers > kMaxStatsLayers || m.num_experts > kMaxStatsExperts)
+    fail(label, ": \"mask\" has ", m.num_layers, " rows of ", m.num_experts, " entries; at most ", kMaxStatsLayers,
+         " rows of ", kMaxStatsExperts, " entries are allowed");
   for (size_t l = 0; l < rows.size(); ++l) {
     if (!rows[l].is_array() || static_cast<int64_t>(rows[l].size()) != m.num_experts)
       fail(label, ": mask row ", l, " must be a list of ", m.num_experts, " entries (the length of row 0)");
@@ -73,13 +73,15 @@ PlanMask parse_plan_json(const std::string& text, const std::string& label) {
       const auto& v = rows[l][e];
       if (!(v.is_number_integer() || v.is_boolean()) || (v.is_number_integer() && v.get<int64_t>() != 0 &&
                                                           v.get<int64_t>() != 1))
-        fail(label, ": mask[", l, "][", e, "] must be 0 or 1, got ", v.dump());
+        fail(label, ": mask[", l, "][", e, "] must be 0 or 1, got ", describe_json(v));
       m.mask.push_back(v.is_boolean() ? (v.get<bool>() ? 1 : 0) : static_cast<uint8_t>(v.get<int64_t>()));
     }
   }
   return m;
 }
 
-PlanMask read_plan_file(const std::string& path) { return parse_plan_json(read_text_file(path), path); }
+PlanMask read_plan_file(const std::string& path) {
+  return parse_plan_json(read_text_file(path, kMaxPlanFileBytes), path);
+}
 
 }  // namespace hymoe::placement

@@ -133,7 +133,7 @@ Strategy parse_strategy(std::string_view name) {
   // The reference lists its names sorted.
   std::vector<std::string> sorted = names;
   std::sort(sorted.begin(), sorted.end());
-  fail("Unknown expert placement strategy: '", name, "'. Supported strategies: ", python_list(sorted));
+  fail("Unknown expert placement strategy: ", quote_for_message(name), ". Supported strategies: ", python_list(sorted));
 }
 
 Placement plan_gpu_expert_placement(const Tensor& scores, int64_t num_gpu_experts, std::string_view strategy_text,

@@ -23,7 +23,7 @@ std::unique_ptr<MoELayer> make_teacher(const ImitationOptions& o, Rng& rng) {
     c.top_k = 1;
     c.activation = o.student.activation;
   } else if (o.teacher != "moe") {
-    fail("train: teacher='", o.teacher, "' is not one of moe, dense");
+    fail("train: teacher=", quote_for_message(o.teacher), " is not one of moe, dense");
   }
   auto t = build_moe(c);
   t->init_random(rng);
@@ -62,7 +62,7 @@ ImitationRun::ImitationRun(const ImitationOptions& o) : options_(o), data_rng_(o
   }
   if (o.optimizer == "adamw") optimizer_ = make_adamw(o.adamw);
   else if (o.optimizer == "sgd") optimizer_ = make_sgd(o.sgd);
-  else fail("train: optimizer='", o.optimizer, "' is not one of adamw, sgd");
+  else fail("train: optimizer=", quote_for_message(o.optimizer), " is not one of adamw, sgd");
 }
 
 ImitationRun::~ImitationRun() = default;

@@ -139,6 +139,30 @@ TEST(Safetensors, RejectsMalformedFilesWithClearErrors) {
   }
 }
 
+TEST(Safetensors, RefusesDuplicateTensorNames) {
+  // nlohmann would keep the second entry silently; the format has one entry per name.
+  const std::string msg = error_of(image(
+      R"({"x":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"x":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}})", 2));
+  EXPECT_NE(msg.find("bad.safetensors (header): duplicate key 'x'"), std::string::npos) << msg;
+}
+
+TEST(Safetensors, RefusesDeeplyNestedShapesWithANamedError) {
+  // 100,000 nested arrays in a shape once crashed the message that printed the value.
+  const std::string deep(100000, '[');
+  const std::string header = R"({"x":{"dtype":"U8","shape":)" + deep + std::string(100000, ']') + R"(,"data_offsets":[0,1]}})";
+  const std::string msg = error_of(image(header, 1));
+  EXPECT_NE(msg.find("bad.safetensors (header): JSON nested deeper than 64"), std::string::npos) << msg.substr(0, 300);
+  // Nesting within the limit reaches the shape check, whose message describes the value instead of printing it.
+  const std::string msg2 = error_of(image(R"({"x":{"dtype":"U8","shape":[[[[1]]]],"data_offsets":[0,1]}})", 1));
+  EXPECT_NE(msg2.find("shape entry must be a non-negative integer, got an array of 1 entries"), std::string::npos) << msg2;
+}
+
+TEST(Safetensors, EscapesControlCharactersInTensorNames) {
+  const std::string msg = error_of(image("{\"evil\\u001b]0;owned\\u0007\":{\"dtype\":\"F8\",\"shape\":[1],\"data_offsets\":[0,1]}}", 1));
+  EXPECT_NE(msg.find("tensor 'evil\\x1b]0;owned\\x07' has unknown dtype 'F8'"), std::string::npos) << msg;
+  for (char c : msg) EXPECT_FALSE(static_cast<unsigned char>(c) < 0x20) << "raw control character in: " << msg;
+}
+
 TEST(Safetensors, MissingFileAndTensorAreNamed) {
   try {
     SafetensorsFile::open("/nonexistent/w.safetensors");

@@ -242,6 +242,50 @@ TEST(MoEConfig, ParsesJsonAndRejectsUnknownFields) {
   EXPECT_THROW(parse_moe_config("{", "c.json"), Error);
 }
 
+std::string config_error(const std::string& text) {
+  try {
+    parse_moe_config(text, "c.json");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(MoEConfig, RefusesNumbersItCannotRepresentNamingTheField) {
+  // Once read as dim=-1 (an unsigned JSON integer wrapped to int64).
+  EXPECT_NE(config_error(R"({"dim": 18446744073709551615, "hidden_dim": 16, "num_experts": 4, "top_k": 2})")
+                .find("c.json: field 'dim' = 18446744073709551615 is out of range [1, 1048576]"),
+            std::string::npos);
+  EXPECT_NE(config_error(R"({"dim": 8, "hidden_dim": 16, "num_experts": 1e400, "top_k": 2})")
+                .find("c.json: not valid JSON: number overflow parsing '1e400'"),
+            std::string::npos);
+  EXPECT_NE(config_error(R"({"dim": 8, "hidden_dim": 16, "num_experts": 4, "top_k": 2, "shared_experts": -1})")
+                .find("field 'shared_experts' = -1 is out of range [0, 65536]"),
+            std::string::npos);
+  EXPECT_NE(config_error(R"({"dim": 8, "hidden_dim": 4194304, "num_experts": 4, "top_k": 2})")
+                .find("field 'hidden_dim' = 4194304 is out of range"),
+            std::string::npos);
+  // The largest legal values still parse.
+  EXPECT_EQ(parse_moe_config(R"({"dim": 1048576, "hidden_dim": 8, "num_experts": 65536, "top_k": 1})", "c.json").dim,
+            1048576);
+}
+
+TEST(MoEConfig, RefusesDuplicateFieldsDeepNestingAndQuotesUserStrings) {
+  EXPECT_NE(config_error(R"({"dim": 8, "hidden_dim": 16, "num_experts": 4, "top_k": 2, "dim": 16})")
+                .find("c.json: duplicate key 'dim'"),
+            std::string::npos);
+  const std::string deep = config_error(R"({"dim": )" + std::string(100000, '[') + "}");
+  EXPECT_NE(deep.find("c.json: JSON nested deeper than 64"), std::string::npos) << deep.substr(0, 200);
+  const std::string value = config_error(R"({"dim": [[[[1]]]], "hidden_dim": 16, "num_experts": 4, "top_k": 2})");
+  EXPECT_NE(value.find("field 'dim' must be an integer, got an array of 1 entries"), std::string::npos) << value;
+  const std::string key = config_error("{\"d\\u001bim\": 1}");
+  EXPECT_NE(key.find("unknown field 'd\\x1bim'"), std::string::npos) << key;
+  const std::string router = config_error(
+      R"({"dim": 8, "hidden_dim": 16, "num_experts": 4, "top_k": 2, "router_type": ")" + std::string(5000, 'r') + "\"}");
+  EXPECT_NE(router.find("router_type='rrrr"), std::string::npos) << router.substr(0, 200);
+  EXPECT_LT(router.size(), 400u) << "the 5000-byte value was echoed whole";
+}
+
 TEST(Registry, NewRouterIsOneRegistration) {
   // A router that always picks expert 0 with weight 1: registered once, usable through the config.
   struct FirstExpertRouter : Router {

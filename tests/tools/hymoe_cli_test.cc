@@ -2,6 +2,8 @@
 // and no output file. Also `inspect`, `demo` and `bench` (its JSON contract) on their happy paths.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -120,7 +122,7 @@ TEST_F(ForwardCli, NonFiniteInput) {
 TEST_F(ForwardCli, ConfigErrors) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {R"({"dim": 16, "hidden_dim": 32, "num_experts": 4, "top_k": 5})", "top_k=5 must be in 1..num_experts=4"},
-      {R"({"dim": 16, "hidden_dim": 0, "num_experts": 4, "top_k": 2})", "hidden_dim=0 must be positive"},
+      {R"({"dim": 16, "hidden_dim": 0, "num_experts": 4, "top_k": 2})", "field 'hidden_dim' = 0 is out of range [1, 1048576]"},
       {R"({"dim": 16, "hidden_dim": 32, "num_experts": 4, "top_k": 2, "activation": "swish"})", "activation='swish'"},
       {R"({"dim": 16, "hidden_dim": 32, "num_experts": 4, "top_k": 2, "router_type": "topk"})", "router_type='topk'"},
       {R"({"dim": 16, "hidden_dim": 32, "num_experts": 4, "top_k": 2, "capacity_factor": -1})", "capacity_factor=-1"},
@@ -135,6 +137,117 @@ TEST_F(ForwardCli, ConfigErrors) {
     expect_failure(forward(case_ + "/weights.safetensors", case_ + "/input.safetensors", &log), log, fragment);
     EXPECT_NE(log.find("config.json"), std::string::npos) << "message must name the config file: " << log;
   }
+}
+
+// ---- JSON and text inputs: every reader refuses deep nesting, duplicate keys and non-regular files by name --------
+
+// A header of `deep` nested arrays in the first tensor's shape (200 KB at 100,000: the input that once crashed).
+std::string deep_safetensors(int deep) {
+  const std::string header = R"({"x":{"dtype":"U8","shape":)" + std::string(static_cast<size_t>(deep), '[') +
+                             std::string(static_cast<size_t>(deep), ']') + R"(,"data_offsets":[0,1]}})";
+  std::string bytes(8, '\0');
+  for (int i = 0; i < 8; ++i) bytes[static_cast<size_t>(i)] = static_cast<char>((header.size() >> (8 * i)) & 0xff);
+  return bytes + header + "a";
+}
+
+TEST_F(ForwardCli, DeeplyNestedConfigIsANamedErrorNotACrash) {
+  write_config(R"({"dim": )" + std::string(100000, '[') + std::string(100000, ']') + "}");
+  std::string log;
+  const int rc = forward(case_ + "/weights.safetensors", case_ + "/input.safetensors", &log);
+  EXPECT_EQ(rc, 1) << "exit status 1 (an error), not a signal: " << log.substr(0, 300);
+  expect_failure(rc, log, dir_ + "/config.json: JSON nested deeper than 64 levels");
+}
+
+TEST_F(ForwardCli, DuplicateConfigKeyIsNamed) {
+  write_config(R"({"dim": 16, "hidden_dim": 32, "num_experts": 4, "top_k": 2, "top_k": 3})");
+  std::string log;
+  expect_failure(forward(case_ + "/weights.safetensors", case_ + "/input.safetensors", &log), log,
+                 dir_ + "/config.json: duplicate key 'top_k'");
+}
+
+TEST_F(ForwardCli, ConfigNumberPastInt64IsOutOfRangeNotMinusOne) {
+  write_config(R"({"dim": 18446744073709551615, "hidden_dim": 32, "num_experts": 4, "top_k": 2})");
+  std::string log;
+  expect_failure(forward(case_ + "/weights.safetensors", case_ + "/input.safetensors", &log), log,
+                 "field 'dim' = 18446744073709551615 is out of range");
+}
+
+TEST_F(ForwardCli, DirectoryOrDeviceAsConfigIsNamedAndNotRead) {
+  std::string log;
+  int rc = run_command(tool_path() + " forward --config " + dir_ + " --weights " + case_ +
+                           "/weights.safetensors --input " + case_ + "/input.safetensors --output " + out(),
+                       &log);
+  expect_failure(rc, log, dir_ + ": is a directory, not a regular file");
+  // /dev/zero once read until memory ran out; `timeout` turns a regression into a failure, not a hung test.
+  rc = run_command("timeout 60 " + tool_path() + " forward --config /dev/zero --weights " + case_ +
+                       "/weights.safetensors --input " + case_ + "/input.safetensors --output " + out(),
+                   &log);
+  EXPECT_EQ(rc, 1) << log;
+  expect_failure(rc, log, "/dev/zero: is a character device, not a regular file");
+}
+
+TEST_F(ForwardCli, FifoAsWeightsIsRefusedWithoutHanging) {
+  const std::string fifo = dir_ + "/weights.safetensors";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  std::string log;
+  const int rc = run_command("timeout 60 " + tool_path() + " forward --config " + dir_ + "/config.json --weights " +
+                                 fifo + " --input " + case_ + "/input.safetensors --output " + out(),
+                             &log);
+  EXPECT_EQ(rc, 1) << "124 means it hung: " << log;
+  expect_failure(rc, log, fifo + ": is a FIFO (named pipe), not a regular file");
+}
+
+TEST_F(ForwardCli, DeeplyNestedOrDuplicatedSafetensorsHeaderIsNamed) {
+  std::ofstream(dir_ + "/w.safetensors", std::ios::binary) << deep_safetensors(100000);
+  std::string log;
+  int rc = forward(dir_ + "/w.safetensors", case_ + "/input.safetensors", &log);
+  EXPECT_EQ(rc, 1) << log.substr(0, 300);
+  expect_failure(rc, log, "w.safetensors (header): JSON nested deeper than 64 levels");
+  const std::string header =
+      R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"x":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})";
+  std::string bytes(8, '\0');
+  bytes[0] = static_cast<char>(header.size());
+  std::ofstream(dir_ + "/x.safetensors", std::ios::binary) << bytes << header << std::string(8, '\0');
+  rc = forward(case_ + "/weights.safetensors", dir_ + "/x.safetensors", &log);
+  expect_failure(rc, log, "x.safetensors (header): duplicate key 'x'");
+}
+
+TEST(InspectCli, EscapesControlCharactersInTensorNames) {
+  const ScopedTempDir dir("inspect");
+  const std::string header = "{\"name\\u001b[2J\":{\"dtype\":\"F8\",\"shape\":[1],\"data_offsets\":[0,1]}}";
+  std::string bytes(8, '\0');
+  bytes[0] = static_cast<char>(header.size());
+  std::ofstream(dir / "t.safetensors", std::ios::binary) << bytes << header << "a";
+  std::string log;
+  EXPECT_EQ(run_command(tool_path() + " inspect " + (dir / "t.safetensors"), &log), 1) << log;
+  EXPECT_NE(log.find("tensor 'name\\x1b[2J' has unknown dtype 'F8'"), std::string::npos) << log;
+  EXPECT_EQ(log.find('\x1b'), std::string::npos) << "a raw escape character reached the terminal";
+}
+
+TEST(PlanCli, DeeplyNestedOrDuplicatedPlanFileIsNamed) {
+  const ScopedTempDir dir("plan_json");
+  const std::string data = data_dir() + "/placement/olmoe_c4.csv";
+  std::ofstream(dir / "deep.json") << R"({"mask": )" << std::string(100000, '[') << std::string(100000, ']') << "}";
+  std::string log;
+  EXPECT_EQ(run_command(tool_path() + " plan --plan " + (dir / "deep.json") + " --evaluate " + data, &log), 1)
+      << log.substr(0, 300);
+  EXPECT_NE(log.find(dir / "deep.json" + ": JSON nested deeper than 64 levels"), std::string::npos) << log.substr(0, 300);
+  std::ofstream(dir / "dup.json") << R"({"mask": [[1, 0]], "mask": [[0, 1]]})";
+  EXPECT_EQ(run_command(tool_path() + " plan --plan " + (dir / "dup.json") + " --evaluate " + data, &log), 1) << log;
+  EXPECT_NE(log.find(dir / "dup.json" + ": duplicate key 'mask'"), std::string::npos) << log;
+}
+
+TEST(Cli, UnknownSubcommandIsNamed) {
+  std::string log;
+  EXPECT_NE(run_command(tool_path() + " frobnicate --config x.json", &log), 0);
+  EXPECT_NE(log.find("unknown command 'frobnicate'"), std::string::npos) << log;
+  EXPECT_NE(log.find("forward"), std::string::npos) << "the known commands are listed: " << log;
+  EXPECT_NE(run_command(tool_path() + " --threads 2 \"$(printf 'bad\\033name')\"", &log), 0);
+  EXPECT_NE(log.find("unknown command 'bad\\x1bname'"), std::string::npos) << log;
+  EXPECT_EQ(log.find('\x1b'), std::string::npos) << log;
+  // No command at all is still CLI11's usage message.
+  EXPECT_NE(run_command(tool_path(), &log), 0);
+  EXPECT_NE(log.find("A subcommand is required"), std::string::npos) << log;
 }
 
 TEST_F(ForwardCli, MalformedWeightsFile) {
@@ -211,7 +324,7 @@ TEST_F(BenchCli, RefusesBadShapesNamingFileAndField) {
   };
   const Case cases[] = {
       {R"({"name": "bad", "model": "B", "dim": "wide", "expert_hidden": 32, "experts": 4, "top_k": 2, "shared_experts": 0})",
-       "field 'dim' has the wrong type"},
+       "field 'dim' must be an integer"},
       {R"({"name": "bad", "model": "B", "dim": 64, "experts": 4, "top_k": 2, "shared_experts": 0})",
        "missing field 'expert_hidden'"},
       {R"({"name": "bad", "model": "B", "dim": 64, "expert_hidden": 32, "experts": 4, "top_k": 5, "shared_experts": 0})",
@@ -220,6 +333,12 @@ TEST_F(BenchCli, RefusesBadShapesNamingFileAndField) {
           "activation": "gelu", "router": "softmax"})",
        "activation 'gelu'"},
       {R"({"name": "bad", "model": "B", "dim": 64)", "not valid JSON"},
+      {R"({"name": "bad", "name": "b", "model": "B", "dim": 64, "expert_hidden": 32, "experts": 4, "top_k": 2, "shared_experts": 0})",
+       "duplicate key 'name'"},
+      {R"({"name": "bad", "model": "B", "dim": 1e400, "expert_hidden": 32, "experts": 4, "top_k": 2, "shared_experts": 0})",
+       "not valid JSON: number overflow parsing '1e400'"},
+      {R"({"name": "bad", "model": "B", "dim": 1e300, "expert_hidden": 32, "experts": 4, "top_k": 2, "shared_experts": 0})",
+       "field 'dim' = 1e+300 is out of range"},
   };
   for (const Case& c : cases) {
     write_shape("bad.json", c.text);
@@ -230,6 +349,10 @@ TEST_F(BenchCli, RefusesBadShapesNamingFileAndField) {
     EXPECT_NE(log.find(c.fragment), std::string::npos) << "message lacks '" << c.fragment << "': " << log;
     EXPECT_EQ(log.find('{'), std::string::npos) << "no row may be printed: " << log;
   }
+  write_shape("bad.json", R"({"name": "bad", "dim": )" + std::string(100000, '[') + std::string(100000, ']') + "}");
+  std::string deep_log;
+  EXPECT_EQ(bench("--shape bad --tokens 1 --dtype f32 --no-baseline --json", &deep_log), 1) << deep_log.substr(0, 300);
+  EXPECT_NE(deep_log.find("bad.json: JSON nested deeper than 64 levels"), std::string::npos) << deep_log.substr(0, 300);
   write_shape("tiny.json", kTinyShape);
   std::string log;
   EXPECT_NE(bench("--shape nosuch --tokens 1 --dtype f32 --no-baseline", &log), 0);

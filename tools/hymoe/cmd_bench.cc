@@ -17,6 +17,7 @@
 #include <numeric>
 #include <optional>
 
+#include "bench_shape.h"
 #include "commands.h"
 #include "hymoe/error.h"
 #include "hymoe/moe.h"
@@ -43,50 +44,6 @@ double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-struct BenchShape {
-  std::string name, model;
-  int64_t dim = 0, hidden = 0, experts = 0, top_k = 0, shared = 0;
-};
-
-BenchShape load_shape(const std::filesystem::path& file) {
-  std::ifstream in(file);
-  if (!in) fail(file.string(), ": cannot open");
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const std::exception& e) {
-    fail(file.string(), ": not valid JSON: ", e.what());
-  }
-  BenchShape s;
-  auto get = [&](const char* key, auto& out) {
-    if (!j.contains(key)) fail(file.string(), ": missing field '", key, "'");
-    try {
-      out = j[key].get<std::decay_t<decltype(out)>>();
-    } catch (const nlohmann::json::exception&) {
-      fail(file.string(), ": field '", key, "' has the wrong type: ", j[key].dump());
-    }
-  };
-  get("name", s.name);
-  get("model", s.model);
-  get("dim", s.dim);
-  get("expert_hidden", s.hidden);
-  get("experts", s.experts);
-  get("top_k", s.top_k);
-  get("shared_experts", s.shared);
-  // The timed layer is SwiGLU experts under a softmax router; a shape that says otherwise is refused rather than
-  // timed as something it is not.
-  std::string activation = "swiglu", router = "softmax";
-  if (j.contains("activation")) get("activation", activation);
-  if (j.contains("router")) get("router", router);
-  if (activation != "swiglu" || router != "softmax")
-    fail(file.string(), ": activation '", activation, "' with router '", router,
-         "': the bench times SwiGLU experts under a softmax router only");
-  if (s.dim < 1 || s.hidden < 1 || s.experts < 1 || s.top_k < 1 || s.top_k > s.experts || s.shared < 0)
-    fail(file.string(), ": inconsistent shape (dim ", s.dim, ", expert_hidden ", s.hidden, ", experts ", s.experts,
-         ", top_k ", s.top_k, ", shared_experts ", s.shared, ")");
-  return s;
 }
 
 // ---- machine limits, measured in this run --------------------------------------------------------------------
@@ -636,7 +593,7 @@ int run_bench(const BenchOptions& o) {
       for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
       fail("--shape=", n, " is not in ", o.shapes_dir, " (known: ", list, ")");
     }
-    shapes.push_back(load_shape(f));
+    shapes.push_back(read_bench_shape(f.string()));
   }
   const Limits lim = measure_limits();
   if (!o.json)

@@ -7,6 +7,7 @@
 #include "hymoe/file_io.h"
 #include "hymoe/moe.h"
 #include "hymoe/safetensors.h"
+#include "io/json_io.h"
 
 namespace hymoe::tool {
 namespace {
@@ -27,18 +28,14 @@ struct RunSettings {
 };
 
 RunSettings parse_run_settings(const std::string& text, const std::string& label) {
-  const auto j = nlohmann::json::parse(text);  // already validated by parse_moe_config
+  const nlohmann::json j = parse_json(text, label);  // already parsed once, and checked, by parse_moe_config
   RunSettings s;
   if (j.contains("train")) {
-    if (!j["train"].is_boolean()) fail(label, ": field 'train' must be true or false");
+    if (!j["train"].is_boolean()) fail(label, ": field 'train' must be true or false, got ", describe_json(j["train"]));
     s.train = j["train"].get<bool>();
   }
-  for (auto [name, target] : {std::pair{"step", &s.step}, std::pair{"max_steps", &s.max_steps}}) {
-    if (!j.contains(name)) continue;
-    if (!j[name].is_number_integer()) fail(label, ": field '", name, "' must be an integer");
-    *target = j[name].get<int64_t>();
-  }
-  if (s.step < 0) fail(label, ": step=", s.step, " must be >= 0");
+  if (j.contains("step")) s.step = json_int64(j["step"], label, "step", 0);
+  if (j.contains("max_steps")) s.max_steps = json_int64(j["max_steps"], label, "max_steps");
   return s;
 }
 
@@ -46,7 +43,7 @@ Tensor as_tensor(const std::vector<float>& v, Shape shape) { return Tensor(std::
 
 int run_forward(const ForwardOptions& o) {
   static constexpr std::string_view kRunFields[] = {"train", "step", "max_steps"};
-  const std::string text = read_text_file(o.config_path);
+  const std::string text = read_text_file(o.config_path, kMaxConfigFileBytes);
   const MoEConfig config = parse_moe_config(text, o.config_path, kRunFields);
   RunSettings run = parse_run_settings(text, o.config_path);
   if (o.train) run.train = true;

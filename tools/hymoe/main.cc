@@ -1,5 +1,6 @@
 // hymoe: the command-line front end. Parses the command line, runs one subcommand, reports errors.
 #include <cstdio>
+#include <string>
 #include <vector>
 
 #include "commands.h"
@@ -31,6 +32,15 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    // CLI11 says only "A subcommand is required" for `hymoe frobnicate`: name the word it did not know.
+    const std::vector<std::string> rest = app.remaining();
+    if (!rest.empty() && !rest.front().starts_with("-") && app.get_subcommands().empty()) {
+      std::string known;
+      for (const auto& [sub, action] : commands) known += (known.empty() ? "" : ", ") + sub->get_name();
+      std::fprintf(stderr, "hymoe: error: unknown command %s (the commands are %s; see hymoe --help)\n",
+                   hymoe::quote_for_message(rest.front()).c_str(), known.c_str());
+      return e.get_exit_code();
+    }
     return app.exit(e);
   }
   try {

@@ -4,6 +4,7 @@
 // its report read ours.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "hymoe/placement/planner.h"
@@ -21,6 +22,8 @@ struct PlanMask {
   std::vector<uint8_t> mask;
 };
 PlanMask parse_plan_json(const std::string& text, const std::string& label);
+// A plan of the largest table the statistics readers accept (kMaxStatsCells entries, "0, " each) is about 48 MiB.
+inline constexpr uint64_t kMaxPlanFileBytes = uint64_t{64} << 20;
 PlanMask read_plan_file(const std::string& path);
 
 }  // namespace hymoe::placement
