@@ -2,34 +2,21 @@
 // checked against the mapping before any tensor byte is touched (this file is the fuzz target's subject).
 #include "hymoe/safetensors.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
 
 #include "hymoe/error.h"
+#include "hymoe/mapped_file.h"
 #include "io/json_io.h"
 
 namespace hymoe {
 
-// Owns the file image: either a read-only mapping or an in-memory copy.
+// The file image (declared in the header, which does not need to know how it is held).
 struct SafetensorsFile::Storage {
-  void* map = nullptr;
-  size_t map_size = 0;
-  std::vector<std::byte> owned;
-  ~Storage() {
-    if (map) munmap(map, map_size);
-  }
-  std::span<const std::byte> view() const {
-    if (map) return {static_cast<const std::byte*>(map), map_size};
-    return owned;
-  }
+  std::shared_ptr<const MappedFile> file;
+  std::span<const std::byte> view() const { return file->view(); }
 };
 
 namespace {
@@ -80,26 +67,16 @@ uint64_t json_u64(const nlohmann::json& value, const std::string& label, const s
 }  // namespace
 
 SafetensorsFile SafetensorsFile::open(const std::string& path) {
-  const InputFile in(path);  // a FIFO or device is refused here: mapping one would block or fail obscurely
-  auto storage = std::make_shared<Storage>();
-  if (in.size_bytes() > 0) {
-    void* map = mmap(nullptr, static_cast<size_t>(in.size_bytes()), PROT_READ, MAP_PRIVATE, in.fd(), 0);
-    if (map == MAP_FAILED) fail(path, ": cannot map: ", std::strerror(errno));
-    storage->map = map;
-    storage->map_size = static_cast<size_t>(in.size_bytes());
-  }
   SafetensorsFile file;
-  file.storage_ = std::move(storage);
+  file.storage_ = std::make_shared<Storage>(Storage{MappedFile::open(path)});
   file.label_ = path;
   file.parse();
   return file;
 }
 
 SafetensorsFile SafetensorsFile::from_bytes(std::vector<std::byte> bytes, std::string label) {
-  auto storage = std::make_shared<Storage>();
-  storage->owned = std::move(bytes);
   SafetensorsFile file;
-  file.storage_ = std::move(storage);
+  file.storage_ = std::make_shared<Storage>(Storage{MappedFile::from_bytes(std::move(bytes))});
   file.label_ = std::move(label);
   file.parse();
   return file;

@@ -1,14 +1,20 @@
-// `hymoe inspect`: what a safetensors file holds (names, dtypes, shapes, bytes, metadata).
+// `hymoe inspect`: what a safetensors file holds (names, dtypes, shapes, bytes, metadata); GGUF files go to
+// inspect_gguf.cc.
 #include <fmt/format.h>
 
 #include "commands.h"
 #include "hymoe/safetensors.h"
+#include "inspect_gguf.h"
 
 namespace hymoe::tool {
 namespace {
 
 int run_inspect(const std::vector<std::string>& paths) {
   for (const auto& path : paths) {
+    if (is_gguf_file(path)) {
+      inspect_gguf(path);
+      continue;
+    }
     const SafetensorsFile file = SafetensorsFile::open(path);
     uint64_t total = 0;
     size_t width = 4;
@@ -30,8 +36,8 @@ int run_inspect(const std::vector<std::string>& paths) {
 
 Action add_inspect_command(CLI::App& app) {
   auto paths = std::make_shared<std::vector<std::string>>();
-  auto* cmd = app.add_subcommand("inspect", "List the tensors of safetensors files");
-  cmd->add_option("files", *paths, "safetensors files")->required()->check(CLI::ExistingFile);
+  auto* cmd = app.add_subcommand("inspect", "List the tensors of safetensors files; for GGUF files also the model (blocks, experts, routing)");
+  cmd->add_option("files", *paths, "safetensors or GGUF files")->required()->check(CLI::ExistingFile);
   return [paths] { return run_inspect(*paths); };
 }
 

@@ -1,0 +1,35 @@
+// Fuzz target: any byte string given to the GGUF reader either parses, with every tensor's bytes inside the image
+// and of the size its type and shape say, or is rejected with hymoe::Error. Parsed metadata is printed and
+// decodable tensors are dequantized, so the sanitizers see every byte a reader would touch. Anything else (a
+// crash, a sanitizer report, another exception type) is a bug. Seeds: fuzz/corpus/gguf, small files written by
+// tests/data/gguf/make_quant_checks.py --fuzz-seeds.
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "hymoe/error.h"
+#include "hymoe/gguf.h"
+#include "hymoe/quant_formats.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  std::vector<std::byte> bytes(reinterpret_cast<const std::byte*>(data), reinterpret_cast<const std::byte*>(data) + size);
+  // Odd sizes read nested arrays too, so both paths of the array parser are fuzzed.
+  const hymoe::GgufReadOptions options{.allow_nested_arrays = (size & 1) != 0};
+  try {
+    const auto file = hymoe::GgufFile::from_bytes(std::move(bytes), "fuzz-input", options);
+    size_t text = 0;
+    for (const auto& [key, value] : file.metadata()) text += key.size() + value.to_display(4).size();
+    if (text == SIZE_MAX) __builtin_trap();
+    std::vector<float> values;
+    for (const auto& t : file.tensors()) {
+      const auto span = file.bytes(t);
+      if (span.size() != t.nbytes) __builtin_trap();
+      if (hymoe::can_dequantize(t.type) && t.numel() <= (1u << 18)) {
+        values.resize(static_cast<size_t>(t.numel()));
+        hymoe::dequantize_row_ref(t.type, span.data(), values.data(), static_cast<int64_t>(t.numel()));
+      }
+    }
+  } catch (const hymoe::Error&) {
+  }
+  return 0;
+}

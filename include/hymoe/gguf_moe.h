@@ -1,0 +1,64 @@
+// The MoE blocks of a GGUF model as llama.cpp reads them, for the architectures hymoe knows: `llama` (Mixtral),
+// `qwen2moe`, `qwen3moe`, `olmoe` and `deepseek2`. Reads the hyperparameters (with llama.cpp's exact key types
+// and fallbacks), the routing settings each architecture fixes or reads, and finds and checks one block's
+// tensors (names, shapes, decodable types). Plain data over a GgufFile; nothing is read from the tensors here.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "hymoe/gguf.h"
+
+namespace hymoe {
+
+enum class GgufGating { kSoftmax, kSigmoid };
+
+struct GgufMoeConfig {
+  std::string architecture;         // general.architecture
+  uint32_t block_count = 0;
+  uint32_t embedding_length = 0;    // D
+  uint32_t expert_count = 0;        // E (0: a dense model)
+  uint32_t expert_used_count = 0;   // K
+  uint32_t expert_hidden = 0;       // H of one routed expert
+  std::string expert_hidden_from;   // the key (or fallback) H came from, for listings
+  uint32_t shared_hidden = 0;       // hidden size of the shared expert; 0 when the architecture has none
+  bool shared_gate = false;         // qwen2moe: the shared expert's output is scaled by sigmoid(ffn_gate_inp_shexp . x)
+  uint32_t leading_dense_blocks = 0;  // deepseek2: blocks below this are dense
+  // Routing, as llama.cpp's build_moe_ffn runs it for the architecture.
+  GgufGating gating = GgufGating::kSoftmax;
+  bool norm_weights = false;        // divide the K weights by their sum (at least 6.103515625e-5)
+  float weights_scale = 0.0f;       // multiply the weights by it unless it is 0 or 1
+  uint32_t group_count = 0;         // group-limited routing when > 1: E / group_count consecutive experts a group
+  uint32_t group_used_count = 0;
+  // Which of the settings above the architecture hard-codes (llama.cpp ignores the metadata for them).
+  std::string fixed_by_architecture;
+};
+
+// The config of `file`. Throws naming the file and key for an absent or unknown architecture, a key of the wrong
+// type, a missing required key or inconsistent values (K > E, groups that do not divide E, ...).
+GgufMoeConfig read_gguf_moe_config(const GgufFile& file);
+
+// One MoE block's tensors. Pointers into the file's tensor list; the optional ones are nullptr when absent.
+struct GgufMoeBlock {
+  uint32_t block = 0;
+  const GgufTensorInfo* router = nullptr;     // ffn_gate_inp, ne [D, E]
+  const GgufTensorInfo* gate_exps = nullptr;  // ne [D, H, E]
+  const GgufTensorInfo* up_exps = nullptr;    // ne [D, H, E]
+  const GgufTensorInfo* down_exps = nullptr;  // ne [H, D, E]
+  const GgufTensorInfo* exp_probs_b = nullptr;     // deepseek2: selection-only bias, ne [E]
+  const GgufTensorInfo* gate_shexp = nullptr;      // ne [D, Hs]
+  const GgufTensorInfo* up_shexp = nullptr;        // ne [D, Hs]
+  const GgufTensorInfo* down_shexp = nullptr;      // ne [Hs, D]
+  const GgufTensorInfo* gate_inp_shexp = nullptr;  // qwen2moe: ne [D] or [D, 1]
+
+  uint64_t expert_bytes(uint32_t expert_count) const;  // gate + up + down of one routed expert
+  uint64_t total_bytes() const;                        // every tensor above
+};
+
+// Whether block `block` of `file` holds a router (ffn_gate_inp), i.e. is a MoE block.
+bool gguf_block_is_moe(const GgufFile& file, uint32_t block);
+// Block `block`'s MoE tensors, checked: every required tensor present, each shape as `config` says, each type
+// one hymoe decodes (quant_formats.h). Throws naming the file, tensor, shape or type at fault.
+GgufMoeBlock find_gguf_moe_block(const GgufFile& file, const GgufMoeConfig& config, uint32_t block);
+
+}  // namespace hymoe

@@ -1,0 +1,61 @@
+// GGUF's block weight formats (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K) and plain element types (F32, F16, BF16): the
+// layout of one block and its exact scalar decoding, the ground truth every packing and micro-kernel of these
+// formats is tested against. Depends on core only; knows nothing of files, experts or routing.
+//
+// Every decoded value is exact in f32: scales (f16 widened to f32) times small integer codes need at most 24
+// significant bits, so only Q4_K/Q5_K's final `d*sc*q - dmin*m` rounds, once (an FMA gives the same bits).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "hymoe/ggml_type.h"
+
+namespace hymoe {
+
+// Blocks as stored (little-endian, packed; f16 fields as their bits). Decoders copy a block out of the byte
+// stream, so the source needs no alignment.
+struct BlockQ8_0 {  // 32 values: x[i] = d * qs[i]
+  uint16_t d;
+  int8_t qs[32];
+};
+struct BlockQ4_0 {  // 32 values: x[j] = d * ((qs[j] & 15) - 8), x[j + 16] = d * ((qs[j] >> 4) - 8)
+  uint16_t d;
+  uint8_t qs[16];
+};
+struct BlockQ4_K {  // 256 values in 8 sub-blocks of 32, each with a 6-bit scale and a 6-bit min packed in scales
+  uint16_t d;
+  uint16_t dmin;
+  uint8_t scales[12];
+  uint8_t qs[128];
+};
+struct BlockQ5_K {  // Q4_K plus one high bit per value in qh
+  uint16_t d;
+  uint16_t dmin;
+  uint8_t scales[12];
+  uint8_t qh[32];
+  uint8_t qs[128];
+};
+struct BlockQ6_K {  // 256 values in 16 sub-blocks of 16 with signed 8-bit scales; codes are 6-bit, stored + 32
+  uint8_t ql[128];
+  uint8_t qh[64];
+  int8_t scales[16];
+  uint16_t d;  // last, unlike the other formats
+};
+static_assert(sizeof(BlockQ8_0) == 34 && sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_K) == 144 &&
+              sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210, "GGUF block sizes");
+
+// Each decodes one block from `block` (any alignment) into the block's 32 or 256 floats.
+void dequantize_block_q8_0_ref(const std::byte* block, float* out);
+void dequantize_block_q4_0_ref(const std::byte* block, float* out);
+void dequantize_block_q4_k_ref(const std::byte* block, float* out);
+void dequantize_block_q5_k_ref(const std::byte* block, float* out);
+void dequantize_block_q6_k_ref(const std::byte* block, float* out);
+
+// Whether dequantize_row_ref decodes type id `type`: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K.
+bool can_dequantize(uint32_t type);
+// Decodes `n` values of type `type` (n a multiple of its block size; `src` holds n / block_values blocks) into
+// `out`. The caller checks can_dequantize and the sizes (HYMOE_CHECK here).
+void dequantize_row_ref(uint32_t type, const std::byte* src, float* out, int64_t n);
+
+}  // namespace hymoe

@@ -1,0 +1,141 @@
+// Scalar reference decoders of GGUF's block formats: plain loops, no SIMD, no threads, written from the block
+// layouts in quant_formats.h. Tests pin them bit for bit to hand-computed blocks and to llama.cpp's gguf-py.
+#include <cstring>
+
+#include "hymoe/dtype.h"
+#include "hymoe/error.h"
+#include "hymoe/quant_formats.h"
+
+namespace hymoe {
+namespace {
+
+template <typename Block>
+Block load_block(const std::byte* p) {
+  Block b;
+  std::memcpy(&b, p, sizeof b);
+  return b;
+}
+
+// Q4_K and Q5_K pack eight 6-bit scales and eight 6-bit mins into 12 bytes: sub-blocks 0-3 in the low six bits
+// of bytes 0-3 (scales) and 4-7 (mins); sub-blocks 4-7 in the nibbles of bytes 8-11 plus the top two bits of
+// bytes 0-3 (scales) and 4-7 (mins).
+void unpack_k_scales(const uint8_t* scales, int j, int* sc, int* m) {
+  if (j < 4) {
+    *sc = scales[j] & 63;
+    *m = scales[j + 4] & 63;
+  } else {
+    *sc = (scales[j + 4] & 15) | ((scales[j - 4] >> 6) << 4);
+    *m = (scales[j + 4] >> 4) | ((scales[j] >> 6) << 4);
+  }
+}
+
+// The 4-bit code of value i (0..255) of a Q4_K/Q5_K block: chunk c = i / 64 holds sub-blocks 2c (low nibbles)
+// and 2c + 1 (high nibbles) of bytes qs[32c .. 32c + 31].
+int k_nibble(const uint8_t* qs, int i) {
+  const int chunk = i / 64, within = i % 64;
+  const uint8_t byte = qs[32 * chunk + within % 32];
+  return within < 32 ? (byte & 15) : (byte >> 4);
+}
+
+// Q4_K (qh = nullptr) and Q5_K (qh: bit j of qh[l] is bit 4 of value 32j + l's code): x = d*sc*q - dmin*m.
+void decode_k_block(uint16_t d_bits, uint16_t dmin_bits, const uint8_t* scales, const uint8_t* qs, const uint8_t* qh,
+                    float* out) {
+  const float d = f16_to_float(d_bits), dmin = f16_to_float(dmin_bits);
+  for (int j = 0; j < 8; ++j) {
+    int sc, m;
+    unpack_k_scales(scales, j, &sc, &m);
+    const float scale = d * static_cast<float>(sc), min = dmin * static_cast<float>(m);
+    for (int l = 0; l < 32; ++l) {
+      int q = k_nibble(qs, 32 * j + l);
+      if (qh) q |= ((qh[l] >> j) & 1) << 4;
+      out[32 * j + l] = scale * static_cast<float>(q) - min;
+    }
+  }
+}
+
+}  // namespace
+
+void dequantize_block_q8_0_ref(const std::byte* block, float* out) {
+  const auto b = load_block<BlockQ8_0>(block);
+  const float d = f16_to_float(b.d);
+  for (int i = 0; i < 32; ++i) out[i] = d * static_cast<float>(b.qs[i]);
+}
+
+void dequantize_block_q4_0_ref(const std::byte* block, float* out) {
+  const auto b = load_block<BlockQ4_0>(block);
+  const float d = f16_to_float(b.d);
+  for (int j = 0; j < 16; ++j) {
+    out[j] = d * static_cast<float>((b.qs[j] & 15) - 8);
+    out[j + 16] = d * static_cast<float>((b.qs[j] >> 4) - 8);
+  }
+}
+
+void dequantize_block_q4_k_ref(const std::byte* block, float* out) {
+  const auto b = load_block<BlockQ4_K>(block);
+  decode_k_block(b.d, b.dmin, b.scales, b.qs, nullptr, out);
+}
+
+void dequantize_block_q5_k_ref(const std::byte* block, float* out) {
+  const auto b = load_block<BlockQ5_K>(block);
+  decode_k_block(b.d, b.dmin, b.scales, b.qs, b.qh, out);
+}
+
+void dequantize_block_q6_k_ref(const std::byte* block, float* out) {
+  const auto b = load_block<BlockQ6_K>(block);
+  const float d = f16_to_float(b.d);
+  for (int i = 0; i < 256; ++i) {
+    // Half n holds values 128n .. 128n + 127; within it, quarter k = (i % 128) / 32 takes its low nibble from
+    // ql[64n + 32 (k & 1) + l] (low nibble for k < 2, high for k >= 2) and its two high bits from bits 2k, 2k + 1
+    // of qh[32n + l].
+    const int n = i / 128, k = (i % 128) / 32, l = i % 32;
+    const uint8_t low_byte = b.ql[64 * n + 32 * (k & 1) + l];
+    const int low = k < 2 ? (low_byte & 15) : (low_byte >> 4);
+    const int high = (b.qh[32 * n + l] >> (2 * k)) & 3;
+    const int q = (low | (high << 4)) - 32;
+    out[i] = d * static_cast<float>(b.scales[i / 16]) * static_cast<float>(q);
+  }
+}
+
+bool can_dequantize(uint32_t type) {
+  switch (static_cast<GgmlType>(type)) {
+    case GgmlType::kF32:
+    case GgmlType::kF16:
+    case GgmlType::kBF16:
+    case GgmlType::kQ8_0:
+    case GgmlType::kQ4_0:
+    case GgmlType::kQ4_K:
+    case GgmlType::kQ5_K:
+    case GgmlType::kQ6_K: return true;
+    default: return false;
+  }
+}
+
+void dequantize_row_ref(uint32_t type, const std::byte* src, float* out, int64_t n) {
+  HYMOE_CHECK(can_dequantize(type), "no decoder for ggml type ", ggml_type_name(type));
+  const GgmlTypeTraits& traits = *ggml_type_traits(type);
+  HYMOE_CHECK(n >= 0 && n % traits.block_values == 0, n, " values of ", traits.name);
+  const int64_t blocks = n / traits.block_values;
+  void (*decode)(const std::byte*, float*) = nullptr;
+  switch (static_cast<GgmlType>(type)) {
+    case GgmlType::kF32:
+      if (n > 0) std::memcpy(out, src, static_cast<size_t>(n) * sizeof(float));
+      return;
+    case GgmlType::kF16:
+    case GgmlType::kBF16:
+      for (int64_t i = 0; i < n; ++i) {
+        uint16_t bits;
+        std::memcpy(&bits, src + 2 * i, 2);
+        out[i] = static_cast<GgmlType>(type) == GgmlType::kF16 ? f16_to_float(bits) : bf16_to_float(bits);
+      }
+      return;
+    case GgmlType::kQ8_0: decode = dequantize_block_q8_0_ref; break;
+    case GgmlType::kQ4_0: decode = dequantize_block_q4_0_ref; break;
+    case GgmlType::kQ4_K: decode = dequantize_block_q4_k_ref; break;
+    case GgmlType::kQ5_K: decode = dequantize_block_q5_k_ref; break;
+    case GgmlType::kQ6_K: decode = dequantize_block_q6_k_ref; break;
+    default: break;
+  }
+  for (int64_t b = 0; b < blocks; ++b) decode(src + b * traits.block_bytes, out + b * traits.block_values);
+}
+
+}  // namespace hymoe

@@ -1,0 +1,170 @@
+// llama.cpp's reading of a GGUF MoE model, per architecture: which keys it reads (with their exact types), which
+// settings its graph hard-codes, and the tensor names and shapes of a MoE block. The facts are llama.cpp's
+// (0ce8cd11), as tests/data/conformance/gguf/README.md records them.
+#include "hymoe/gguf_moe.h"
+
+#include <array>
+
+#include "hymoe/error.h"
+#include "hymoe/quant_formats.h"
+
+namespace hymoe {
+namespace {
+
+struct ArchitectureRules {
+  std::string_view name;
+  bool hidden_from_feed_forward_length;  // llama, olmoe: feed_forward_length is the expert hidden size
+  bool shared_from_shared_length;        // qwen2moe: expert_shared_feed_forward_length (fallback n_ff)
+  bool shared_from_shared_count;         // deepseek2: H * expert_shared_count
+  bool norm_weights;                     // fixed, except deepseek2 (read from metadata)
+  std::string_view fixed;
+};
+
+constexpr std::array<ArchitectureRules, 5> kArchitectures = {{
+    {"llama", true, false, false, true, "softmax gating, normalized weights, no scale, no shared expert"},
+    {"qwen2moe", false, true, false, false,
+     "softmax gating, weights not normalized, no scale, sigmoid-gated shared expert"},
+    {"qwen3moe", false, false, false, true, "softmax gating, normalized weights, no scale, no shared expert"},
+    {"olmoe", true, false, false, false, "softmax gating, weights not normalized, no scale, no shared expert"},
+    {"deepseek2", false, false, true, false,
+     "gating, normalization and scale read from metadata; ungated shared expert"},
+}};
+
+std::string key(const GgufMoeConfig& c, std::string_view name) { return c.architecture + "." + std::string(name); }
+
+}  // namespace
+
+GgufMoeConfig read_gguf_moe_config(const GgufFile& file) {
+  GgufMoeConfig c;
+  const auto arch = file.get_string("general.architecture");
+  if (!arch) fail(file.label(), ": missing metadata key 'general.architecture'");
+  c.architecture = *arch;
+  const ArchitectureRules* rules = nullptr;
+  for (const auto& r : kArchitectures)
+    if (r.name == c.architecture) rules = &r;
+  if (!rules)
+    fail(file.label(), ": architecture '", c.architecture,
+         "' is not one hymoe runs (llama, qwen2moe, qwen3moe, olmoe, deepseek2)");
+  c.fixed_by_architecture = rules->fixed;
+  c.block_count = file.require_u32(key(c, "block_count"));
+  c.embedding_length = file.require_u32(key(c, "embedding_length"));
+  c.expert_count = file.get_u32(key(c, "expert_count")).value_or(0);
+  c.expert_used_count = file.get_u32(key(c, "expert_used_count")).value_or(0);
+  if (c.expert_count == 0) return c;  // a dense model: nothing more to read
+  if (c.expert_used_count == 0 || c.expert_used_count > c.expert_count)
+    fail(file.label(), ": metadata key '", key(c, "expert_used_count"), "' is ", c.expert_used_count,
+         ", expected 1 .. expert_count = ", c.expert_count);
+  const auto n_ff = file.get_u32(key(c, "feed_forward_length"));
+  const auto expert_ff = file.get_u32(key(c, "expert_feed_forward_length"));
+  if (rules->hidden_from_feed_forward_length) {
+    if (!n_ff) fail(file.label(), ": missing metadata key '", key(c, "feed_forward_length"), "'");
+    c.expert_hidden = *n_ff;
+    c.expert_hidden_from = key(c, "feed_forward_length");
+  } else if (expert_ff) {
+    c.expert_hidden = *expert_ff;
+    c.expert_hidden_from = key(c, "expert_feed_forward_length");
+  } else if (c.architecture != "deepseek2" && n_ff) {
+    c.expert_hidden = *n_ff / c.expert_used_count;
+    c.expert_hidden_from = key(c, "feed_forward_length") + " / expert_used_count";
+  } else {
+    fail(file.label(), ": missing metadata key '", key(c, "expert_feed_forward_length"), "'");
+  }
+  if (rules->shared_from_shared_length) {
+    const auto shared = file.get_u32(key(c, "expert_shared_feed_forward_length"));
+    c.shared_hidden = shared ? *shared : n_ff.value_or(0);
+    c.shared_gate = true;
+  }
+  if (rules->shared_from_shared_count) {
+    const uint32_t count = file.require_u32(key(c, "expert_shared_count"));
+    const uint64_t hidden = uint64_t{c.expert_hidden} * count;
+    if (hidden > UINT32_MAX) fail(file.label(), ": shared expert hidden size ", hidden, " is too large");
+    c.shared_hidden = static_cast<uint32_t>(hidden);
+    c.leading_dense_blocks = file.get_u32(key(c, "leading_dense_block_count")).value_or(0);
+    const uint32_t gating = file.get_u32(key(c, "expert_gating_func")).value_or(0);
+    if (gating == 2) {
+      c.gating = GgufGating::kSigmoid;
+    } else if (gating > 2) {
+      fail(file.label(), ": metadata key '", key(c, "expert_gating_func"), "' is ", gating,
+           "; hymoe runs 1 (softmax) and 2 (sigmoid)");
+    }
+    c.norm_weights = file.get_bool(key(c, "expert_weights_norm")).value_or(false);
+    c.weights_scale = file.get_f32(key(c, "expert_weights_scale")).value_or(0.0f);
+  } else {
+    c.norm_weights = rules->norm_weights;
+  }
+  c.group_count = file.get_u32(key(c, "expert_group_count")).value_or(0);
+  c.group_used_count = file.get_u32(key(c, "expert_group_used_count")).value_or(0);
+  if (c.group_count > 1) {
+    if (c.expert_count % c.group_count != 0 || c.group_count >= c.expert_count)
+      fail(file.label(), ": metadata key '", key(c, "expert_group_count"), "' is ", c.group_count,
+           ", which does not split expert_count = ", c.expert_count, " into groups");
+    if (c.group_used_count == 0 || c.group_used_count > c.group_count)
+      fail(file.label(), ": metadata key '", key(c, "expert_group_used_count"), "' is ", c.group_used_count,
+           ", expected 1 .. expert_group_count = ", c.group_count);
+  }
+  if (c.expert_hidden == 0) fail(file.label(), ": expert hidden size (", c.expert_hidden_from, ") is 0");
+  return c;
+}
+
+uint64_t GgufMoeBlock::expert_bytes(uint32_t expert_count) const {
+  return (gate_exps->nbytes + up_exps->nbytes + down_exps->nbytes) / expert_count;
+}
+
+uint64_t GgufMoeBlock::total_bytes() const {
+  uint64_t total = 0;
+  for (const GgufTensorInfo* t : {router, gate_exps, up_exps, down_exps, exp_probs_b, gate_shexp, up_shexp, down_shexp,
+                                  gate_inp_shexp})
+    if (t) total += t->nbytes;
+  return total;
+}
+
+bool gguf_block_is_moe(const GgufFile& file, uint32_t block) {
+  return file.contains("blk." + std::to_string(block) + ".ffn_gate_inp.weight");
+}
+
+GgufMoeBlock find_gguf_moe_block(const GgufFile& file, const GgufMoeConfig& c, uint32_t block) {
+  if (c.expert_count == 0) fail(file.label(), ": the model has no experts ('", key(c, "expert_count"), "' absent or 0)");
+  if (block >= c.block_count)
+    fail(file.label(), ": block ", block, " does not exist (", key(c, "block_count"), " = ", c.block_count, ")");
+  if (block < c.leading_dense_blocks)
+    fail(file.label(), ": block ", block, " is dense (", key(c, "leading_dense_block_count"), " = ",
+         c.leading_dense_blocks, ")");
+  const std::string prefix = "blk." + std::to_string(block) + ".";
+  const uint64_t D = c.embedding_length, H = c.expert_hidden, E = c.expert_count, Hs = c.shared_hidden;
+  // A tensor with the expected ne (trailing 1s may be omitted, as ggml fills them) and a decodable type.
+  auto get = [&](const std::string& name, std::array<uint64_t, 4> ne, bool required) -> const GgufTensorInfo* {
+    const GgufTensorInfo* t = file.find_tensor(prefix + name);
+    if (!t) {
+      if (required) fail(file.label(), ": missing tensor '", prefix + name, "' of MoE block ", block);
+      return nullptr;
+    }
+    if (t->ne != ne) {
+      std::string want = "[";
+      uint32_t dims = 4;
+      while (dims > 1 && ne[dims - 1] == 1) --dims;
+      for (uint32_t d = 0; d < dims; ++d) want += (d ? ", " : "") + std::to_string(ne[d]);
+      fail(file.label(), ": tensor '", t->name, "' has ne = ", t->ne_text(), ", expected ", want, "] (D = ", D,
+           ", H = ", H, ", E = ", E, Hs ? ", shared H = " + std::to_string(Hs) : std::string(), ")");
+    }
+    if (!can_dequantize(t->type))
+      fail(file.label(), ": tensor '", t->name, "' has type ", ggml_type_name(t->type),
+           ", which hymoe does not decode (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K)");
+    return t;
+  };
+  GgufMoeBlock b;
+  b.block = block;
+  b.router = get("ffn_gate_inp.weight", {D, E, 1, 1}, true);
+  b.gate_exps = get("ffn_gate_exps.weight", {D, H, E, 1}, true);
+  b.up_exps = get("ffn_up_exps.weight", {D, H, E, 1}, true);
+  b.down_exps = get("ffn_down_exps.weight", {H, D, E, 1}, true);
+  if (c.architecture == "deepseek2") b.exp_probs_b = get("exp_probs_b.bias", {E, 1, 1, 1}, false);
+  if (Hs > 0) {
+    b.gate_shexp = get("ffn_gate_shexp.weight", {D, Hs, 1, 1}, true);
+    b.up_shexp = get("ffn_up_shexp.weight", {D, Hs, 1, 1}, true);
+    b.down_shexp = get("ffn_down_shexp.weight", {Hs, D, 1, 1}, true);
+  }
+  if (c.shared_gate) b.gate_inp_shexp = get("ffn_gate_inp_shexp.weight", {D, 1, 1, 1}, true);
+  return b;
+}
+
+}  // namespace hymoe

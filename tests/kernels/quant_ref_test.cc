@@ -1,0 +1,191 @@
+// GGUF block decoders: hand-built blocks against hand-computed values (every packed field at a position where a
+// wrong bit order shows), random blocks against llama.cpp's gguf-py decoder (tests/data/gguf, written by
+// make_quant_checks.py), and every tensor of the conformance cases against gguf-py's values by hash.
+#include "hymoe/quant_formats.h"
+
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "hymoe/dtype.h"
+#include "hymoe/file_io.h"
+#include "hymoe/gguf.h"
+#include "test_util.h"
+
+namespace hymoe {
+namespace {
+
+template <typename Block>
+std::vector<float> decode(const Block& b, void (*fn)(const std::byte*, float*), int values) {
+  std::vector<float> out(static_cast<size_t>(values));
+  fn(reinterpret_cast<const std::byte*>(&b), out.data());
+  return out;
+}
+
+TEST(QuantRef, Q8_0HandBuilt) {
+  BlockQ8_0 b{};
+  b.d = float_to_f16(0.5f);
+  const int8_t qs[5] = {-128, -1, 0, 1, 127};
+  std::memcpy(b.qs, qs, 5);
+  b.qs[31] = 9;
+  const auto x = decode(b, dequantize_block_q8_0_ref, 32);
+  EXPECT_EQ(x[0], -64.0f);
+  EXPECT_EQ(x[1], -0.5f);
+  EXPECT_EQ(x[2], 0.0f);
+  EXPECT_EQ(x[3], 0.5f);
+  EXPECT_EQ(x[4], 63.5f);
+  EXPECT_EQ(x[31], 4.5f);
+}
+
+TEST(QuantRef, Q4_0HandBuilt) {
+  BlockQ4_0 b{};
+  b.d = float_to_f16(-2.0f);  // negative scales are legal (ggml stores max / -8)
+  for (uint8_t& q : b.qs) q = 0x88;  // codes 8: zero
+  b.qs[0] = 0x0F;   // value 0: code 15, value 16: code 0
+  b.qs[15] = 0x3A;  // value 15: code 10, value 31: code 3
+  const auto x = decode(b, dequantize_block_q4_0_ref, 32);
+  EXPECT_EQ(x[0], -14.0f);
+  EXPECT_EQ(x[16], 16.0f);
+  EXPECT_EQ(x[15], -4.0f);
+  EXPECT_EQ(x[31], 10.0f);
+  EXPECT_EQ(x[1], 0.0f);
+}
+
+// Scales for Q4_K/Q5_K: sub-block 0 gets scale 3, min 2; sub-block 5 gets scale 37 and min 26, whose top two bits
+// live in bytes 1 and 5.
+template <typename Block>
+void set_k_scales(Block& b) {
+  b.d = float_to_f16(1.0f);
+  b.dmin = float_to_f16(0.5f);
+  b.scales[0] = 3;
+  b.scales[4] = 2;
+  b.scales[9] = 0xA5;      // sub-block 5: scale low nibble 5, min low nibble 10
+  b.scales[1] = 2u << 6;   // scale 37 >> 4 = 2 (sub-block 1 keeps scale 0)
+  b.scales[5] = 1u << 6;   // min 26 >> 4 = 1 (sub-block 1 keeps min 0)
+}
+
+TEST(QuantRef, Q4_KHandBuilt) {
+  BlockQ4_K b{};
+  set_k_scales(b);
+  b.qs[0] = 0x07;             // value 0 (sub-block 0): code 7
+  b.qs[64 + 3] = 0xB0;        // value 2*64 + 32 + 3 = 163 (sub-block 5): code 11
+  const auto x = decode(b, dequantize_block_q4_k_ref, 256);
+  EXPECT_EQ(x[0], 1.0f * 3 * 7 - 0.5f * 2);      // 20
+  EXPECT_EQ(x[163], 1.0f * 37 * 11 - 0.5f * 26);  // 394
+  EXPECT_EQ(x[1], -1.0f);                          // code 0 in sub-block 0: -dmin * m
+  EXPECT_EQ(x[32], 0.0f);                          // sub-block 1: scale 0, min 0
+  EXPECT_EQ(x[160], -13.0f);                       // sub-block 5, code 0
+}
+
+TEST(QuantRef, Q5_KHandBuilt) {
+  BlockQ5_K b{};
+  set_k_scales(b);
+  b.qs[0] = 0x07;
+  b.qs[64 + 3] = 0xB0;
+  b.qh[3] = 1u << 5;  // fifth bit of value 32*5 + 3 = 163
+  b.qh[0] = 1u << 1;  // fifth bit of value 32 (sub-block 1, scale 0)
+  const auto x = decode(b, dequantize_block_q5_k_ref, 256);
+  EXPECT_EQ(x[0], 20.0f);
+  EXPECT_EQ(x[163], 1.0f * 37 * 27 - 0.5f * 26);  // 986
+  EXPECT_EQ(x[32], 0.0f);
+  EXPECT_EQ(x[3], -1.0f);  // qh[3] bit 0 is clear: value 3 keeps code 0
+}
+
+TEST(QuantRef, Q6_KHandBuilt) {
+  BlockQ6_K b{};
+  b.d = float_to_f16(0.25f);
+  b.scales[0] = 1;
+  b.scales[2] = 2;
+  b.scales[12] = -3;
+  b.ql[72] = 0xA0;       // value 128 + 64 + 8 = 200: low nibble 10 (high nibble of ql[64 + 8])
+  b.qh[40] = 2u << 4;    // its high bits (bits 4-5 of qh[32 + 8]): 2 -> code 42
+  b.ql[33] = 0x05;       // value 33: low nibble 5 (low nibble of ql[32 + 1])
+  b.qh[1] = 3u << 2;     // its high bits (bits 2-3 of qh[1]): 3 -> code 53
+  const auto x = decode(b, dequantize_block_q6_k_ref, 256);
+  EXPECT_EQ(x[0], 0.25f * 1 * -32);      // code 0 -> -32
+  EXPECT_EQ(x[200], 0.25f * -3 * 10);    // -7.5
+  EXPECT_EQ(x[33], 0.25f * 2 * 21);      // 10.5
+  EXPECT_EQ(x[1], -8.0f);                // qh[1] bits 0-1 are clear
+}
+
+TEST(QuantRef, RowDecoderWalksBlocksAndPlainTypes) {
+  BlockQ8_0 blocks[2]{};
+  blocks[0].d = float_to_f16(1.0f);
+  blocks[1].d = float_to_f16(2.0f);
+  blocks[1].qs[0] = 3;
+  std::vector<float> out(64);
+  dequantize_row_ref(static_cast<uint32_t>(GgmlType::kQ8_0), reinterpret_cast<const std::byte*>(blocks), out.data(), 64);
+  EXPECT_EQ(out[32], 6.0f);
+  const uint16_t half[2] = {0x3C00, 0xC000}, brain[2] = {0x3F80, 0x4040};
+  dequantize_row_ref(static_cast<uint32_t>(GgmlType::kF16), reinterpret_cast<const std::byte*>(half), out.data(), 2);
+  EXPECT_EQ(out[0], 1.0f);
+  EXPECT_EQ(out[1], -2.0f);
+  dequantize_row_ref(static_cast<uint32_t>(GgmlType::kBF16), reinterpret_cast<const std::byte*>(brain), out.data(), 2);
+  EXPECT_EQ(out[1], 3.0f);
+  EXPECT_TRUE(can_dequantize(static_cast<uint32_t>(GgmlType::kQ6_K)));
+  EXPECT_FALSE(can_dequantize(static_cast<uint32_t>(GgmlType::kQ4_1)));
+  EXPECT_FALSE(can_dequantize(999));
+}
+
+std::vector<float> dequantize_tensor(const GgufFile& f, const GgufTensorInfo& t) {
+  std::vector<float> out(static_cast<size_t>(t.numel()));
+  dequantize_row_ref(t.type, f.bytes(t).data(), out.data(), static_cast<int64_t>(t.numel()));
+  return out;
+}
+
+TEST(QuantRef, RandomBlocksMatchGgufPyBitForBit) {
+  const auto f = GgufFile::open(test::data_dir() + "/gguf/quant_blocks.gguf");
+  int checked = 0;
+  for (const char* type : {"F16", "BF16", "Q8_0", "Q4_0", "Q4_K", "Q5_K", "Q6_K"}) {
+    SCOPED_TRACE(type);
+    const GgufTensorInfo& blocks = f.tensor(std::string(type) + ".blocks");
+    const GgufTensorInfo& expected = f.tensor(std::string(type) + ".expected");
+    EXPECT_EQ(ggml_type_name(blocks.type), type);
+    ASSERT_EQ(expected.type, static_cast<uint32_t>(GgmlType::kF32));
+    ASSERT_EQ(blocks.numel(), expected.numel());
+    const auto got = dequantize_tensor(f, blocks);
+    const auto want = f.bytes(expected);
+    for (size_t i = 0; i < got.size(); ++i) {
+      uint32_t w;
+      std::memcpy(&w, want.data() + 4 * i, 4);
+      ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), w) << "value " << i << ": got " << got[i] << ", gguf-py "
+                                                    << std::bit_cast<float>(w);
+    }
+    checked += static_cast<int>(got.size());
+  }
+  EXPECT_EQ(checked, 256 + 256 + 2 * 24 * 32 + 3 * 6 * 256);  // every value the script wrote
+}
+
+uint64_t fnv1a64(const std::vector<float>& values) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  const auto* p = reinterpret_cast<const unsigned char*>(values.data());
+  for (size_t i = 0; i < values.size() * sizeof(float); ++i) h = (h ^ p[i]) * 0x100000001b3ull;
+  return h;
+}
+
+TEST(QuantRef, ConformanceTensorsMatchGgufPy) {
+  const std::string root = test::data_dir() + "/conformance/gguf/";
+  const auto hashes = nlohmann::json::parse(read_text_file(root + "dequant_fnv1a64.json"));
+  ASSERT_EQ(hashes.size(), 3u);
+  for (const auto& [c, tensors] : hashes.items()) {
+    const auto f = GgufFile::open(root + c + "/model.gguf");
+    ASSERT_EQ(tensors.size(), f.tensors().size()) << c;
+    for (const auto& [name, want] : tensors.items()) {
+      SCOPED_TRACE(c + " " + name);
+      const GgufTensorInfo& t = f.tensor(name);
+      EXPECT_EQ(ggml_type_name(t.type), want["type"].get<std::string>());
+      const auto got = dequantize_tensor(f, t);
+      ASSERT_EQ(got.size(), want["numel"].get<size_t>());
+      for (size_t i = 0; i < want["first"].size(); ++i) EXPECT_EQ(got[i], want["first"][i].get<float>());
+      char hex[17];
+      std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(fnv1a64(got)));
+      EXPECT_EQ(std::string(hex), want["fnv1a64"].get<std::string>());
+    }
+  }
+}
+
+}  // namespace
+}  // namespace hymoe

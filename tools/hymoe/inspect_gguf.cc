@@ -1,0 +1,106 @@
+// `hymoe inspect model.gguf`: what llama.cpp would run from the file (architecture, dense and MoE blocks, experts,
+// top-k, routing settings, tensor types, bytes per expert, block and file), then every metadata key and tensor.
+#include "inspect_gguf.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <set>
+
+#include "hymoe/gguf.h"
+#include "hymoe/gguf_moe.h"
+
+namespace hymoe::tool {
+
+bool is_gguf_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  char magic[4] = {};
+  return in.read(magic, 4) && std::memcmp(magic, "GGUF", 4) == 0;
+}
+
+namespace {
+
+// "Q4_K" or "Q4_K/Q6_K": the distinct types of some tensors.
+std::string types_of(std::initializer_list<const GgufTensorInfo*> tensors) {
+  std::set<std::string> names;
+  for (const GgufTensorInfo* t : tensors)
+    if (t) names.insert(ggml_type_name(t->type));
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : "/") + n;
+  return out;
+}
+
+void print_model(const GgufFile& file) {
+  const GgufMoeConfig c = read_gguf_moe_config(file);
+  fmt::print("architecture {}: {} blocks, embedding {}", c.architecture, c.block_count, c.embedding_length);
+  if (c.expert_count == 0) {
+    fmt::print(", no experts (dense)\n");
+    return;
+  }
+  fmt::print(", {} experts, top-{}, expert hidden {} (from {})", c.expert_count, c.expert_used_count, c.expert_hidden,
+             c.expert_hidden_from);
+  if (c.shared_hidden) fmt::print(", shared expert hidden {}{}", c.shared_hidden, c.shared_gate ? " (sigmoid-gated)" : "");
+  fmt::print("\n");
+  fmt::print("routing: {} gating, weights normalized: {}, weights scale: {}, expert groups: {}\n",
+             c.gating == GgufGating::kSoftmax ? "softmax" : "sigmoid", c.norm_weights ? "yes" : "no",
+             c.weights_scale == 0.0f || c.weights_scale == 1.0f ? std::string("none") : fmt::format("{}", c.weights_scale),
+             c.group_count > 1 ? fmt::format("{} of {} (top-2 sum per group)", c.group_used_count, c.group_count)
+                               : std::string("none"));
+  fmt::print("  llama.cpp's {} graph: {}\n", c.architecture, c.fixed_by_architecture);
+  uint64_t moe_bytes = 0;
+  int moe_blocks = 0;
+  for (uint32_t b = 0; b < c.block_count; ++b) {
+    const std::string prefix = "blk." + std::to_string(b) + ".";
+    if (gguf_block_is_moe(file, b)) {
+      const GgufMoeBlock m = find_gguf_moe_block(file, c, b);
+      fmt::print("  block {:>3}  MoE    experts {} (gate {}, up {}, down {}), {} bytes per expert; router {}", b,
+                 c.expert_count, ggml_type_name(m.gate_exps->type), ggml_type_name(m.up_exps->type),
+                 ggml_type_name(m.down_exps->type), m.expert_bytes(c.expert_count), ggml_type_name(m.router->type));
+      if (m.gate_shexp) fmt::print("; shared {}", types_of({m.gate_shexp, m.up_shexp, m.down_shexp}));
+      if (m.exp_probs_b) fmt::print("; selection bias exp_probs_b");
+      fmt::print("; {} bytes\n", m.total_bytes());
+      moe_bytes += m.total_bytes();
+      ++moe_blocks;
+    } else if (const GgufTensorInfo* gate = file.find_tensor(prefix + "ffn_gate.weight")) {
+      const GgufTensorInfo* up = file.find_tensor(prefix + "ffn_up.weight");
+      const GgufTensorInfo* down = file.find_tensor(prefix + "ffn_down.weight");
+      uint64_t bytes = 0;
+      for (const GgufTensorInfo* t : {gate, up, down})
+        if (t) bytes += t->nbytes;
+      fmt::print("  block {:>3}  dense  ffn hidden {} ({}), {} bytes\n", b, gate->ne[1], types_of({gate, up, down}), bytes);
+    } else {
+      fmt::print("  block {:>3}  no FFN tensors\n", b);
+    }
+  }
+  fmt::print("MoE blocks: {}, {} bytes\n", moe_blocks, moe_bytes);
+}
+
+}  // namespace
+
+void inspect_gguf(const std::string& path) {
+  const GgufFile file = GgufFile::open(path);
+  uint64_t total = 0;
+  for (const auto& t : file.tensors()) total += t.nbytes;
+  fmt::print("{}: GGUF v{}, {} tensors ({} bytes of tensor data), {} metadata keys, alignment {}, data at byte {}\n",
+             path, file.version(), file.tensors().size(), total, file.metadata().size(), file.alignment(),
+             file.data_offset());
+  print_model(file);
+  size_t key_width = 3, name_width = 4;
+  for (const auto& [key, value] : file.metadata()) key_width = std::max(key_width, key.size());
+  for (const auto& t : file.tensors()) name_width = std::max(name_width, t.name.size());
+  fmt::print("metadata:\n");
+  for (const auto& [key, value] : file.metadata()) {
+    std::string type = gguf_value_type_name(static_cast<uint32_t>(value.type()));
+    if (value.type() == GgufValueType::kArray)
+      type = fmt::format("{}[{}]", type, gguf_value_type_name(static_cast<uint32_t>(value.element_type())));
+    fmt::print("  {:<{}}  {:<14}  {}\n", key, key_width, type, value.to_display(8));
+  }
+  fmt::print("tensors:\n  {:<{}}  {:<7}  {:<22}  {:>12}  {:>12}\n", "name", name_width, "type", "ne", "bytes", "offset");
+  for (const auto& t : file.tensors())
+    fmt::print("  {:<{}}  {:<7}  {:<22}  {:>12}  {:>12}\n", t.name, name_width, ggml_type_name(t.type), t.ne_text(),
+               t.nbytes, t.offset);
+}
+
+}  // namespace hymoe::tool
