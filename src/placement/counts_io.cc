@@ -259,16 +259,26 @@ StatsArray parse_counts_json_with(Parse parse, const std::string& label) {
 
 }  // namespace
 
-CountTable require_table(const StatsArray& array, const std::string& label) {
+namespace {
+
+// The table takes the array's storage: a count file's values exist once in memory.
+CountTable table_from(StatsArray&& array, const std::string& label) {
   if (array.shape.size() != 2)
     fail(label, ": activation_freq must be a 2D tensor of shape (num_layers, num_experts), got shape ",
          shape_to_string(array.shape));
   check_table_size(array.shape[0], array.shape[1], label);
-  CountTable t(array.shape[0], array.shape[1]);
-  t.counts = array.values;
+  CountTable t;
+  t.num_layers = array.shape[0];
+  t.num_experts = array.shape[1];
+  HYMOE_CHECK(array.values.size() == static_cast<size_t>(t.num_layers * t.num_experts), label);
+  t.counts = std::move(array.values);
   check_total(t, label);
   return t;
 }
+
+}  // namespace
+
+CountTable require_table(const StatsArray& array, const std::string& label) { return table_from(StatsArray(array), label); }
 
 StatsArray parse_counts_json(std::string_view text, const std::string& label) {
   return parse_counts_json_with([&](CountsSax& sax) { nlohmann::json::sax_parse(text.begin(), text.end(), &sax); },
@@ -439,15 +449,15 @@ StatsArray read_counts_array(const std::string& path) {
   switch (format_of(path)) {
     case Format::kJson: return read_counts_json(path);
     case Format::kCsv: {
-      const CountTable t = parse_counts_csv_with([&] { return detail::FileCsvReader(path); }, path);
-      return StatsArray{{t.num_layers, t.num_experts}, t.counts};
+      CountTable t = parse_counts_csv_with([&] { return detail::FileCsvReader(path); }, path);
+      return StatsArray{{t.num_layers, t.num_experts}, std::move(t.counts)};
     }
     case Format::kSafetensors: return read_counts_safetensors(path);
   }
   return {};
 }
 
-CountTable read_counts(const std::string& path) { return require_table(read_counts_array(path), path); }
+CountTable read_counts(const std::string& path) { return table_from(read_counts_array(path), path); }
 
 std::string counts_to_json(const CountTable& table) {
   nlohmann::json rows = nlohmann::json::array();

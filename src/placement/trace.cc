@@ -1,6 +1,7 @@
 // Routing traces: the CSV reader (fuzzed) and writer, count extraction, and the activation recorder.
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <unordered_map>
@@ -213,6 +214,8 @@ RoutingTrace read_trace_csv(const std::string& path, std::optional<int64_t> num_
 
 bool is_trace_file(const std::string& path) {
   if (!path.ends_with(".csv")) return false;
+  std::error_code ec;  // a FIFO or device would block or never end: refused before it is opened
+  if (!std::filesystem::is_regular_file(path, ec)) fail(path, ": not a regular file (or cannot be read)");
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(path, ": cannot open");
   std::string head(4096, '\0');

@@ -2,6 +2,8 @@
 // are known (the real Qwen trace has no licence and stays out of the tests; docs/placement.md reports it).
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "hymoe/error.h"
 #include "hymoe/placement.h"
 #include "hymoe/rng.h"
@@ -131,6 +133,31 @@ TEST(Replay, IsDeterministicAndValidatesItsOptions) {
   o.ema_alpha = 0.5;
   o.strategy = "lru";
   EXPECT_THROW(replay(t, o), Error);
+  o.strategy = "frequency";
+  // Values the code cannot use are refused by the library too, not only at the command line.
+  auto message = [&] {
+    try {
+      replay(t, o);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  o.hysteresis = std::numeric_limits<double>::infinity();
+  EXPECT_EQ(message(), "hysteresis must be in [0, 1e+06], got inf");
+  o.hysteresis = 0.1;
+  o.max_moves_per_replan = -2;
+  EXPECT_EQ(message(), "max_moves_per_replan must be -1 (no cap) or non-negative, got -2");
+  o.max_moves_per_replan = -1;
+  o.score_from = 513;
+  EXPECT_EQ(message(), "score_from must be in [0, 512] (the trace's tokens), got 513");
+  o.score_from = 0;
+  o.expert_bytes = uint64_t{1} << 63;
+  EXPECT_EQ(message().rfind("expert_bytes=9223372036854775808 times ", 0), 0u) << message();
+  o.expert_bytes = 3;
+  const ReplayResult c = replay(t, o);
+  EXPECT_GT(c.moves, 0);
+  EXPECT_EQ(c.bytes_moved, std::optional<uint64_t>(3 * static_cast<uint64_t>(c.moves)));
 }
 
 TEST(Replay, TraceSweepComparesStaticReplayAndOracle) {

@@ -7,6 +7,8 @@
 #include <fstream>
 #include <string>
 
+#include <sys/stat.h>
+
 #include "test_util.h"
 
 namespace hymoe::test {
@@ -151,6 +153,11 @@ TEST(PlacementBadInput, StatisticsErrorsNameTheFile) {
   expect_error("plan --stats " + stats_file() + " --num-gpu-experts 1 --evaluate " + narrow,
                narrow + ": data is (1, 2) but the statistics planned from are (3, 64)");
   EXPECT_FALSE(fs::exists(dir.path + "/p.json"));
+  // A FIFO named like a trace is refused, not read until it blocks.
+  const std::string fifo = dir.path + "/pipe.csv";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  expect_error("stats " + fifo, fifo + ": not a regular file");
+  expect_error("replay --trace " + fifo + " --num-gpu-experts 1", fifo + ": not a regular file");
 }
 
 }  // namespace

@@ -33,6 +33,16 @@ std::string error_of(F f) {
   return "";
 }
 
+// A temporary directory removed when the test ends, pass or fail.
+struct ScratchDir {
+  explicit ScratchDir(const std::string& tag) : path(temp_dir(tag)) {}
+  ~ScratchDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  std::string path;
+};
+
 CountTable sample_table() {
   CountTable t(2, 3);
   t.counts = {5, 0, 12, 7.5, 1, 3};
@@ -200,11 +210,8 @@ TEST(CountFiles, TotalsBeyondFloat32AreRefusedNamingTheFile) {
 }
 
 TEST(CountFiles, FilesReadTheSameAsTextAndSafetensorsStreamsLargeRecorderDumps) {
-  const std::string dir = temp_dir("counts_files");
-  struct Cleanup {
-    std::string dir;
-    ~Cleanup() { std::filesystem::remove_all(dir); }
-  } cleanup{dir};
+  const ScratchDir scratch("counts_files");
+  const std::string& dir = scratch.path;
   const std::string json = R"({"activation_freq": [[1, 2, 3], [4, 5, 6]], "x": {"y": null}})";
   std::ofstream(dir + "/c.json") << json;
   EXPECT_EQ(read_counts(dir + "/c.json").counts, (std::vector<double>{1, 2, 3, 4, 5, 6}));
@@ -231,11 +238,8 @@ TEST(CountFiles, FilesReadTheSameAsTextAndSafetensorsStreamsLargeRecorderDumps) 
 }
 
 TEST(Traces, FilesAreReadInBlocksWithTheSameResult) {
-  const std::string dir = temp_dir("trace_files");
-  struct Cleanup {
-    std::string dir;
-    ~Cleanup() { std::filesystem::remove_all(dir); }
-  } cleanup{dir};
+  const ScratchDir scratch("trace_files");
+  const std::string& dir = scratch.path;
   // About 1.6 MB: rows cross the 1 MiB block boundary. Token ids are sparse (far apart, near INT64_MAX) so the
   // hash index is used; the layer-major order numbers tokens by first appearance.
   std::string text = "token,step,layer,e1,e2,w1,w2\n";

@@ -54,16 +54,17 @@ void print_summary(const std::string& label, const CountTable& table, bool curve
 int run_stats(const StatsFlags& f) {
   // Every file is read and the sum checked before anything is printed: an error is the only output.
   std::vector<CountTable> tables;
-  CountTable sum;
+  CountTable sum;  // only when there are several files: one file's table is not copied
   for (const auto& path : f.files) {
     tables.push_back(read_counts_or_trace(path, f.trace_experts));
+    if (f.files.size() == 1) break;
     if (sum.counts.empty()) sum = tables.back();
     else sum.add(tables.back(), path);
   }
   for (size_t i = 0; i < tables.size(); ++i) print_summary(f.files[i], tables[i], f.curve);
   if (f.files.size() > 1) print_summary("all files summed", sum, f.curve);
   if (!f.write.empty()) {
-    write_counts(f.write, sum);
+    write_counts(f.write, f.files.size() == 1 ? tables[0] : sum);
     fmt::print("wrote {}\n", f.write);
   }
   return 0;
