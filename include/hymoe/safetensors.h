@@ -55,6 +55,7 @@ class SafetensorsFile {
  private:
   struct Storage;
   void parse();
+  void check_data_section_covered() const;
   std::shared_ptr<const Storage> storage_;
   std::string label_;
   std::span<const std::byte> data_;  // the data section

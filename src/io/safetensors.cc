@@ -156,6 +156,22 @@ void SafetensorsFile::parse() {
       fail(label_, ": tensors ", quote_for_message(tensors_[i - 1].name), " and ", quote_for_message(tensors_[i].name),
            " overlap in the data section");
   }
+  check_data_section_covered();
+}
+
+// The format forbids holes: the tensors, sorted by offset, tile the data section exactly from its first byte to its
+// last. Bytes no tensor indexes would be silently ignored (or be a sign of a damaged or hand-edited file).
+void SafetensorsFile::check_data_section_covered() const {
+  uint64_t covered = 0;
+  for (const TensorInfo& t : tensors_) {
+    if (t.begin > covered)
+      fail(label_, ": bytes [", covered, ", ", t.begin, ") of the data section belong to no tensor (the next is '",
+           t.name, "'); the format forbids holes");
+    covered = std::max(covered, t.end);
+  }
+  if (covered < data_.size())
+    fail(label_, ": bytes [", covered, ", ", data_.size(), ") at the end of the data section belong to no tensor",
+         tensors_.empty() ? std::string(" (the header lists none)") : "", "; the format forbids holes");
 }
 
 bool SafetensorsFile::contains(const std::string& name) const { return index_.count(name) != 0; }
