@@ -6,6 +6,7 @@
 #include <cmath>
 #include <string>
 
+#include "hymoe/error.h"
 #include "hymoe/tensor.h"
 
 namespace hymoe::test {
@@ -29,6 +30,17 @@ inline ::testing::AssertionResult all_close(const Tensor& got, const Tensor& exp
 
 // Runs a shell command line, returning its exit status; stdout+stderr land in *output.
 int run_command(const std::string& command, std::string* output);
+
+// The message of the hymoe::Error that f() throws, or "" when it throws none.
+template <typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
 
 // A fresh, empty temporary directory (removed at process exit is not guaranteed; under the build's tmp).
 std::string temp_dir(const std::string& tag);

@@ -18,14 +18,6 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
-std::string shown(std::string_view field) {
-  constexpr size_t kMax = 40;  // a fuzzed field can be megabytes long
-  std::string out(field.substr(0, kMax));
-  for (char& c : out)
-    if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) c = '?';
-  return "\"" + out + (field.size() > kMax ? "...\"" : "\"");
-}
-
 }  // namespace
 
 bool split_csv_line(std::string_view line, std::vector<std::string_view>& fields) {
@@ -89,7 +81,7 @@ int64_t parse_int(std::string_view field, int64_t lo, int64_t hi, const std::str
   int64_t v = 0;
   const auto [end, ec] = std::from_chars(field.data(), field.data() + field.size(), v);
   if (ec != std::errc() || end != field.data() + field.size() || field.empty())
-    fail(label, ": line ", line, ": ", what, " must be an integer, got ", shown(field));
+    fail(label, ": line ", line, ": ", what, " must be an integer, got ", quote_for_message(field));
   if (v < lo || v > hi) fail(label, ": line ", line, ": ", what, " ", v, " is outside [", lo, ", ", hi, "]");
   return v;
 }
@@ -101,9 +93,9 @@ int64_t parse_index(std::string_view field, int64_t limit, const std::string& la
 double parse_number(std::string_view field, const std::string& label, int64_t line, const char* what) {
   double v = 0;
   const auto [end, ec] = std::from_chars(field.data(), field.data() + field.size(), v);
-  if (ec == std::errc::result_out_of_range) fail(label, ": line ", line, ": ", what, " ", shown(field), " is out of range");
+  if (ec == std::errc::result_out_of_range) fail(label, ": line ", line, ": ", what, " ", quote_for_message(field), " is out of range");
   if (ec != std::errc() || end != field.data() + field.size() || field.empty())
-    fail(label, ": line ", line, ": ", what, " must be a number, got ", shown(field));
+    fail(label, ": line ", line, ": ", what, " must be a number, got ", quote_for_message(field));
   return v;
 }
 

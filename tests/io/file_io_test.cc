@@ -15,15 +15,7 @@
 namespace hymoe {
 namespace {
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 
 TEST(ReadTextFile, ReadsARegularFile) {
   const test::ScopedTempDir dir("read");

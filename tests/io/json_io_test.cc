@@ -8,17 +8,13 @@
 #include <string>
 
 #include "hymoe/error.h"
+#include "test_util.h"
 
 namespace hymoe {
 namespace {
 
 std::string parse_error(const std::string& text, const std::string& label = "doc.json") {
-  try {
-    parse_json(text, label);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
+  return test::error_of([&] { parse_json(text, label); });
 }
 
 std::string nested_arrays(int depth) { return std::string(static_cast<size_t>(depth), '[') + std::string(static_cast<size_t>(depth), ']'); }
@@ -117,13 +113,8 @@ TEST(JsonInt64, AcceptsIntegersAndIntegralFloatsInRange) {
 }
 
 TEST(JsonInt64, RefusesWhatItCannotRepresentNamingTheField) {
-  auto error = [](const std::string& text, int64_t lo = INT64_MIN, int64_t hi = INT64_MAX) -> std::string {
-    try {
-      json_int64(parse_json(text, "x"), "c.json", "dim", lo, hi);
-    } catch (const Error& e) {
-      return e.what();
-    }
-    return "";
+  auto error = [](const std::string& text, int64_t lo = INT64_MIN, int64_t hi = INT64_MAX) {
+    return test::error_of([&] { json_int64(parse_json(text, "x"), "c.json", "dim", lo, hi); });
   };
   // Once reported as dim=-1: nlohmann keeps it unsigned and get<int64_t>() wraps.
   EXPECT_NE(error("18446744073709551615").find("c.json: field 'dim' = 18446744073709551615 is out of range"),

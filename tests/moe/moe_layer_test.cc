@@ -243,12 +243,7 @@ TEST(MoEConfig, ParsesJsonAndRejectsUnknownFields) {
 }
 
 std::string config_error(const std::string& text) {
-  try {
-    parse_moe_config(text, "c.json");
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
+  return error_of([&] { parse_moe_config(text, "c.json"); });
 }
 
 TEST(MoEConfig, RefusesNumbersItCannotRepresentNamingTheField) {

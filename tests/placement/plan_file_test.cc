@@ -8,17 +8,13 @@
 
 #include "hymoe/error.h"
 #include "hymoe/placement/stats.h"
+#include "test_util.h"
 
 namespace hymoe::placement {
 namespace {
 
 std::string plan_error(const std::string& text) {
-  try {
-    parse_plan_json(text, "PLAN.json");
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
+  return test::error_of([&] { parse_plan_json(text, "PLAN.json"); });
 }
 
 TEST(PlanFile, ReadsAMask) {

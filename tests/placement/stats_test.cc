@@ -22,17 +22,6 @@ std::vector<std::byte> as_bytes(const std::string& s) {
   return b;
 }
 
-// The message of the Error `f` throws ("" when it does not throw).
-template <typename F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
 // A temporary directory removed when the test ends, pass or fail.
 struct ScratchDir {
   explicit ScratchDir(const std::string& tag) : path(temp_dir(tag)) {}
@@ -108,7 +97,7 @@ TEST(CountFiles, MalformedCsvIsRejectedWithLineNumbers) {
       {"l,e,c\n0,0,1\n", "f.csv: line 1: header must be `layer,expert,count`"},
       {"layer,expert,count\n", "f.csv: no count rows after the header"},
       {"layer,expert,count\n0,0,1\n0,0,2\n", "f.csv: line 3: (layer 0, expert 0) listed twice"},
-      {"layer,expert,count\n0,x,1\n", "f.csv: line 2: expert must be an integer, got \"x\""},
+      {"layer,expert,count\n0,x,1\n", "f.csv: line 2: expert must be an integer, got 'x'"},
       {"layer,expert,count\n0,-1,1\n", "f.csv: line 2: expert -1 is outside [0, 65535]"},
       {"layer,expert,count\n0,0,-1\n", "f.csv: line 2: count must be a non-negative count, got -1"},
       {"layer,expert,count\n0,0,nan\n", "f.csv: line 2: count must be a finite number, got nan"},
