@@ -1,0 +1,194 @@
+// GGUF MoE config and block lookup: what llama.cpp reads per architecture (exact key types, fallbacks, fixed
+// routing) on hand-built files and the conformance cases, and one test per way a well-formed file can fail to
+// be a MoE block (each an error naming the file and the key or tensor).
+#include "hymoe/gguf_moe.h"
+
+#include <gtest/gtest.h>
+
+#include "hymoe/error.h"
+#include "io/gguf_test_builder.h"
+#include "test_util.h"
+
+namespace hymoe {
+namespace {
+
+using namespace test::gguf;
+
+constexpr uint64_t D = 32, H = 32, E = 4;
+
+KeyValue kv_f32(std::string key, float v) {
+  return kv_raw(key, 6, [v](Writer& w) { w.put(v); });
+}
+KeyValue kv_bool(std::string key, bool v) {
+  return kv_raw(key, 7, [v](Writer& w) { w.put<uint8_t>(v ? 1 : 0); });
+}
+
+// A two-block model whose block 1 is MoE (F32 tensors), in architecture `arch`.
+FileSpec moe_file(const std::string& arch) {
+  FileSpec spec;
+  spec.kvs = {kv_string("general.architecture", arch), kv_u32(arch + ".block_count", 2),
+              kv_u32(arch + ".embedding_length", D), kv_u32(arch + ".expert_count", E),
+              kv_u32(arch + ".expert_used_count", 2), kv_u32(arch + ".expert_feed_forward_length", H),
+              kv_u32(arch + ".feed_forward_length", H)};
+  spec.tensors = {{"blk.1.ffn_gate_inp.weight", 0, {D, E}},
+                  {"blk.1.ffn_gate_exps.weight", 0, {D, H, E}},
+                  {"blk.1.ffn_up_exps.weight", 0, {D, H, E}},
+                  {"blk.1.ffn_down_exps.weight", 0, {H, D, E}}};
+  return spec;
+}
+
+std::string error_of(const FileSpec& spec, uint32_t block = 1) {
+  try {
+    const auto f = GgufFile::from_bytes(build(spec), "m.gguf");
+    find_gguf_moe_block(f, read_gguf_moe_config(f), block);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(GgufMoe, Qwen3MoeConfigAndBlock) {
+  const auto f = GgufFile::from_bytes(build(moe_file("qwen3moe")), "m.gguf");
+  const GgufMoeConfig c = read_gguf_moe_config(f);
+  EXPECT_EQ(c.expert_count, E);
+  EXPECT_EQ(c.expert_used_count, 2u);
+  EXPECT_EQ(c.expert_hidden, H);
+  EXPECT_EQ(c.expert_hidden_from, "qwen3moe.expert_feed_forward_length");
+  EXPECT_EQ(c.gating, GgufGating::kSoftmax);
+  EXPECT_TRUE(c.norm_weights);
+  EXPECT_EQ(c.shared_hidden, 0u);
+  EXPECT_TRUE(gguf_block_is_moe(f, 1));
+  EXPECT_FALSE(gguf_block_is_moe(f, 0));
+  const GgufMoeBlock b = find_gguf_moe_block(f, c, 1);
+  EXPECT_EQ(b.down_exps->name, "blk.1.ffn_down_exps.weight");
+  EXPECT_EQ(b.expert_bytes(E), 3 * D * H * 4);
+  EXPECT_EQ(b.total_bytes(), 3 * D * H * E * 4 + D * E * 4);
+  EXPECT_EQ(b.gate_shexp, nullptr);
+}
+
+TEST(GgufMoe, ArchitectureFixesOrReadsTheRouting) {
+  // olmoe: feed_forward_length is the expert hidden size, weights not normalized whatever the metadata says.
+  FileSpec olmoe = moe_file("olmoe");
+  olmoe.kvs.push_back(kv_bool("olmoe.expert_weights_norm", true));
+  const auto fo = GgufFile::from_bytes(build(olmoe), "o.gguf");
+  const GgufMoeConfig o = read_gguf_moe_config(fo);
+  EXPECT_FALSE(o.norm_weights);
+  EXPECT_EQ(o.expert_hidden_from, "olmoe.feed_forward_length");
+  // qwen3moe without expert_feed_forward_length: feed_forward_length / expert_used_count.
+  FileSpec q3 = moe_file("qwen3moe");
+  q3.kvs.erase(q3.kvs.begin() + 5);
+  q3.kvs.back() = kv_u32("qwen3moe.feed_forward_length", 2 * H);
+  EXPECT_EQ(read_gguf_moe_config(GgufFile::from_bytes(build(q3), "q.gguf")).expert_hidden, H);
+  // deepseek2 reads gating, normalization, scale, groups and the shared expert from metadata.
+  FileSpec ds = moe_file("deepseek2");
+  ds.kvs.insert(ds.kvs.end(), {kv_u32("deepseek2.expert_gating_func", 2), kv_bool("deepseek2.expert_weights_norm", true),
+                               kv_f32("deepseek2.expert_weights_scale", 2.5f), kv_u32("deepseek2.expert_group_count", 2),
+                               kv_u32("deepseek2.expert_group_used_count", 1), kv_u32("deepseek2.expert_shared_count", 2),
+                               kv_u32("deepseek2.leading_dense_block_count", 1)});
+  ds.tensors.push_back({"blk.1.exp_probs_b.bias", 0, {E}});
+  ds.tensors.push_back({"blk.1.ffn_gate_shexp.weight", 0, {D, 2 * H}});
+  ds.tensors.push_back({"blk.1.ffn_up_shexp.weight", 0, {D, 2 * H}});
+  ds.tensors.push_back({"blk.1.ffn_down_shexp.weight", 0, {2 * H, D}});
+  const auto fd = GgufFile::from_bytes(build(ds), "d.gguf");
+  const GgufMoeConfig d = read_gguf_moe_config(fd);
+  EXPECT_EQ(d.gating, GgufGating::kSigmoid);
+  EXPECT_TRUE(d.norm_weights);
+  EXPECT_EQ(d.weights_scale, 2.5f);
+  EXPECT_EQ(d.group_count, 2u);
+  EXPECT_EQ(d.group_used_count, 1u);
+  EXPECT_EQ(d.shared_hidden, 2 * H);
+  EXPECT_FALSE(d.shared_gate);
+  const GgufMoeBlock b = find_gguf_moe_block(fd, d, 1);
+  ASSERT_NE(b.exp_probs_b, nullptr);
+  ASSERT_NE(b.down_shexp, nullptr);
+  EXPECT_NE(error_of(ds, 0).find("m.gguf: block 0 is dense (deepseek2.leading_dense_block_count = 1)"), std::string::npos)
+      << error_of(ds, 0);
+}
+
+TEST(GgufMoe, ConformanceCases) {
+  const std::string root = test::data_dir() + "/conformance/gguf/";
+  const auto q2 = GgufFile::open(root + "qwen2moe_q8_0/model.gguf");
+  const GgufMoeConfig c2 = read_gguf_moe_config(q2);
+  EXPECT_EQ(c2.expert_hidden, 128u);
+  EXPECT_EQ(c2.shared_hidden, 384u);
+  EXPECT_TRUE(c2.shared_gate);
+  EXPECT_FALSE(c2.norm_weights);
+  const GgufMoeBlock b2 = find_gguf_moe_block(q2, c2, 1);
+  ASSERT_NE(b2.gate_inp_shexp, nullptr);
+  EXPECT_EQ(b2.gate_shexp->ggml_type(), GgmlType::kQ8_0);
+  const auto q4 = GgufFile::open(root + "qwen3moe_q4_k/model.gguf");
+  const GgufMoeConfig c4 = read_gguf_moe_config(q4);
+  EXPECT_EQ(c4.expert_hidden, 512u);
+  EXPECT_EQ(c4.expert_used_count, 4u);
+  EXPECT_EQ(find_gguf_moe_block(q4, c4, 1).down_exps->ggml_type(), GgmlType::kQ4_K);
+  try {
+    find_gguf_moe_block(q4, c4, 0);
+    FAIL() << "dense block 0 accepted as MoE";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("missing tensor 'blk.0.ffn_gate_inp.weight'"), std::string::npos) << e.what();
+  }
+}
+
+// --- well-formed files that cannot be a MoE block 1 ---
+
+TEST(GgufMoeRejects, MissingTensor) {
+  FileSpec spec = moe_file("qwen3moe");
+  spec.tensors.pop_back();
+  EXPECT_NE(error_of(spec).find("m.gguf: missing tensor 'blk.1.ffn_down_exps.weight' of MoE block 1"), std::string::npos)
+      << error_of(spec);
+}
+
+TEST(GgufMoeRejects, ShapeMismatch) {
+  FileSpec spec = moe_file("qwen3moe");
+  spec.tensors[2].ne = {D, H + 32, E};
+  EXPECT_NE(error_of(spec).find("m.gguf: tensor 'blk.1.ffn_up_exps.weight' has ne = [32, 64, 4], expected [32, 32, 4]"),
+            std::string::npos)
+      << error_of(spec);
+}
+
+TEST(GgufMoeRejects, UsedCountAboveExpertCount) {
+  FileSpec spec = moe_file("qwen3moe");
+  spec.kvs[4] = kv_u32("qwen3moe.expert_used_count", 5);
+  EXPECT_NE(error_of(spec).find("m.gguf: metadata key 'qwen3moe.expert_used_count' is 5, expected 1 .. expert_count = 4"),
+            std::string::npos)
+      << error_of(spec);
+}
+
+TEST(GgufMoeRejects, KeyOfWrongType) {
+  FileSpec spec = moe_file("qwen3moe");
+  spec.kvs[3] = kv_raw("qwen3moe.expert_count", 5, [](Writer& w) { w.put<int32_t>(4); });
+  EXPECT_NE(error_of(spec).find("m.gguf: metadata key 'qwen3moe.expert_count' has type INT32, expected UINT32"),
+            std::string::npos)
+      << error_of(spec);
+}
+
+TEST(GgufMoeRejects, NoArchitecture) {
+  FileSpec spec = moe_file("qwen3moe");
+  spec.kvs.erase(spec.kvs.begin());
+  EXPECT_NE(error_of(spec).find("m.gguf: missing metadata key 'general.architecture'"), std::string::npos)
+      << error_of(spec);
+}
+
+TEST(GgufMoeRejects, UnknownArchitecture) {
+  EXPECT_NE(error_of(moe_file("gpt2")).find("m.gguf: architecture 'gpt2' is not one hymoe runs"), std::string::npos);
+}
+
+TEST(GgufMoeRejects, UnsupportedType) {
+  FileSpec spec = moe_file("qwen3moe");
+  spec.tensors[1] = {"blk.1.ffn_gate_exps.weight", 3, {D, H, E}, std::nullopt, 20 * H * E};  // Q4_1
+  EXPECT_NE(error_of(spec).find("m.gguf: tensor 'blk.1.ffn_gate_exps.weight' has type Q4_1, which hymoe does not decode"),
+            std::string::npos)
+      << error_of(spec);
+}
+
+TEST(GgufMoeRejects, GroupsThatDoNotSplitTheExperts) {
+  FileSpec spec = moe_file("deepseek2");
+  spec.kvs.insert(spec.kvs.end(), {kv_u32("deepseek2.expert_shared_count", 0), kv_u32("deepseek2.expert_group_count", 3),
+                                   kv_u32("deepseek2.expert_group_used_count", 1)});
+  EXPECT_NE(error_of(spec).find("'deepseek2.expert_group_count' is 3, which does not split expert_count = 4"),
+            std::string::npos)
+      << error_of(spec);
+}
+
+}  // namespace
+}  // namespace hymoe
