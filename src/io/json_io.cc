@@ -41,9 +41,12 @@ std::string parse_error_text(const std::string& what) {
     const size_t at = text.find(marker);
     if (at == std::string::npos) continue;
     const size_t begin = at + marker.size();
-    size_t end = text.find("'; expected ", begin);
+    // nlohmann's "; expected <kind of token>" follows the excerpt and is short; the excerpt itself may contain
+    // "'; expected " (an unterminated string does), so only a last occurrence with a short tail is nlohmann's.
+    static constexpr size_t kMaxExpectedTail = 48;
+    size_t end = text.rfind("'; expected ");
     std::string tail;
-    if (end != std::string::npos) {
+    if (end != std::string::npos && end >= begin && text.size() - end <= kMaxExpectedTail) {
       tail = text.substr(end + 1);
     } else {
       end = text.ends_with('\'') ? text.size() - 1 : text.size();

@@ -65,6 +65,13 @@ TEST(ParseJson, SyntaxErrorsNameTheLabelAndQuoteAShortExcerpt) {
   const std::string e2 = parse_error(long_token);
   EXPECT_LT(e2.size(), 400u) << e2.substr(0, 400);
   EXPECT_NE(e2.find("not valid JSON"), std::string::npos) << e2;
+  // Found by json_fuzz: an unterminated string that itself contains "'; expected " once made everything after
+  // that text the message's tail, unbounded and unescaped.
+  const std::string e3 = parse_error("[\"xx'; expected " + std::string(5000, 'x') + "\x1b");
+  EXPECT_LT(e3.size(), 400u) << e3.substr(0, 400);
+  EXPECT_EQ(e3.find('\x1b'), std::string::npos) << e3.substr(0, 400);
+  // nlohmann's own "; expected ..." after the excerpt is kept.
+  EXPECT_NE(parse_error("{\"a\" 1}").find("; expected ':'"), std::string::npos) << parse_error("{\"a\" 1}");
 }
 
 TEST(ParseJson, NumbersPastDoubleAreRefusedWithABoundedExcerpt) {
