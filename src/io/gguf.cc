@@ -260,8 +260,8 @@ class GgufParser {
     const auto key_bytes = string_bytes(what, GgufFile::kMaxStringBytes);
     if (key_bytes.empty()) fail(label(), ": ", what, " is empty");
     std::string key(reinterpret_cast<const char*>(key_bytes.data()), key_bytes.size());
-    if (f_.key_index_.count(key)) fail(label(), ": duplicate metadata key '", key, "'");
-    const std::string where = "metadata key '" + key + "'";
+    if (f_.key_index_.count(key)) fail(label(), ": duplicate metadata key ", quote_for_message(key));
+    const std::string where = "metadata key " + quote_for_message(key);
     const uint32_t type = u32(where + " value type");
     GgufValue value = parse_value(type, where, 0);
     f_.key_index_.emplace(key, f_.metadata_.size());
@@ -325,8 +325,8 @@ class GgufParser {
     const auto name_bytes = string_bytes(what + " name", GgufFile::kMaxNameBytes);
     GgufTensorInfo t;
     t.name.assign(reinterpret_cast<const char*>(name_bytes.data()), name_bytes.size());
-    if (f_.index_.count(t.name)) fail(label(), ": duplicate tensor name '", t.name, "'");
-    const std::string where = "tensor '" + t.name + "'";
+    if (f_.index_.count(t.name)) fail(label(), ": duplicate tensor name ", quote_for_message(t.name));
+    const std::string where = "tensor " + quote_for_message(t.name);
     t.n_dims = u32(where + " n_dims");
     if (t.n_dims > GgufFile::kMaxDims)
       fail(label(), ": ", where, " has ", t.n_dims, " dimensions, more than ggml's ", GgufFile::kMaxDims);
@@ -369,12 +369,12 @@ class GgufParser {
     uint64_t expected = 0;  // ggml stores tensors in info order, each padded to the alignment
     const GgufTensorInfo* previous = nullptr;
     for (const GgufTensorInfo& t : f_.tensors_) {
-      const std::string where = "tensor '" + t.name + "'";
+      const std::string where = "tensor " + quote_for_message(t.name);
       if (t.offset % a != 0) fail(label(), ": ", where, " has data offset ", t.offset, ", not a multiple of the alignment ", a);
       if (t.offset != expected) {
         if (t.offset < expected)
-          fail(label(), ": ", where, " at data offset ", t.offset, " overlaps tensor '", previous->name,
-               "', which ends at ", expected, " (with padding)");
+          fail(label(), ": ", where, " at data offset ", t.offset, " overlaps tensor ", quote_for_message(previous->name),
+               ", which ends at ", expected, " (with padding)");
         fail(label(), ": ", where, " has data offset ", t.offset, ", expected ", expected,
              " (tensors are stored in order, each padded to the alignment ", a, ")");
       }
@@ -427,7 +427,7 @@ namespace {
 const GgufValue* typed(const GgufFile& file, std::string_view key, GgufValueType type) {
   const GgufValue* v = file.find(key);
   if (v && v->type() != type)
-    fail(file.label(), ": metadata key '", key, "' has type ", gguf_value_type_name(static_cast<uint32_t>(v->type())),
+    fail(file.label(), ": metadata key ", quote_for_message(key), " has type ", gguf_value_type_name(static_cast<uint32_t>(v->type())),
          ", expected ", gguf_value_type_name(static_cast<uint32_t>(type)));
   return v;
 }
@@ -455,7 +455,7 @@ std::optional<std::string> GgufFile::get_string(std::string_view key) const {
 
 uint32_t GgufFile::require_u32(std::string_view key) const {
   const auto v = get_u32(key);
-  if (!v) fail(label_, ": missing metadata key '", key, "'");
+  if (!v) fail(label_, ": missing metadata key ", quote_for_message(key));
   return *v;
 }
 
@@ -466,7 +466,7 @@ const GgufTensorInfo* GgufFile::find_tensor(std::string_view name) const {
 
 const GgufTensorInfo& GgufFile::tensor(std::string_view name) const {
   const GgufTensorInfo* t = find_tensor(name);
-  if (!t) fail(label_, ": missing tensor '", name, "'");
+  if (!t) fail(label_, ": missing tensor ", quote_for_message(name));
   return *t;
 }
 

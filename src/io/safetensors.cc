@@ -166,8 +166,8 @@ void SafetensorsFile::check_data_section_covered() const {
   uint64_t covered = 0;
   for (const TensorInfo& t : tensors_) {
     if (t.begin > covered)
-      fail(label_, ": bytes [", covered, ", ", t.begin, ") of the data section belong to no tensor (the next is '",
-           t.name, "'); the format forbids holes");
+      fail(label_, ": bytes [", covered, ", ", t.begin, ") of the data section belong to no tensor (the next is ",
+           quote_for_message(t.name), "); the format forbids holes");
     covered = std::max(covered, t.end);
   }
   if (covered < data_.size())

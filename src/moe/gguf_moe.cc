@@ -143,11 +143,11 @@ GgufMoeBlock find_gguf_moe_block(const GgufFile& file, const GgufMoeConfig& c, u
       uint32_t dims = 4;
       while (dims > 1 && ne[dims - 1] == 1) --dims;
       for (uint32_t d = 0; d < dims; ++d) want += (d ? ", " : "") + std::to_string(ne[d]);
-      fail(file.label(), ": tensor '", t->name, "' has ne = ", t->ne_text(), ", expected ", want, "] (D = ", D,
+      fail(file.label(), ": tensor ", quote_for_message(t->name), " has ne = ", t->ne_text(), ", expected ", want, "] (D = ", D,
            ", H = ", H, ", E = ", E, Hs ? ", shared H = " + std::to_string(Hs) : std::string(), ")");
     }
     if (!can_dequantize(t->type))
-      fail(file.label(), ": tensor '", t->name, "' has type ", ggml_type_name(t->type),
+      fail(file.label(), ": tensor ", quote_for_message(t->name), " has type ", ggml_type_name(t->type),
            ", which hymoe does not decode (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K)");
     return t;
   };
