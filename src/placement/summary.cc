@@ -30,12 +30,6 @@ LayerSummary summarize_layer(std::span<const double> counts) {
   std::sort(sorted.begin(), sorted.end(), std::greater<>());
   for (double c : sorted) s.total += c;
   const double n = static_cast<double>(sorted.size());
-  s.coverage.assign(sorted.size() + 1, 0.0);
-  double run = 0;
-  for (size_t k = 0; k < sorted.size(); ++k) {
-    run += sorted[k];
-    s.coverage[k + 1] = s.total > 0 ? run / s.total : 0;
-  }
   s.top10_share = top_share(counts, 0.10);
   s.top25_share = top_share(counts, 0.25);
   s.top50_share = top_share(counts, 0.50);

@@ -77,7 +77,6 @@ struct LayerSummary {
   double top10_share = 0, top25_share = 0, top50_share = 0;  // share taken by the hottest 10/25/50% of experts
   double gini = 0;          // 0 = uniform, (E-1)/E = one expert takes everything
   double balancedness = 0;  // mean/max expert count; 1 = uniform
-  std::vector<double> coverage;  // coverage[k]: share taken by the hottest k experts, k = 0..E
 };
 struct StatsSummary {
   std::vector<LayerSummary> layers;
