@@ -197,6 +197,16 @@ TEST(ModelFamilies, LayerRulesAndKeySpellings) {
   EXPECT_TRUE(f->is_moe_layer(3));
   EXPECT_EQ(f->moe_layer(3).shared.hidden, 8);  // moe_intermediate_size * n_shared_experts
   EXPECT_EQ(f->moe_layer(3).router.n_group, 4);
+  // Kimi-K2 ships the V3 architecture as model_type "kimi_k2": the same family, the same routing.
+  std::string kimi_text = R"({"model_type": "kimi_k2", "hidden_size": 8, "num_hidden_layers": 4, "n_routed_experts": 8,
+          "num_experts_per_tok": 2, "moe_intermediate_size": 4, "first_k_dense_replace": 1, "n_group": 1,
+          "topk_group": 1, "n_shared_experts": 1, "routed_scaling_factor": 2.827})";
+  const auto kimi = make_model_family(HfConfig::parse(kimi_text, "kimi.json"));
+  EXPECT_FALSE(kimi->is_moe_layer(0));
+  EXPECT_TRUE(kimi->is_moe_layer(1));
+  EXPECT_EQ(kimi->moe_layer(1).router.scoring, RouterScoring::kSigmoid);
+  EXPECT_TRUE(kimi->moe_layer(1).router.selection_bias);
+  EXPECT_DOUBLE_EQ(kimi->moe_layer(1).router.scaling_factor, 2.827);
 }
 
 }  // namespace
