@@ -24,6 +24,7 @@ namespace hymoe {
 namespace {
 
 namespace fs = std::filesystem;
+using test::error_of;
 using test::TempDir;
 
 std::string slurp(const std::string& path) {
@@ -34,17 +35,6 @@ std::string slurp(const std::string& path) {
 }
 
 void spit(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
-
-// The message of the hymoe::Error that `f` throws ("" when it throws none).
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 std::vector<std::string> names_in(const std::string& dir) {
   std::vector<std::string> names;
