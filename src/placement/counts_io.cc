@@ -8,7 +8,6 @@
 #include <fstream>
 #include <limits>
 #include <optional>
-#include <set>
 
 #include <sys/mman.h>
 #include <unistd.h>
@@ -18,6 +17,7 @@
 #include "hymoe/file_io.h"
 #include "hymoe/placement/stats.h"
 #include "hymoe/safetensors.h"
+#include "io/json_io.h"
 #include "placement/text_util.h"
 
 namespace hymoe::placement {
@@ -81,9 +81,6 @@ void check_table_size(int64_t layers, int64_t experts, const std::string& label)
     fail(label, ": ", layers, " x ", experts, " entries exceed the limit of ", kMaxStatsCells);
 }
 
-// Nesting allowed anywhere in a JSON count file (ignored fields included): deeper input is refused while parsing,
-// before it costs anything.
-constexpr size_t kMaxJsonDepth = 64;
 constexpr size_t kMaxTableRank = 8;
 
 // nlohmann's messages quote the token they stopped at, which can be megabytes of input: keep a short, printable
@@ -101,7 +98,7 @@ std::string short_message(std::string_view what) {
 // pass (`out` null) finds the shape, the second writes the values into storage sized exactly for it.
 class CountsSax : public nlohmann::json_sax<nlohmann::json> {
  public:
-  CountsSax(const std::string& label, double* out) : label_(label), out_(out) {}
+  CountsSax(const std::string& label, double* out) : label_(label), out_(out), guard_(label) {}
 
   Shape shape() const { return Shape(shape_.begin(), shape_.end()); }
   size_t values() const { return values_; }
@@ -125,18 +122,15 @@ class CountsSax : public nlohmann::json_sax<nlohmann::json> {
     if (table_next_) fail(label_, ": activation_freq must be a list of lists of counts, got an object");
     if (depth_ == 0) root_is_object_ = true;
     open();
-    keys_.emplace_back();
     return true;
   }
   bool key(string_t& k) override {
-    if (!keys_.back().insert(k).second)
-      fail(label_, ": key \"", short_message(k), "\" appears twice in one object (at nesting depth ", depth_, ")");
+    guard_.key(k);
     table_next_ = depth_ == 1 && k == "activation_freq";
     return true;
   }
   bool end_object() override {
-    keys_.pop_back();
-    --depth_;
+    close();
     after_value();
     return true;
   }
@@ -172,7 +166,7 @@ class CountsSax : public nlohmann::json_sax<nlohmann::json> {
              " (rows must all have the same length)");
       counts_.pop_back();
     }
-    --depth_;
+    close();
     after_value();
     return true;
   }
@@ -184,8 +178,14 @@ class CountsSax : public nlohmann::json_sax<nlohmann::json> {
  private:
   bool in_table() const { return table_depth_ != kNone && depth_ > table_depth_; }
 
+  // Depth and duplicate keys are checked by the project's one JSON guard, as parse_json checks them.
   void open() {
-    if (++depth_ > kMaxJsonDepth) fail(label_, ": JSON nested deeper than ", kMaxJsonDepth, " levels");
+    guard_.open();
+    ++depth_;
+  }
+  void close() {
+    guard_.close();
+    --depth_;
   }
 
   // A value ended: count it as an element of the list around it, if that list is the table's.
@@ -238,7 +238,7 @@ class CountsSax : public nlohmann::json_sax<nlohmann::json> {
   std::optional<size_t> rank_;
   std::vector<int64_t> shape_;       // per table level, -1 until the first list of that level closes
   std::vector<int64_t> counts_;      // per open table list: entries so far
-  std::vector<std::set<std::string>> keys_;  // per open object
+  JsonStructureGuard guard_;
 };
 
 // Two passes over the same input (`parse(sax)` runs one): shape and checks first, then the values.

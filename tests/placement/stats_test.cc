@@ -135,16 +135,16 @@ TEST(CountFiles, JsonDepthDuplicateKeysAndShapeAreCheckedWhileParsing) {
   EXPECT_EQ(error_of([&] { parse_counts_json(deep, "d.json"); }),
             "d.json: activation_freq: lists nested deeper than 8 levels");
   EXPECT_EQ(error_of([&] { parse_counts_json("{\"other\": " + deep, "d.json"); }),
-            "d.json: JSON nested deeper than 64 levels");
+            "d.json: JSON nested deeper than 64 levels of arrays and objects");
   EXPECT_EQ(error_of([] { parse_counts_json("[[[[[[[[[1]]]]]]]]]", "d.json"); }),
             "d.json: activation_freq: lists nested deeper than 8 levels");
   struct Case {
     std::string text, message;
   } cases[] = {
       {R"({"activation_freq": [[1]], "activation_freq": [[2]]})",
-       "j.json: key \"activation_freq\" appears twice in one object (at nesting depth 1)"},
+       "j.json: duplicate key 'activation_freq' in a JSON object"},
       {R"({"meta": {"a": 1, "a": 2}, "activation_freq": [[1]]})",
-       "j.json: key \"a\" appears twice in one object (at nesting depth 2)"},
+       "j.json: duplicate key 'a' in a JSON object"},
       {R"([[1, 2], [3]])", "j.json: activation_freq[1] has 1 entries, expected 2 (rows must all have the same length)"},
       {R"([[1, 2], 3])", "j.json: activation_freq[1] is a number where a list was expected (ragged nesting)"},
       {R"([[1, [2]]])", "j.json: activation_freq[0][1] is a list where a number was expected (ragged nesting)"},
