@@ -26,6 +26,10 @@ void check_layer_in_range(const HfConfig& c, std::string_view family, int64_t la
 // (i + 1) % decoder_sparse_step == 0. Returns "" for MoE, else the rule that makes it dense.
 std::string qwen_dense_reason(const HfConfig& c, int64_t layer, int64_t num_experts);
 
+// The routed half of a Qwen2/3-MoE layer: softmax router, norm_topk_prob (default off), the gate and experts under
+// model.layers.<layer>.mlp.
+void fill_qwen_routed(const HfConfig& c, int64_t layer, int64_t num_experts, MoELayerSpec& s);
+
 // "model.layers.<layer>."
 std::string layer_prefix(int64_t layer);
 

@@ -96,6 +96,16 @@ std::string qwen_dense_reason(const HfConfig& c, int64_t layer, int64_t num_expe
   return "";
 }
 
+void fill_qwen_routed(const HfConfig& c, int64_t layer, int64_t num_experts, MoELayerSpec& s) {
+  s.hidden = c.integer({"moe_intermediate_size"});
+  s.num_experts = num_experts;
+  s.router.scoring = RouterScoring::kSoftmax;
+  s.router.normalize = c.boolean_or({"norm_topk_prob"}, false);
+  const std::string p = layer_prefix(layer) + "mlp.";
+  s.router_weight = p + "gate.weight";
+  s.experts_prefix = p + "experts.";
+}
+
 std::string layer_prefix(int64_t layer) { return "model.layers." + std::to_string(layer) + "."; }
 
 MoELayerSpec checked(const HfConfig& c, MoELayerSpec s) {

@@ -15,13 +15,7 @@ class Qwen3Moe final : public FamilyBase {
  private:
   std::string dense_reason(int64_t layer) const override { return qwen_dense_reason(c_, layer, experts_); }
   void fill(int64_t layer, MoELayerSpec& s) const override {
-    s.hidden = c_.integer({"moe_intermediate_size"});
-    s.num_experts = experts_;
-    s.router.scoring = RouterScoring::kSoftmax;
-    s.router.normalize = c_.boolean_or({"norm_topk_prob"}, false);
-    const std::string p = layer_prefix(layer) + "mlp.";
-    s.router_weight = p + "gate.weight";
-    s.experts_prefix = p + "experts.";
+    fill_qwen_routed(c_, layer, experts_, s);
   }
 
   int64_t experts_;
