@@ -14,8 +14,10 @@ void validate_grouped_ffn_weights(const GroupedFfnShape& shape, std::span<const 
     HYMOE_CHECK(w.up.k == shape.dim && w.up.n == shape.hidden);
     HYMOE_CHECK(w.down.k == shape.hidden && w.down.n == shape.dim);
     if (is_gated(shape.activation)) HYMOE_CHECK(w.gate.data && w.gate.k == shape.dim && w.gate.n == shape.hidden);
-    for (const MatrixView* m : {&w.gate, &w.up, &w.down})
-      HYMOE_CHECK(!m->data || m->dtype == DType::kF32 || m->dtype == DType::kBF16);
+    for (const MatrixView* m : {&w.gate, &w.up, &w.down}) {
+      if (m->data && m->quantized()) validate_quantized_matrix(*m);
+      else HYMOE_CHECK(!m->data || m->dtype == DType::kF32 || m->dtype == DType::kBF16);
+    }
   }
 }
 
@@ -29,6 +31,7 @@ void validate_grouped_ffn_args(const GroupedFfnShape& shape, const GroupedFfnArg
 WeightFormat choose_weight_format(std::span<const MlpWeightsView> weights, Isa isa, const GroupedFfnOptions& options) {
   const IsaKernels* ik = isa_kernels(isa);
   HYMOE_CHECK(ik, "no packed kernels for isa ", isa_name(isa));
+  HYMOE_CHECK(weights.empty() || !weights[0].up.quantized(), "no packed format runs block-quantized views yet");
   if (options.quantize_q8) return WeightFormat::kQ8Block32;
   const bool bf16 = !weights.empty() && weights[0].up.dtype == DType::kBF16;
   if (!bf16 || options.bf16 == Bf16Compute::kWiden) return bf16 ? WeightFormat::kBf16Widen : WeightFormat::kF32;

@@ -52,7 +52,7 @@ std::string fp8_scale_name(const std::string& weight_name) { return weight_name 
 MatrixView linear_view(const TensorSource& src, const std::string& name, int64_t out, int64_t in,
                        const Quantization& quant, const std::string& why, ExpertWeights& w) {
   const TensorRef t = checked_tensor(src, name, {out, in}, why);
-  MatrixView v{nullptr, DType::kF32, WeightLayout::kOutIn, in, out};
+  MatrixView v{nullptr, DType::kF32, WeightLayout::kOutIn, in, out, {}};
   if (t.dtype == DType::kF8E4M3) {
     if (quant.method != Quantization::Method::kFp8Block)
       fail(t.file, ": tensor '", name, "' is F8_E4M3 but config.json has no fp8 quantization_config");
@@ -154,9 +154,9 @@ ExpertWeights load_fused_experts(const TensorSource& src, const MoELayerSpec& sp
       auto& down = w.bf16_buffers.emplace_back(static_cast<size_t>(D * I));
       decode_mxfp4_to_bf16(u8(dn_blocks) + e * D * (I / 2), u8(dn_scales) + e * D * (I / g), D, I, down.data());
       auto& v = w.views[static_cast<size_t>(e)];
-      v.gate = MatrixView{gate.data(), DType::kBF16, WeightLayout::kOutIn, D, I};
-      v.up = MatrixView{up.data(), DType::kBF16, WeightLayout::kOutIn, D, I};
-      v.down = MatrixView{down.data(), DType::kBF16, WeightLayout::kOutIn, I, D};
+      v.gate = MatrixView{gate.data(), DType::kBF16, WeightLayout::kOutIn, D, I, {}};
+      v.up = MatrixView{up.data(), DType::kBF16, WeightLayout::kOutIn, D, I, {}};
+      v.down = MatrixView{down.data(), DType::kBF16, WeightLayout::kOutIn, I, D, {}};
     }
     w.dtype = DType::kBF16;
   } else {
@@ -182,11 +182,11 @@ ExpertWeights load_fused_experts(const TensorSource& src, const MoELayerSpec& sp
       const int64_t gu0 = e * D * 2 * I, dn0 = e * I * D;
       auto& v = w.views[static_cast<size_t>(e)];
       v.gate = MatrixView{matrix_copy([&](int64_t d, int64_t i) { return float_element(gu, gu0 + d * 2 * I + 2 * i); }, D, I),
-                          kept, WeightLayout::kInOut, D, I};
+                          kept, WeightLayout::kInOut, D, I, {}};
       v.up = MatrixView{matrix_copy([&](int64_t d, int64_t i) { return float_element(gu, gu0 + d * 2 * I + 2 * i + 1); }, D, I),
-                        kept, WeightLayout::kInOut, D, I};
+                        kept, WeightLayout::kInOut, D, I, {}};
       v.down = MatrixView{matrix_copy([&](int64_t i, int64_t d) { return float_element(dn, dn0 + i * D + d); }, I, D),
-                          kept, WeightLayout::kInOut, I, D};
+                          kept, WeightLayout::kInOut, I, D, {}};
     }
     w.dtype = kept;
   }

@@ -29,9 +29,9 @@ kernels::MlpWeightsView mlp_view(const ExpertMlp& mlp) {
   using kernels::WeightLayout;
   const int64_t D = mlp.dim(), H = mlp.hidden();
   kernels::MlpWeightsView v;
-  if (mlp.activation == MlpActivation::kSwiGLU) v.gate = MatrixView{mlp.gate_proj.data(), DType::kF32, WeightLayout::kOutIn, D, H};
-  v.up = MatrixView{mlp.up_proj.data(), DType::kF32, WeightLayout::kOutIn, D, H};
-  v.down = MatrixView{mlp.down_proj.data(), DType::kF32, WeightLayout::kOutIn, H, D};
+  if (mlp.activation == MlpActivation::kSwiGLU) v.gate = MatrixView{mlp.gate_proj.data(), DType::kF32, WeightLayout::kOutIn, D, H, {}};
+  v.up = MatrixView{mlp.up_proj.data(), DType::kF32, WeightLayout::kOutIn, D, H, {}};
+  v.down = MatrixView{mlp.down_proj.data(), DType::kF32, WeightLayout::kOutIn, H, D, {}};
   return v;
 }
 
@@ -40,9 +40,9 @@ kernels::MlpWeightsView packed_view(const Tensor& up_w, const Tensor& down_w, co
   using kernels::WeightLayout;
   const int64_t D = up_w.dim(1), H = up_w.dim(2);
   kernels::MlpWeightsView v;
-  if (gate_w) v.gate = MatrixView{gate_w->data() + e * D * H, DType::kF32, WeightLayout::kInOut, D, H};
-  v.up = MatrixView{up_w.data() + e * D * H, DType::kF32, WeightLayout::kInOut, D, H};
-  v.down = MatrixView{down_w.data() + e * H * D, DType::kF32, WeightLayout::kInOut, H, D};
+  if (gate_w) v.gate = MatrixView{gate_w->data() + e * D * H, DType::kF32, WeightLayout::kInOut, D, H, {}};
+  v.up = MatrixView{up_w.data() + e * D * H, DType::kF32, WeightLayout::kInOut, D, H, {}};
+  v.down = MatrixView{down_w.data() + e * H * D, DType::kF32, WeightLayout::kInOut, H, D, {}};
   return v;
 }
 
