@@ -1,9 +1,11 @@
 // Released checkpoints: the MoE layers of Hugging Face models (Mixtral, Qwen2/3-MoE, OLMoE, DeepSeek-V2/V3,
-// gpt-oss) run as transformers runs them, from a model directory as downloaded.
+// gpt-oss) run as transformers runs them, from a model directory as downloaded; and the MoE blocks of llama.cpp's
+// GGUF files (llama/Mixtral, qwen2moe, qwen3moe, olmoe, deepseek2) run as llama.cpp runs them.
 //
-//   TensorSource  name -> dtype, shape, byte span over memory-mapped files (safetensors shard sets; GGUF later)
-//   ModelFamily   one per model_type: reads config.json, says which layers are MoE, names layer N's tensors,
-//                 sets the router and expert-MLP options (MoELayerSpec, plain data)
+//   TensorSource  name -> dtype, shape, byte span over memory-mapped files (safetensors shard sets, a GGUF file)
+//   ModelFamily   one per model_type (or one for every GGUF architecture): reads the configuration, says which
+//                 layers are MoE, names layer N's tensors, sets the router and expert-MLP options (MoELayerSpec,
+//                 plain data)
 //   ModelMoELayer an inference layer holding the experts in their stored precision (bf16 stays bf16; FP8 and
 //                 MXFP4 are decoded to bf16 at load), run by the shared dispatch and grouped expert kernels
 //
@@ -34,6 +36,9 @@ struct TensorRef {
   Shape shape;
   std::span<const std::byte> bytes;
   std::string file;  // the file holding it, for messages
+  // GGUF tensors: the ggml type id (ggml_type.h). `shape` is then in values and `bytes` holds rows of the type's
+  // blocks; dtype is the element type for F32/F16/BF16 and kU8 for block types.
+  std::optional<uint32_t> ggml_type;
 };
 
 // A set of named tensors over memory-mapped files, validated once when opened. Reading a tensor touches only its
@@ -53,6 +58,10 @@ class TensorSource {
 // shard) or with one or more *.safetensors files, or a single .safetensors file. A shard named by the index but
 // missing, a tensor the index places in a shard that lacks it, and a tensor stored twice are errors.
 std::unique_ptr<TensorSource> open_safetensors_source(const std::string& path);
+
+// How a path given as a model is read: a path that is not a directory is a GGUF file when its name ends in
+// ".gguf" or its first four bytes are the GGUF magic; everything else is a Hugging Face model directory.
+bool is_gguf_model_path(const std::string& path);
 
 // ---- config.json ----
 
@@ -106,15 +115,17 @@ enum class GroupScore {
 struct RouterOptions {
   RouterScoring scoring = RouterScoring::kSoftmax;
   bool logit_bias = false;      // a bias added to the logits (gpt-oss router.bias)
-  bool selection_bias = false;  // added to the scores for choosing only (DeepSeek-V3 e_score_correction_bias)
+  bool selection_bias = false;  // added (in float32) to the scores for choosing only, whatever the scoring
+                                // (DeepSeek-V3 e_score_correction_bias, GGUF exp_probs_b)
   // Group-limited top-k: experts in n_group consecutive groups, only the top_group best groups selectable.
   int64_t n_group = 1;
   int64_t top_group = 1;
   GroupScore group_score = GroupScore::kMax;
   float excluded_score = 0.0f;  // the score experts of excluded groups get (0.0 or -inf)
   bool group_limited = false;
-  bool normalize = false;           // divide the K weights by their sum (+ normalize_epsilon)
+  bool normalize = false;           // divide the K weights by max(sum + normalize_epsilon, normalize_min_sum)
   double normalize_epsilon = 0.0;
+  double normalize_min_sum = 0.0;   // llama.cpp clamps the sum at 6.103515625e-5 (the smallest normal f16)
   double scaling_factor = 1.0;      // multiplies the weights after normalization
 };
 
@@ -126,15 +137,18 @@ enum class ExpertActivation {
 // How the routed experts are stored in the checkpoint.
 enum class ExpertStorage {
   kPerExpertLinear,       // <experts_prefix><e>.<gate|up|down>.weight, nn.Linear (out, in) per expert
-  kFusedInterleavedInOut  // gpt-oss: <experts_prefix>gate_up_proj (E, D, 2I) columns gate,up interleaved;
-                          // down_proj (E, I, D); *_bias; or MXFP4 *_blocks/*_scales (E, out, in/32, 16)
+  kFusedInterleavedInOut,  // gpt-oss: <experts_prefix>gate_up_proj (E, D, 2I) columns gate,up interleaved;
+                           // down_proj (E, I, D); *_bias; or MXFP4 *_blocks/*_scales (E, out, in/32, 16)
+  kFusedOutIn,             // GGUF: <experts_prefix><gate_name>.weight (E, I, D), up (E, I, D), down (E, D, I);
+                           // expert e is rows [e*out, (e+1)*out), any ggml type hymoe decodes
 };
 
 // A dense SwiGLU MLP beside the routed experts, run on every token.
 struct SharedExpertSpec {
   int64_t hidden = 0;        // 0: none
-  std::string prefix;        // "<prefix>gate_proj.weight", ...
-  std::string gate_weight;   // Qwen2-MoE's sigmoid gate (1, D); empty: ungated
+  std::string prefix;        // "<prefix><gate_name>.weight", ...
+  std::string gate_name = "gate_proj", up_name = "up_proj", down_name = "down_proj";
+  std::string gate_weight;   // Qwen2-MoE's sigmoid gate (1, D) or (D); empty: ungated
 };
 
 struct MoELayerSpec {
@@ -172,7 +186,7 @@ Quantization parse_quantization(const HfConfig& config);
 class ModelFamily {
  public:
   virtual ~ModelFamily() = default;
-  virtual std::string_view name() const = 0;  // config.json model_type
+  virtual std::string_view name() const = 0;  // config.json model_type, or a GGUF file's general.architecture
   virtual int64_t num_layers() const = 0;
   virtual bool is_moe_layer(int64_t layer) const = 0;
   // Throws when `layer` is out of range or dense.
@@ -196,7 +210,7 @@ class ModelMoELayer {
   ~ModelMoELayer();
   ModelMoELayer(ModelMoELayer&&) noexcept;
   const MoELayerSpec& spec() const { return spec_; }
-  // x (B, L, dim) -> y (B, L, dim); token t = b*L + l. Non-finite inputs are an error.
+  // x (B, L, dim) or (T, dim) -> y of x's shape; token t = b*L + l. Non-finite inputs are an error.
   Tensor forward(const Tensor& x);
   // The last forward's routing: indices and weights (T, K) in descending selection-score order, logits (T, E),
   // selection scores (T, E), expert counts (E).
@@ -215,11 +229,15 @@ class ModelMoELayer {
   Routing routing_;
 };
 
-// A model directory as downloaded: config.json plus its safetensors.
+// A model directory as downloaded (config.json plus its safetensors), or a GGUF file (is_gguf_model_path): its
+// metadata gives the family (one for every architecture in gguf_moe.h, with llama.cpp's routing) and its tensors
+// the source.
 class Model {
  public:
-  static Model open(const std::string& dir);
-  const HfConfig& config() const { return *config_; }
+  static Model open(const std::string& path);
+  bool is_gguf() const { return config_ == nullptr; }
+  // Hugging Face directories only (HYMOE_CHECK).
+  const HfConfig& config() const;
   const ModelFamily& family() const { return *family_; }
   const TensorSource& source() const { return *source_; }
   const Quantization& quantization() const { return quant_; }
@@ -234,7 +252,8 @@ class Model {
   Quantization quant_;
 };
 
-// The one call: opens `dir` and returns MoE layer `layer` ready to run (the files are unmapped on return).
-ModelMoELayer load_model_layer(const std::string& dir, int64_t layer);
+// The one call: opens `path` (a model directory or a GGUF file) and returns MoE layer (GGUF: block) `layer` ready
+// to run (the files are unmapped on return).
+ModelMoELayer load_model_layer(const std::string& path, int64_t layer);
 
 }  // namespace hymoe

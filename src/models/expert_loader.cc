@@ -5,7 +5,9 @@
 #include <cstring>
 
 #include "hymoe/error.h"
+#include "hymoe/ggml_type.h"
 #include "hymoe/quant_decode.h"
+#include "hymoe/quant_formats.h"
 
 namespace hymoe {
 namespace {
@@ -46,12 +48,37 @@ bool aligned_for(const TensorRef& t) {
   return reinterpret_cast<uintptr_t>(t.bytes.data()) % static_cast<uintptr_t>(dtype_size(t.dtype)) == 0;
 }
 
+// The (rows, cols) matrix starting at row `first_row` of a GGUF tensor (ne = [cols, ...]): one routed expert's
+// slice of a fused (E, out, in) tensor, or a whole 2-D one. Every GGUF weight view is made here, so this is the
+// one function that decides how the kernels see ggml blocks. For now it decodes the rows exactly to f32
+// (dequantize_row_ref; F16/BF16 widen exactly) into a buffer of `w`. The codes of the slice are already located
+// for the compact form: `codes` and `row_bytes` are all a view of kind
+//   MatrixView{codes, DType::kF32, WeightLayout::kOutIn, cols, rows, {QuantScheme::kGgml, type}}
+// needs, once the grouped kernels run kGgml views directly (row r of the slice at codes + r * row_bytes).
+MatrixView ggml_rows_view(const TensorRef& t, int64_t first_row, int64_t rows, int64_t cols, ExpertWeights& w) {
+  HYMOE_CHECK(t.ggml_type.has_value());
+  const uint32_t type = *t.ggml_type;
+  const GgmlTypeTraits* traits = ggml_type_traits(type);
+  if (!traits || !can_dequantize(type))
+    fail(t.file, ": tensor ", quote_for_message(t.name), " has type ", ggml_type_name(type),
+         ", which hymoe does not decode (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K)");
+  HYMOE_CHECK(cols % traits->block_values == 0);
+  const int64_t row_bytes = cols / traits->block_values * traits->block_bytes;
+  HYMOE_CHECK(first_row >= 0 && rows >= 0 && static_cast<uint64_t>((first_row + rows) * row_bytes) <= t.bytes.size());
+  const std::byte* codes = t.bytes.data() + first_row * row_bytes;
+  auto& buf = w.f32_buffers.emplace_back(static_cast<size_t>(rows * cols));
+  dequantize_row_ref(type, codes, buf.data(), rows * cols);  // the rows are contiguous: one run of blocks
+  w.weight_elements += rows * cols;
+  return MatrixView{buf.data(), DType::kF32, WeightLayout::kOutIn, cols, rows, {}};
+}
+
 std::string fp8_scale_name(const std::string& weight_name) { return weight_name + "_scale_inv"; }
 
 // One nn.Linear (out, in) matrix of an expert as a kernel view (k = in, n = out).
 MatrixView linear_view(const TensorSource& src, const std::string& name, int64_t out, int64_t in,
                        const Quantization& quant, const std::string& why, ExpertWeights& w) {
   const TensorRef t = checked_tensor(src, name, {out, in}, why);
+  if (t.ggml_type) return ggml_rows_view(t, 0, out, in, w);
   MatrixView v{nullptr, DType::kF32, WeightLayout::kOutIn, in, out, {}};
   if (t.dtype == DType::kF8E4M3) {
     if (quant.method != Quantization::Method::kFp8Block)
@@ -88,16 +115,21 @@ MatrixView linear_view(const TensorSource& src, const std::string& name, int64_t
 
 void note_dtype(ExpertWeights& w, const kernels::MlpWeightsView& v) { w.dtype = v.up.dtype; }
 
+// The names of an expert's three matrices under a prefix.
+struct MlpNames {
+  const std::string &gate, &up, &down;
+};
+
 ExpertWeights load_linear_experts(const TensorSource& src, const std::string& prefix, int64_t count, bool numbered,
-                                  const MoELayerSpec& spec, int64_t D, int64_t H, const Quantization& quant,
+                                  MlpNames names, int64_t D, int64_t H, const Quantization& quant,
                                   const std::string& why) {
   ExpertWeights w;
   for (int64_t e = 0; e < count; ++e) {
     const std::string p = prefix + (numbered ? std::to_string(e) + "." : "");
     kernels::MlpWeightsView v;
-    v.gate = linear_view(src, p + spec.gate_name + ".weight", H, D, quant, why, w);
-    v.up = linear_view(src, p + spec.up_name + ".weight", H, D, quant, why, w);
-    v.down = linear_view(src, p + spec.down_name + ".weight", D, H, quant, why, w);
+    v.gate = linear_view(src, p + names.gate + ".weight", H, D, quant, why, w);
+    v.up = linear_view(src, p + names.up + ".weight", H, D, quant, why, w);
+    v.down = linear_view(src, p + names.down + ".weight", D, H, quant, why, w);
     w.views.push_back(v);
   }
   if (!w.views.empty()) note_dtype(w, w.views[0]);
@@ -194,11 +226,36 @@ ExpertWeights load_fused_experts(const TensorSource& src, const MoELayerSpec& sp
   return w;
 }
 
+// GGUF's fused experts: gate and up (E, H, D), down (E, D, H); expert e is a slice of rows of each.
+ExpertWeights load_fused_out_in_experts(const TensorSource& src, const MoELayerSpec& spec, const std::string& why) {
+  const int64_t E = spec.num_experts, D = spec.dim, H = spec.hidden;
+  const std::string& p = spec.experts_prefix;
+  const TensorRef gate = checked_tensor(src, p + spec.gate_name + ".weight", {E, H, D}, why);
+  const TensorRef up = checked_tensor(src, p + spec.up_name + ".weight", {E, H, D}, why);
+  const TensorRef down = checked_tensor(src, p + spec.down_name + ".weight", {E, D, H}, why);
+  for (const TensorRef* t : {&gate, &up, &down})
+    if (!t->ggml_type) fail(t->file, ": tensor '", t->name, "': fused (E, out, in) experts are read from GGUF files only");
+  ExpertWeights w;
+  for (int64_t e = 0; e < E; ++e) {
+    kernels::MlpWeightsView v;
+    v.gate = ggml_rows_view(gate, e * H, H, D, w);
+    v.up = ggml_rows_view(up, e * H, H, D, w);
+    v.down = ggml_rows_view(down, e * D, D, H, w);
+    w.views.push_back(v);
+  }
+  w.dtype = DType::kF32;
+  return w;
+}
+
 }  // namespace
 
 std::vector<float> load_f32(const TensorSource& source, const std::string& name, const Shape& shape, const std::string& why) {
   const TensorRef t = checked_tensor(source, name, shape, why);
   std::vector<float> out(static_cast<size_t>(shape_numel(shape)));
+  if (t.ggml_type && can_dequantize(*t.ggml_type)) {
+    dequantize_row_ref(*t.ggml_type, t.bytes.data(), out.data(), static_cast<int64_t>(out.size()));
+    return out;
+  }
   for (int64_t i = 0; i < static_cast<int64_t>(out.size()); ++i) out[static_cast<size_t>(i)] = float_element(t, i);
   return out;
 }
@@ -207,15 +264,19 @@ ExpertWeights load_routed_experts(const TensorSource& source, const MoELayerSpec
   if (spec.storage == ExpertStorage::kFusedInterleavedInOut) return load_fused_experts(source, spec, quant);
   const std::string why = std::to_string(spec.num_experts) + " experts, hidden_size=" + std::to_string(spec.dim) +
                           ", expert intermediate size " + std::to_string(spec.hidden);
+  if (spec.storage == ExpertStorage::kFusedOutIn) return load_fused_out_in_experts(source, spec, why);
   if (quant.method == Quantization::Method::kMxfp4)
     fail(source.label(), ": quant_method mxfp4 is only known for gpt-oss's fused experts, not ", spec.family);
-  return load_linear_experts(source, spec.experts_prefix, spec.num_experts, true, spec, spec.dim, spec.hidden, quant, why);
+  return load_linear_experts(source, spec.experts_prefix, spec.num_experts, true,
+                             {spec.gate_name, spec.up_name, spec.down_name}, spec.dim, spec.hidden, quant, why);
 }
 
 ExpertWeights load_shared_expert(const TensorSource& source, const MoELayerSpec& spec, const Quantization& quant) {
   const std::string why = "hidden_size=" + std::to_string(spec.dim) + ", shared expert intermediate size " +
                           std::to_string(spec.shared.hidden);
-  return load_linear_experts(source, spec.shared.prefix, 1, false, spec, spec.dim, spec.shared.hidden, quant, why);
+  return load_linear_experts(source, spec.shared.prefix, 1, false,
+                             {spec.shared.gate_name, spec.shared.up_name, spec.shared.down_name}, spec.dim,
+                             spec.shared.hidden, quant, why);
 }
 
 }  // namespace hymoe

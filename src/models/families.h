@@ -1,7 +1,9 @@
-// Constructors of the built-in model families, one file each, referenced from the registry's table.
+// Constructors of the built-in model families, one file each, referenced from the registry's table; and the GGUF
+// family (gguf_model.cc), chosen by the file rather than by a model_type.
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "hymoe/model.h"
 
@@ -14,5 +16,12 @@ std::unique_ptr<ModelFamily> make_olmoe_family(const HfConfig& config);
 std::unique_ptr<ModelFamily> make_deepseek_v2_family(const HfConfig& config);
 std::unique_ptr<ModelFamily> make_deepseek_v3_family(const HfConfig& config);
 std::unique_ptr<ModelFamily> make_gpt_oss_family(const HfConfig& config);
+
+// A GGUF file's family (llama.cpp's semantics for its general.architecture) and its tensors, sharing one mapping.
+struct GgufModelParts {
+  std::unique_ptr<ModelFamily> family;
+  std::unique_ptr<TensorSource> source;
+};
+GgufModelParts open_gguf_model(const std::string& path);
 
 }  // namespace hymoe

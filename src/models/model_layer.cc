@@ -70,7 +70,9 @@ ModelMoELayer ModelMoELayer::load(const TensorSource& source, const MoELayerSpec
     impl->shared_ffn = make_ffn(spec, shared, spec.shared.hidden);
     bytes += shared.weight_elements * dtype_size(shared.dtype);
     if (!spec.shared.gate_weight.empty()) {
-      impl->shared_gate = load_f32(source, spec.shared.gate_weight, {1, D}, "hidden_size=" + std::to_string(D));
+      // (1, D) as nn.Linear stores it; GGUF files also store it as ne [D].
+      const Shape gate_shape = source.tensor(spec.shared.gate_weight).shape.size() == 1 ? Shape{D} : Shape{1, D};
+      impl->shared_gate = load_f32(source, spec.shared.gate_weight, gate_shape, "hidden_size=" + std::to_string(D));
       bytes += D * static_cast<int64_t>(sizeof(float));
     }
   }
@@ -80,9 +82,10 @@ ModelMoELayer ModelMoELayer::load(const TensorSource& source, const MoELayerSpec
 
 Tensor ModelMoELayer::forward(const Tensor& x) {
   const int64_t D = spec_.dim, K = spec_.top_k;
-  if (x.rank() != 3 || x.dim(2) != D)
-    fail("forward: x must be (batch, seq_len, hidden_size=", D, "), got ", shape_to_string(x.shape()));
-  const int64_t T = x.dim(0) * x.dim(1);
+  if ((x.rank() != 2 && x.rank() != 3) || x.dim(x.rank() - 1) != D)
+    fail("forward: x must be (batch, seq_len, hidden_size=", D, ") or (tokens, hidden_size=", D, "), got ",
+         shape_to_string(x.shape()));
+  const int64_t T = x.numel() / D;
   if (T == 0) fail("forward: x ", shape_to_string(x.shape()), " has no tokens");
   for (int64_t i = 0; i < x.numel(); ++i)
     if (!std::isfinite(x[i])) fail("forward: input x has a non-finite value ", x[i], " at flat index ", i);

@@ -1,4 +1,5 @@
-// route_model_tokens: transformers' routers for every supported family as one sequence of optional steps. The
+// route_model_tokens: transformers' routers for every supported family, and llama.cpp's build_moe_ffn routing for
+// GGUF files, as one sequence of optional steps. The
 // logits are a float32 GEMM (PyTorch's float32 matmul); softmax, sigmoid and the weight arithmetic run in double
 // and round once to float, which sits within float rounding of transformers' float32 steps.
 #include "models/model_router.h"
@@ -72,17 +73,16 @@ Routing route_model_tokens(const RouterOptions& o, const ModelRouterWeights& w, 
         break;
       }
       case RouterScoring::kSigmoid:
-        for (int64_t e = 0; e < E; ++e) {
-          weight_score[e] = 1.0 / (1.0 + std::exp(-static_cast<double>(l[e])));
-          // The bias is added in float32, as transformers adds two float32 tensors.
-          select[e] = o.selection_bias ? static_cast<double>(static_cast<float>(weight_score[e]) + w.selection_bias[e])
-                                       : weight_score[e];
-        }
+        for (int64_t e = 0; e < E; ++e) weight_score[e] = select[e] = 1.0 / (1.0 + std::exp(-static_cast<double>(l[e])));
         break;
       case RouterScoring::kSoftmaxOverTopKLogits:
         for (int64_t e = 0; e < E; ++e) weight_score[e] = select[e] = l[e];
         break;
     }
+    // The bias is added in float32, as transformers and ggml add two float32 tensors.
+    if (o.selection_bias)
+      for (int64_t e = 0; e < E; ++e)
+        select[e] = static_cast<double>(static_cast<float>(weight_score[e]) + w.selection_bias[static_cast<size_t>(e)]);
     for (int64_t e = 0; e < E; ++e) r.scores[static_cast<size_t>(t * E + e)] = static_cast<float>(select[e]);
     if (o.group_limited) limit_to_best_groups(o, E, select.data());
     top_indices(select.data(), E, K, chosen);
@@ -96,7 +96,7 @@ Routing route_model_tokens(const RouterOptions& o, const ModelRouterWeights& w, 
       for (int64_t k = 0; k < K; ++k) v[k] = std::exp(v[k] - largest) / sum;
     }
     if (o.normalize) {
-      const double sum = std::accumulate(v.begin(), v.end(), 0.0) + o.normalize_epsilon;
+      const double sum = std::max(std::accumulate(v.begin(), v.end(), 0.0) + o.normalize_epsilon, o.normalize_min_sum);
       for (double& x : v) x /= sum;
     }
     for (int64_t k = 0; k < K; ++k) {

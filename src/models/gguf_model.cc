@@ -1,0 +1,136 @@
+// A GGUF file as one more model behind ModelMoELayer: a TensorSource over its tensors and one ModelFamily for every
+// architecture gguf_moe.h knows, whose MoELayerSpec carries llama.cpp's routing (build_moe_ffn) instead of
+// transformers'. The hyperparameters, block tensors, shapes and types are read and checked by gguf_moe.cc; this file
+// only translates them. tests/data/conformance/gguf/README.md records the semantics.
+#include <cmath>
+#include <limits>
+
+#include "hymoe/error.h"
+#include "hymoe/gguf.h"
+#include "hymoe/gguf_moe.h"
+#include "hymoe/model.h"
+#include "models/families.h"
+
+namespace hymoe {
+namespace {
+
+// The element type a GGUF tensor's bytes are read as when it is not a block type.
+DType element_dtype(uint32_t type) {
+  switch (static_cast<GgmlType>(type)) {
+    case GgmlType::kF32: return DType::kF32;
+    case GgmlType::kF16: return DType::kF16;
+    case GgmlType::kBF16: return DType::kBF16;
+    default: return DType::kU8;
+  }
+}
+
+class GgufSource final : public TensorSource {
+ public:
+  explicit GgufSource(std::shared_ptr<const GgufFile> file) : file_(std::move(file)) {}
+  const std::string& label() const override { return file_->label(); }
+  bool contains(const std::string& name) const override { return file_->contains(name); }
+  TensorRef tensor(const std::string& name) const override {
+    const GgufTensorInfo& t = file_->tensor(name);  // an absent name is an error naming the file and the tensor
+    TensorRef ref{t.name, element_dtype(t.type), t.shape(), file_->bytes(t), file_->label()};
+    ref.ggml_type = t.type;
+    return ref;
+  }
+  std::vector<std::string> names() const override {
+    std::vector<std::string> out;
+    for (const auto& t : file_->tensors()) out.push_back(t.name);
+    return out;
+  }
+
+ private:
+  std::shared_ptr<const GgufFile> file_;
+};
+
+// llama.cpp's routing for `c` as RouterOptions: every architecture's gating, selection bias, expert groups,
+// normalization and scale in one place (the per-architecture choices were made by read_gguf_moe_config).
+RouterOptions llama_cpp_router(const GgufMoeConfig& c, bool has_exp_probs_b) {
+  RouterOptions r;
+  r.scoring = c.gating == GgufGating::kSigmoid ? RouterScoring::kSigmoid : RouterScoring::kSoftmax;
+  r.selection_bias = has_exp_probs_b;  // exp_probs_b: added for the selection only, for any gating
+  if (c.group_count > 1) {             // build_moe_ffn groups whenever expert_group_count > 1, for every arch
+    r.group_limited = true;
+    r.n_group = c.group_count;
+    r.top_group = c.group_used_count;
+    r.group_score = GroupScore::kTop2Sum;
+    r.excluded_score = -std::numeric_limits<float>::infinity();
+  }
+  r.normalize = c.norm_weights;
+  r.normalize_min_sum = 6.103515625e-5;  // ggml_clamp(sum, 6.103515625e-5, INFINITY)
+  r.scaling_factor = c.weights_scale != 0.0f && c.weights_scale != 1.0f ? c.weights_scale : 1.0;
+  return r;
+}
+
+class GgufFamily final : public ModelFamily {
+ public:
+  explicit GgufFamily(std::shared_ptr<const GgufFile> file)
+      : file_(std::move(file)), config_(read_gguf_moe_config(*file_)) {}
+
+  std::string_view name() const override { return config_.architecture; }
+  int64_t num_layers() const override { return config_.block_count; }
+  bool is_moe_layer(int64_t layer) const override {
+    check_block(layer);
+    return config_.expert_count > 0 && layer >= config_.leading_dense_blocks &&
+           gguf_block_is_moe(*file_, static_cast<uint32_t>(layer));
+  }
+
+  MoELayerSpec moe_layer(int64_t layer) const override {
+    check_block(layer);
+    const auto block = static_cast<uint32_t>(layer);
+    const std::string p = "blk." + std::to_string(block) + ".";
+    if (config_.expert_count > 0 && block >= config_.leading_dense_blocks && !gguf_block_is_moe(*file_, block))
+      fail(file_->label(), ": block ", block, " is not a MoE block (no tensor '", p, "ffn_gate_inp.weight')");
+    const GgufMoeBlock b = find_gguf_moe_block(*file_, config_, block);  // names, shapes and types checked
+    MoELayerSpec s;
+    s.family = config_.architecture;
+    s.layer = layer;
+    s.dim = config_.embedding_length;
+    s.hidden = config_.expert_hidden;
+    s.num_experts = config_.expert_count;
+    s.top_k = config_.expert_used_count;
+    s.router = llama_cpp_router(config_, b.exp_probs_b != nullptr);
+    s.router_weight = b.router->name;
+    if (b.exp_probs_b) s.selection_bias = b.exp_probs_b->name;
+    s.storage = ExpertStorage::kFusedOutIn;
+    s.experts_prefix = p;
+    s.gate_name = "ffn_gate_exps";
+    s.up_name = "ffn_up_exps";
+    s.down_name = "ffn_down_exps";
+    if (b.gate_shexp) {
+      s.shared.hidden = config_.shared_hidden;
+      s.shared.prefix = p;
+      s.shared.gate_name = "ffn_gate_shexp";
+      s.shared.up_name = "ffn_up_shexp";
+      s.shared.down_name = "ffn_down_shexp";
+      // qwen2moe's sigmoid(ffn_gate_inp_shexp . x); llama.cpp computes it as silu(z)/z, the same function except
+      // at z = 0, where llama.cpp gets NaN and hymoe 0.5.
+      if (b.gate_inp_shexp) s.shared.gate_weight = b.gate_inp_shexp->name;
+    }
+    return s;
+  }
+
+ private:
+  void check_block(int64_t layer) const {
+    if (layer < 0 || layer >= config_.block_count)
+      fail(file_->label(), ": block ", layer, " does not exist (", config_.architecture, ".block_count = ",
+           config_.block_count, ")");
+  }
+
+  std::shared_ptr<const GgufFile> file_;
+  GgufMoeConfig config_;
+};
+
+}  // namespace
+
+GgufModelParts open_gguf_model(const std::string& path) {
+  auto file = std::make_shared<const GgufFile>(GgufFile::open(path));
+  GgufModelParts parts;
+  parts.family = std::make_unique<GgufFamily>(file);  // the metadata first: a file that is no MoE model fails here
+  parts.source = std::make_unique<GgufSource>(file);
+  return parts;
+}
+
+}  // namespace hymoe
