@@ -704,8 +704,9 @@ Action add_bench_command(CLI::App& app) {
   cmd->add_flag("--json", o->json, "one JSON object per line per measurement instead of the table");
   cmd->add_flag("!--no-baseline", o->baseline, "skip the OpenBLAS-per-expert baseline");
   cmd->add_option("--shapes-dir", o->shapes_dir, "directory of shape JSON files")->capture_default_str();
-  cmd->add_option("--model", o->model_dir, "time a Hugging Face model directory's MoE layer (load time, memory, forward)");
-  cmd->add_option("--layer", o->layer, "with --model: the MoE layer");
+  cmd->add_option("--model", o->model_dir,
+                 "time a Hugging Face model directory's or a GGUF file's MoE layer (load time, memory, forward)");
+  cmd->add_option("--layer", o->layer, "with --model: the MoE layer (GGUF: block)");
   return [o] {
     if (o->model_dir.empty()) return run_bench(*o);
     if (o->layer < 0) fail("bench: --model needs --layer N (N >= 0)");

@@ -140,7 +140,7 @@ Action add_forward_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("forward", "Run one MoE layer forward pass: config + weights + input -> output");
   cmd->add_option("--config", o->config_path, "JSON with the MoEConfig fields (+ optional train, step, max_steps)");
   cmd->add_option("--weights", o->weights_path, "safetensors state dict with PyTorch names");
-  cmd->add_option("--input", o->input_path, "safetensors holding x (batch, seq_len, dim)")->required();
+  cmd->add_option("--input", o->input_path, "safetensors holding x (batch, seq_len, dim); with --model also (tokens, dim)")->required();
   cmd->add_option("--output", o->output_path, "safetensors to write (y, losses, counts, route.*, state.*)")->required();
   cmd->add_flag("--train", o->train, "train mode (overrides the config's train field)");
   cmd->add_option("--step", o->step, "training step for bias schedules (overrides the config)")
@@ -157,8 +157,10 @@ Action add_forward_command(CLI::App& app) {
   cmd->add_option("--z-loss-weight", o->z_loss_weight, "Z: weight of z_loss in the backward")
       ->capture_default_str()
       ->check(kFiniteNumber);
-  cmd->add_option("--model", o->model_dir, "a Hugging Face model directory (config.json + safetensors) instead of --config/--weights");
-  cmd->add_option("--layer", o->layer, "with --model: the MoE layer to run");
+  cmd->add_option("--model", o->model_dir,
+                 "a Hugging Face model directory (config.json + safetensors) or a GGUF file (*.gguf or GGUF magic) "
+                 "instead of --config/--weights");
+  cmd->add_option("--layer", o->layer, "with --model: the MoE layer (GGUF: block) to run");
   return [o] {
     if (o->model_dir.empty()) {
       if (o->config_path.empty() || o->weights_path.empty()) fail("forward: --config and --weights are required (or --model)");

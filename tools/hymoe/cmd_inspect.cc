@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "hymoe/error.h"
+#include "hymoe/model.h"
 #include "hymoe/safetensors.h"
 #include "inspect_gguf.h"
 #include "model_commands.h"
@@ -28,7 +29,7 @@ int run_inspect(const std::vector<std::string>& paths) {
       run_model_inspect(path);
       continue;
     }
-    if (is_gguf_file(path)) {
+    if (is_gguf_model_path(path)) {
       inspect_gguf(path);
       continue;
     }

@@ -5,20 +5,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cstring>
-#include <fstream>
 #include <set>
 
 #include "hymoe/gguf.h"
 #include "hymoe/gguf_moe.h"
 
 namespace hymoe::tool {
-
-bool is_gguf_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  char magic[4] = {};
-  return in.read(magic, 4) && std::memcmp(magic, "GGUF", 4) == 0;
-}
 
 namespace {
 
@@ -30,6 +22,19 @@ std::string types_of(std::initializer_list<const GgufTensorInfo*> tensors) {
   std::string out;
   for (const auto& n : names) out += (out.empty() ? "" : "/") + n;
   return out;
+}
+
+// One more than the largest n of the tensor names "blk.<n>.*" (0 when there are none).
+uint64_t blocks_with_tensors(const GgufFile& file) {
+  uint64_t count = 0;
+  for (const auto& t : file.tensors()) {
+    if (t.name.rfind("blk.", 0) != 0) continue;
+    uint64_t n = 0;
+    size_t i = 4;
+    while (i < t.name.size() && i < 14 && t.name[i] >= '0' && t.name[i] <= '9') n = n * 10 + static_cast<uint64_t>(t.name[i++] - '0');
+    if (i > 4 && i < t.name.size() && t.name[i] == '.') count = std::max(count, n + 1);
+  }
+  return count;
 }
 
 void print_model(const GgufFile& file) {
@@ -51,7 +56,10 @@ void print_model(const GgufFile& file) {
   fmt::print("  llama.cpp's {} graph: {}\n", c.architecture, c.fixed_by_architecture);
   uint64_t moe_bytes = 0;
   int moe_blocks = 0;
-  for (uint32_t b = 0; b < c.block_count; ++b) {
+  // Blocks past the last one any tensor names are listed as one line: block_count comes from the file, and a
+  // hostile one (4294967295) must not make the listing that long.
+  const uint32_t listed = std::min<uint64_t>(c.block_count, blocks_with_tensors(file));
+  for (uint32_t b = 0; b < listed; ++b) {
     const std::string prefix = "blk." + std::to_string(b) + ".";
     if (gguf_block_is_moe(file, b)) {
       const GgufMoeBlock m = find_gguf_moe_block(file, c, b);
@@ -74,6 +82,7 @@ void print_model(const GgufFile& file) {
       fmt::print("  block {:>3}  no FFN tensors\n", b);
     }
   }
+  if (listed < c.block_count) fmt::print("  blocks {}-{}  no tensors\n", listed, c.block_count - 1);
   fmt::print("MoE blocks: {}, {} bytes\n", moe_blocks, moe_bytes);
 }
 

@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "hymoe/error.h"
+#include "hymoe/ggml_type.h"
 #include "hymoe/model.h"
 #include "hymoe/output_files.h"
 #include "hymoe/rng.h"
@@ -61,7 +62,7 @@ TensorBytes tensor_bytes(const TensorSource& src, const std::vector<std::string>
   for (const auto& n : names) {
     const TensorRef t = src.tensor(n);
     out.bytes += static_cast<int64_t>(t.bytes.size());
-    out.dtypes.insert(std::string(dtype_name(t.dtype)));
+    out.dtypes.insert(t.ggml_type ? ggml_type_name(*t.ggml_type) : std::string(dtype_name(t.dtype)));
   }
   return out;
 }
@@ -147,8 +148,10 @@ int run_model_forward(const std::string& dir, int64_t layer, const std::string& 
   const TensorInfo& xi = in.info("x");
   if (xi.dtype != DType::kF32 && xi.dtype != DType::kBF16)
     fail(input, ": tensor 'x' has dtype ", dtype_name(xi.dtype), "; expected F32 or BF16");
-  if (xi.shape.size() != 3 || xi.shape[2] != spec.dim)
-    fail(input, ": tensor 'x' has shape ", shape_to_string(xi.shape), ", expected (batch, seq_len, hidden_size=", spec.dim, ")");
+  if ((xi.shape.size() != 2 && xi.shape.size() != 3) || xi.shape.back() != spec.dim)
+    fail(input, ": tensor 'x' has shape ", shape_to_string(xi.shape), ", expected (batch, seq_len, hidden_size=", spec.dim,
+         ") or (tokens, hidden_size=", spec.dim, ")");
+  if (shape_numel(xi.shape) == 0) fail(input, ": tensor 'x' of shape ", shape_to_string(xi.shape), " has no tokens");
   const Tensor x = in.read_f32("x");
   ModelMoELayer moe = model.load_layer(layer);
   const Tensor y = moe.forward(x);
@@ -183,7 +186,7 @@ int run_model_bench(const std::string& dir, int64_t layer, const std::vector<int
     const TensorBytes tb = tensor_bytes(model.source(), model.layer_tensor_names(layer));
     disk_bytes = tb.bytes;
     dtypes = tb.dtypes;
-    quant = model.quantization().name();
+    quant = model.is_gguf() ? "GGUF (ggml blocks decoded to f32 at load)" : model.quantization().name();
     moe.emplace(model.load_layer(layer));
   }  // the checkpoint is unmapped here: what stays resident is the layer
   const double load_ms = ms_since(t0);
