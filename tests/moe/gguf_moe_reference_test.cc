@@ -2,7 +2,7 @@
 // read_gguf_moe_config derives, by a plain double-precision computation of llama.cpp's build_moe_ffn: routing
 // (softmax or sigmoid, selection bias, expert groups by top-2 sum, top-k, normalization, scale), SwiGLU experts
 // and the (optionally sigmoid-gated) shared expert. It pins the config and the decoded weights to llama.cpp's
-// results; the engine's own GGUF forward path is not built yet (docs/gguf.md).
+// results independently of the engine's GGUF path (tests/models/gguf_model_test.cc runs that).
 #include <gtest/gtest.h>
 
 #include <algorithm>

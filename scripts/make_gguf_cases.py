@@ -1,0 +1,380 @@
+#!/usr/bin/env python3
+"""Writes the extra GGUF MoE cases under tests/data/conformance/gguf-extra/ (not run in CI; its output is committed).
+
+Each case is laid out like the shared cases in tests/data/conformance/gguf/ (read that README: it is the contract):
+model.gguf written by PyPI's `gguf` (llama.cpp's own writer) with a dense decoy block 0 and the MoE block 1,
+input.safetensors with x (T, D) F32 (every row RMS 1), expected.safetensors with y (T, D) F32, route.indices (T, K)
+I64 and route.weights (T, K) F32 computed in float64 on the dequantized weights with llama.cpp's build_moe_ffn
+semantics, and meta.json (dims, semantics, margins, suggested_tolerance, tensor types).
+
+Quantized tensors are random blocks (every field random: scales, mins, high bits, signs of d), their d/dmin scaled
+so the weights have std 1/sqrt(fan_in); the values used for the expected output are gguf-py's dequantization of
+those exact bytes. Tokens are drawn until every routing decision is at least 2e-3 from a tie (top-k cut, slot
+order, deepseek2's group cut) and, in the deepseek2 case, until the selection bias and the group limit each change
+the selected experts of at least two tokens.
+
+Usage (in a virtual environment with `pip install gguf numpy`):
+    python scripts/make_gguf_cases.py [--out tests/data/conformance/gguf-extra]
+"""
+import argparse
+import hashlib
+import json
+import os
+import struct
+
+import numpy as np
+import gguf
+from gguf import GGMLQuantizationType as Q
+
+T = 7
+MARGIN = 2e-3
+NORM_FLOOR = 6.103515625e-5
+
+# Byte offsets of the f16 scale fields (d, and dmin where present) inside one block.
+SCALE_FIELDS = {Q.Q8_0: [0], Q.Q4_0: [0], Q.Q4_K: [0, 2], Q.Q5_K: [0, 2], Q.Q6_K: [208]}
+
+
+def random_blocks(rng, qtype, rows, cols):
+    """Random raw blocks of `qtype` for a (rows, cols) matrix, scaled to std 1/sqrt(cols); returns (raw, values)."""
+    block_values, block_bytes = gguf.GGML_QUANT_SIZES[qtype]
+    n_blocks = rows * cols // block_values
+    raw = rng.integers(0, 256, size=(n_blocks, block_bytes), dtype=np.uint8)
+    fields = SCALE_FIELDS[qtype]
+    # d (and dmin) random in +-[0.5, 1.5]; K-quant d and dmin positive as ggml writes them (Q6_K's d may be negative).
+    for i, off in enumerate(fields):
+        mag = rng.uniform(0.5, 1.5, size=n_blocks)
+        if qtype in (Q.Q8_0, Q.Q4_0, Q.Q6_K):
+            mag *= rng.choice([-1.0, 1.0], size=n_blocks)
+        if i == 1:
+            mag *= 7.5  # dmin: centres the K-quant values near zero
+        raw[:, off:off + 2] = mag.astype(np.float16).view(np.uint8).reshape(n_blocks, 2)
+    values = gguf.quants.dequantize(raw.reshape(rows, -1), qtype).astype(np.float64)
+    scale = (1.0 / np.sqrt(cols)) / values.std()
+    for off in fields:
+        d = raw[:, off:off + 2].copy().view(np.float16).astype(np.float64) * scale
+        raw[:, off:off + 2] = d.astype(np.float16).view(np.uint8).reshape(n_blocks, 2)
+    raw = raw.reshape(rows, -1)
+    values = gguf.quants.dequantize(raw, qtype).astype(np.float64)
+    return raw, values
+
+
+def make_matrix(rng, qtype, rows, cols):
+    """A weight matrix (rows, cols) of `qtype`: (array for the writer, raw_dtype, exact float64 values)."""
+    if qtype == Q.F32:
+        v = (rng.standard_normal((rows, cols)) / np.sqrt(cols)).astype(np.float32)
+        return v, None, v.astype(np.float64)
+    if qtype == Q.F16:
+        v = (rng.standard_normal((rows, cols)) / np.sqrt(cols)).astype(np.float16)
+        return v, None, v.astype(np.float64)
+    if qtype == Q.BF16:
+        f = (rng.standard_normal((rows, cols)) / np.sqrt(cols)).astype(np.float32)
+        bits = (f.view(np.uint32) >> 16).astype(np.uint16)  # truncation: any bf16 value will do
+        exact = (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+        return bits.view(np.uint8).reshape(rows, cols * 2), Q.BF16, exact
+    raw, values = random_blocks(rng, qtype, rows, cols)
+    return raw, qtype, values
+
+
+def make_experts(rng, qtype, E, rows, cols):
+    parts = [make_matrix(rng, qtype, rows, cols) for _ in range(E)]
+    arr = np.stack([p[0] for p in parts])
+    return arr, parts[0][1], np.stack([p[2] for p in parts])
+
+
+def silu(z):
+    return z / (1.0 + np.exp(-z))
+
+
+def swiglu(gate, up, down, x):
+    return down @ (silu(gate @ x) * (up @ x))
+
+
+def route(spec, router, bias, x, use_bias=True, use_groups=True):
+    """llama.cpp's build_moe_ffn routing in float64: (indices, weights, selection scores after masking, group scores)."""
+    logits = router @ x
+    if spec["gating"] == "softmax":
+        p = np.exp(logits - logits.max())
+        p /= p.sum()
+    else:
+        p = 1.0 / (1.0 + np.exp(-logits))
+    s = p + bias if (bias is not None and use_bias) else p.copy()
+    group_scores = None
+    G = spec.get("groups", 0)
+    if G > 1 and use_groups:
+        per = len(s) // G
+        group_scores = np.array([np.sort(s[g * per:(g + 1) * per])[::-1][:2].sum() for g in range(G)])
+        keep = np.argsort(-group_scores, kind="stable")[:spec["groups_used"]]
+        masked = np.full_like(s, -np.inf)
+        for g in keep:
+            masked[g * per:(g + 1) * per] = s[g * per:(g + 1) * per]
+        s = masked
+    idx = np.argsort(-s, kind="stable")[:spec["K"]]
+    w = p[idx]
+    if spec["norm"]:
+        w = w / max(w.sum(), NORM_FLOOR)
+    if spec["w_scale"] not in (0.0, 1.0):
+        w = w * spec["w_scale"]
+    return idx, w, s, group_scores
+
+
+def margins(spec, s, group_scores):
+    """The smallest gaps of this token's decisions: top-k cut, slot order, group cut (score space)."""
+    K = spec["K"]
+    order = np.sort(s[np.isfinite(s)])[::-1]
+    cut = order[K - 1] - order[K] if len(order) > K else np.inf
+    slots = min(order[k] - order[k + 1] for k in range(K - 1)) if K > 1 else np.inf
+    group = np.inf
+    if group_scores is not None:
+        g = np.sort(group_scores)[::-1]
+        group = g[spec["groups_used"] - 1] - g[spec["groups_used"]]
+    return cut, slots, group
+
+
+def build_case(out_dir, spec, seed):
+    rng = np.random.default_rng(seed)
+    arch, D, H, E, K = spec["arch"], spec["D"], spec["H"], spec["E"], spec["K"]
+    Hs = spec.get("H_shared", 0)
+    n_ff = spec["n_ff"]
+    types = spec["types"]
+    router = rng.standard_normal((E, D)) * spec.get("router_std", 1.5) / np.sqrt(D)
+    router = router.astype(np.float32)
+    router64 = router.astype(np.float64)
+    bias = None
+    if spec.get("exp_probs_b"):
+        bias = (rng.standard_normal(E) * 0.08).astype(np.float32)
+    gate_arr, gate_t, gate = make_experts(rng, types["gate"], E, H, D)
+    up_arr, up_t, up = make_experts(rng, types["up"], E, H, D)
+    down_arr, down_t, down = make_experts(rng, types["down"], E, D, H)
+    shared = None
+    if Hs:
+        shared = {k: make_matrix(rng, types["shared_" + k], r, c)
+                  for k, (r, c) in {"gate": (Hs, D), "up": (Hs, D), "down": (D, Hs)}.items()}
+    shared_gate = None
+    if spec.get("shared_gate"):
+        shared_gate = (rng.standard_normal(D) / np.sqrt(D)).astype(np.float32)
+    dense = {k: make_matrix(rng, types["dense"], r, c) for k, (r, c) in
+             {"gate": (n_ff, D), "up": (n_ff, D), "down": (D, n_ff)}.items()}
+
+    # Tokens: drawn until every decision is clear; deepseek2 also needs tokens whose experts the bias and the
+    # group limit change.
+    need_bias = 2 if spec.get("exp_probs_b") else 0
+    need_groups = 2 if spec.get("groups", 0) > 1 else 0
+    xs, got_bias, got_groups, tries = [], 0, 0, 0
+    while len(xs) < T:
+        tries += 1
+        assert tries < 200000, "no token satisfies the margins"
+        x = rng.standard_normal(D)
+        x = x / np.sqrt(np.mean(x * x))
+        x = x.astype(np.float32).astype(np.float64)
+        idx, _, s, gs = route(spec, router64, bias, x)
+        if min(margins(spec, s, gs)) < MARGIN:
+            continue
+        if shared_gate is not None and abs(shared_gate.astype(np.float64) @ x) < 0.3:
+            continue
+        by_bias = need_bias and set(route(spec, router64, bias, x, use_bias=False)[0]) != set(idx)
+        by_groups = need_groups and set(route(spec, router64, bias, x, use_groups=False)[0]) != set(idx)
+        if by_bias:  # the unbiased selection must be clear too, so the difference is not a near-tie
+            _, _, s2, gs2 = route(spec, router64, bias, x, use_bias=False)
+            by_bias = min(margins(spec, s2, gs2)) >= MARGIN
+        if by_groups:
+            _, _, s3, gs3 = route(spec, router64, bias, x, use_groups=False)
+            by_groups = min(margins(spec, s3, gs3)) >= MARGIN
+        slots_left = T - len(xs)
+        owed = max(need_bias - got_bias, 0) + max(need_groups - got_groups, 0)
+        if owed >= slots_left and not ((by_bias and got_bias < need_bias) or (by_groups and got_groups < need_groups)):
+            continue
+        got_bias += bool(by_bias)
+        got_groups += bool(by_groups)
+        xs.append(x)
+    X = np.stack(xs)
+
+    Y = np.zeros((T, D))
+    indices = np.zeros((T, K), dtype=np.int64)
+    weights = np.zeros((T, K))
+    min_cut = min_slot = min_group = np.inf
+    counts = [0] * E
+    for t in range(T):
+        x = X[t]
+        idx, w, s, gs = route(spec, router64, bias, x)
+        cut, slot, group = margins(spec, s, gs)
+        min_cut, min_slot, min_group = min(min_cut, cut), min(min_slot, slot), min(min_group, group)
+        indices[t], weights[t] = idx, w
+        for k, e in enumerate(idx):
+            counts[e] += 1
+            Y[t] += w[k] * swiglu(gate[e], up[e], down[e], x)
+        if shared is not None:
+            out = swiglu(shared["gate"][2], shared["up"][2], shared["down"][2], x)
+            if shared_gate is not None:
+                z = shared_gate.astype(np.float64) @ x
+                out = out * (silu(z) / z)  # llama.cpp's sigmoid, as silu(z)/z
+            Y[t] += out
+
+    os.makedirs(out_dir, exist_ok=True)
+    path = os.path.join(out_dir, "model.gguf")
+    w = gguf.GGUFWriter(path, arch)
+    if spec.get("alignment"):
+        w.add_custom_alignment(spec["alignment"])
+    w.add_name("hymoe extra " + spec["case"])
+    w.add_block_count(2)
+    w.add_context_length(4096)
+    w.add_embedding_length(D)
+    w.add_feed_forward_length(H if arch in ("llama", "olmoe") else n_ff)
+    w.add_head_count(4)
+    w.add_head_count_kv(2)
+    w.add_layer_norm_rms_eps(1e-6)
+    w.add_expert_count(E)
+    w.add_expert_used_count(K)
+    if arch in ("qwen2moe", "qwen3moe", "deepseek2"):
+        w.add_expert_feed_forward_length(H)
+    if arch == "qwen2moe":
+        w.add_expert_shared_feed_forward_length(Hs)
+    if arch == "deepseek2":
+        w.add_leading_dense_block_count(1)
+        w.add_expert_shared_count(Hs // H)
+        w.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID if spec["gating"] == "sigmoid"
+                                 else gguf.ExpertGatingFuncType.SOFTMAX)
+        w.add_expert_weights_norm(spec["norm"])
+        w.add_expert_weights_scale(spec["w_scale"])
+    if spec.get("groups", 0) > 1:
+        w.add_expert_group_count(spec["groups"])
+        w.add_expert_group_used_count(spec["groups_used"])
+    w.add_tokenizer_model("gpt2")
+    w.add_token_list(["<s>", "</s>", "hy", "moe"])
+
+    def add(name, arr, qtype):
+        if qtype is None:
+            w.add_tensor(name, arr)
+        else:
+            w.add_tensor(name, arr, raw_dtype=qtype)
+
+    tensor_types = {}
+
+    def add_typed(name, made):
+        add(name, made[0], made[1])
+        tensor_types[name] = (made[1] or (Q.F16 if made[0].dtype == np.float16 else Q.F32)).name
+
+    add_typed("token_embd.weight", (rng.standard_normal((4, D)).astype(np.float16), None))
+    add_typed("blk.0.ffn_norm.weight", (np.ones(D, dtype=np.float32), None))
+    for k in ("gate", "up", "down"):
+        add_typed(f"blk.0.ffn_{k}.weight", dense[k])
+    add_typed("blk.1.ffn_norm.weight", (np.ones(D, dtype=np.float32), None))
+    experts = {"gate": (gate_arr, gate_t), "up": (up_arr, up_t), "down": (down_arr, down_t)}
+    for k in spec.get("expert_order", ("gate", "up", "down")):
+        add_typed(f"blk.1.ffn_{k}_exps.weight", experts[k])
+    if shared is not None:
+        for k in ("gate", "up", "down"):
+            add_typed(f"blk.1.ffn_{k}_shexp.weight", shared[k])
+    if shared_gate is not None:
+        add_typed("blk.1.ffn_gate_inp_shexp.weight", (shared_gate, None))
+    add_typed("blk.1.ffn_gate_inp.weight", (router, None))
+    if bias is not None:
+        add_typed("blk.1.exp_probs_b.bias", (bias, None))
+    add_typed("output_norm.weight", (np.ones(D, dtype=np.float32), None))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+    write_safetensors(os.path.join(out_dir, "input.safetensors"), {"x": X.astype(np.float32)})
+    write_safetensors(os.path.join(out_dir, "expected.safetensors"),
+                      {"y": Y.astype(np.float32), "route.indices": indices, "route.weights": weights.astype(np.float32)})
+    y_max = float(np.abs(Y).max())
+    data = open(path, "rb").read()
+    meta = {
+        "case": spec["case"], "description": spec["description"], "arch": arch, "block": 1,
+        "generator": "scripts/make_gguf_cases.py", "gguf_package_version": gguf_version(),
+        "numpy_version": np.__version__, "seed": seed, "file_bytes": len(data),
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "dims": {"T": T, "D": D, "H": H, "E": E, "K": K, "H_shared": Hs, "n_ff": n_ff,
+                 "n_groups": spec.get("groups", 0), "n_group_used": spec.get("groups_used", 0)},
+        "tensor_types": tensor_types,
+        "semantics": {"gating": spec["gating"], "norm_w": spec["norm"], "w_scale": spec["w_scale"],
+                      "exp_probs_b": bias is not None, "n_groups": spec.get("groups", 0),
+                      "n_group_used": spec.get("groups_used", 0),
+                      "shared": "sigmoid_gated" if shared_gate is not None else ("plain" if Hs else "none")},
+        "margins": {"topk_cut": min_cut, "slot_order": min_slot,
+                    "group_cut": None if not np.isfinite(min_group) else min_group, "required": MARGIN,
+                    "tokens_changed_by_bias": got_bias, "tokens_changed_by_groups": got_groups},
+        "expert_token_counts": counts,
+        "suggested_tolerance": {"y": {"rtol": 1e-4, "atol": 2e-5 * max(1.0, y_max)},
+                                "route_weights": {"rtol": 1e-5, "atol": 1e-6}, "route_indices": "exact, slot by slot"},
+        "y_max_abs": y_max,
+    }
+    with open(os.path.join(out_dir, "meta.json"), "w") as f:
+        json.dump(meta, f, indent=1)
+        f.write("\n")
+    print(f"{spec['case']}: {len(data)} bytes, margins cut {min_cut:.4f} slot {min_slot:.4f} group {min_group:.4f}, "
+          f"bias changed {got_bias}, groups changed {got_groups}")
+
+
+def gguf_version():
+    try:
+        from importlib.metadata import version
+        return version("gguf")
+    except Exception:  # noqa: BLE001
+        return "unknown"
+
+
+def write_safetensors(path, tensors):
+    names = {np.dtype(np.float32): "F32", np.dtype(np.int64): "I64"}
+    header, blobs, offset = {}, [], 0
+    for name, arr in tensors.items():
+        arr = np.ascontiguousarray(arr)
+        b = arr.tobytes()
+        header[name] = {"dtype": names[arr.dtype], "shape": list(arr.shape), "data_offsets": [offset, offset + len(b)]}
+        blobs.append(b)
+        offset += len(b)
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)))
+        f.write(h)
+        for b in blobs:
+            f.write(b)
+
+
+CASES = [
+    dict(case="deepseek2_sigmoid_groups_q4_k", arch="deepseek2", D=256, H=32, E=8, K=3, H_shared=32, n_ff=32,
+         gating="sigmoid", norm=True, w_scale=2.5, groups=4, groups_used=2, exp_probs_b=True, router_std=3.0,
+         expert_order=("down", "up", "gate"),
+         types=dict(gate=Q.Q4_K, up=Q.Q4_K, down=Q.Q8_0, shared_gate=Q.Q4_K, shared_up=Q.Q4_K, shared_down=Q.Q8_0,
+                    dense=Q.Q8_0),
+         description="deepseek2: sigmoid gating, exp_probs_b (changes the experts of >= 2 tokens), 4 groups keep 2 "
+                     "(change >= 2 tokens), normalized, scaled by 2.5, shared expert; experts Q4_K gate/up with Q8_0 "
+                     "down (mixed, as Q4_K_M mixes), leading dense block 0"),
+    dict(case="llama_mixtral_q4_0", arch="llama", D=64, H=96, E=8, K=2, n_ff=96, gating="softmax", norm=True,
+         w_scale=0.0, expert_order=("up", "gate", "down"),
+         types=dict(gate=Q.Q4_0, up=Q.Q4_0, down=Q.Q4_0, dense=Q.Q4_0),
+         description="llama arch (Mixtral): softmax, normalized top-2, Q4_0 experts, expert hidden from "
+                     "feed_forward_length"),
+    dict(case="olmoe_f16", arch="olmoe", D=64, H=48, E=8, K=4, n_ff=48, gating="softmax", norm=False, w_scale=0.0,
+         types=dict(gate=Q.F16, up=Q.F16, down=Q.F16, dense=Q.F16),
+         description="olmoe: softmax, weights not normalized, F16 experts"),
+    dict(case="qwen3moe_q6_k", arch="qwen3moe", D=256, H=32, E=8, K=4, n_ff=64, gating="softmax", norm=True,
+         w_scale=0.0, alignment=64, types=dict(gate=Q.Q6_K, up=Q.Q6_K, down=Q.Q4_0, dense=Q.Q8_0),
+         description="qwen3moe: Q6_K gate/up (negative d and scales), Q4_0 down, general.alignment 64"),
+    dict(case="qwen3moe_q5_k", arch="qwen3moe", D=256, H=32, E=8, K=2, n_ff=64, gating="softmax", norm=True,
+         w_scale=0.0, types=dict(gate=Q.Q5_K, up=Q.Q5_K, down=Q.Q8_0, dense=Q.Q8_0),
+         description="qwen3moe: Q5_K gate/up (fifth bits), Q8_0 down"),
+    dict(case="qwen2moe_bf16", arch="qwen2moe", D=64, H=32, E=8, K=4, H_shared=96, n_ff=64, gating="softmax",
+         norm=False, w_scale=0.0, shared_gate=True,
+         types=dict(gate=Q.BF16, up=Q.BF16, down=Q.BF16, shared_gate=Q.BF16, shared_up=Q.BF16, shared_down=Q.BF16,
+                    dense=Q.BF16),
+         description="qwen2moe: BF16 experts and shared expert, sigmoid-gated shared expert (gate ne [D])"),
+    dict(case="qwen3moe_f32", arch="qwen3moe", D=32, H=32, E=8, K=4, n_ff=32, gating="softmax", norm=True,
+         w_scale=0.0, types=dict(gate=Q.F32, up=Q.F32, down=Q.F32, dense=Q.F32),
+         description="qwen3moe: F32 experts"),
+]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "tests", "data", "conformance",
+                                                  "gguf-extra"))
+    args = ap.parse_args()
+    for i, spec in enumerate(CASES):
+        build_case(os.path.join(args.out, spec["case"]), spec, seed=1000 + i)
+
+
+if __name__ == "__main__":
+    main()

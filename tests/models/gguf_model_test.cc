@@ -1,0 +1,217 @@
+// GGUF files through the engine's model path: load_model_layer(model.gguf, block) and `hymoe forward --model
+// model.gguf` reproduce every GGUF conformance case — the three shared ones (tests/data/conformance/gguf/) and the
+// extra ones scripts/make_gguf_cases.py writes (tests/data/conformance/gguf-extra/) — with y within the case's
+// suggested tolerance, route.indices exact slot by slot and route.weights; the extra deepseek2 case fails if either
+// the selection bias or the group limit is ignored.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "hymoe/file_io.h"
+#include "hymoe/gguf.h"
+#include "hymoe/gguf_moe.h"
+#include "hymoe/model.h"
+#include "hymoe/safetensors.h"
+#include "models/model_router.h"
+#include "test_util.h"
+
+namespace hymoe {
+namespace {
+
+struct GgufCase {
+  std::string dir;
+  nlohmann::json meta;
+  std::string model() const { return dir + "/model.gguf"; }
+};
+
+GgufCase load_case(const std::string& dir) {
+  return {dir, nlohmann::json::parse(read_text_file(dir + "/meta.json"))};
+}
+
+std::vector<GgufCase> shared_cases() {
+  std::vector<GgufCase> out;
+  for (const char* c : {"qwen3moe_q8_0", "qwen3moe_q4_k", "qwen2moe_q8_0"})
+    out.push_back(load_case(test::data_dir() + "/conformance/gguf/" + c));
+  return out;
+}
+
+std::vector<GgufCase> extra_cases() {
+  std::vector<std::string> dirs;
+  for (const auto& e : std::filesystem::directory_iterator(test::data_dir() + "/conformance/gguf-extra"))
+    if (e.is_directory()) dirs.push_back(e.path().string());
+  std::sort(dirs.begin(), dirs.end());
+  std::vector<GgufCase> out;
+  for (const auto& d : dirs) out.push_back(load_case(d));
+  return out;
+}
+
+// y, route.indices and route.weights against expected.safetensors with the case's tolerances.
+void expect_case_output(const GgufCase& c, const Tensor& y, const Tensor& indices, const Tensor& weights) {
+  const auto expected = SafetensorsFile::open(c.dir + "/expected.safetensors");
+  const Tensor y_exp = expected.read_f32("y"), idx_exp = expected.read_f32("route.indices"),
+               w_exp = expected.read_f32("route.weights");
+  ASSERT_EQ(indices.shape(), idx_exp.shape());
+  for (int64_t i = 0; i < idx_exp.numel(); ++i)
+    EXPECT_EQ(indices[i], idx_exp[i]) << "token " << i / idx_exp.dim(1) << " slot " << i % idx_exp.dim(1);
+  const auto& tol = c.meta["suggested_tolerance"];
+  EXPECT_TRUE(test::all_close(weights, w_exp, tol["route_weights"]["rtol"].get<double>(),
+                              tol["route_weights"]["atol"].get<double>()));
+  EXPECT_TRUE(test::all_close(y.reshaped(y_exp.shape()), y_exp, tol["y"]["rtol"].get<double>(),
+                              tol["y"]["atol"].get<double>()));
+}
+
+void expect_library_matches(const GgufCase& c) {
+  SCOPED_TRACE(c.dir);
+  ModelMoELayer layer = load_model_layer(c.model(), c.meta["block"].get<int64_t>());
+  const auto& dims = c.meta["dims"];
+  EXPECT_EQ(layer.spec().num_experts, dims["E"].get<int64_t>());
+  EXPECT_EQ(layer.spec().top_k, dims["K"].get<int64_t>());
+  EXPECT_EQ(layer.spec().hidden, dims["H"].get<int64_t>());
+  EXPECT_EQ(layer.spec().family, c.meta["arch"].get<std::string>());
+  const Tensor x = SafetensorsFile::open(c.dir + "/input.safetensors").read_f32("x");  // (T, D)
+  const Tensor y = layer.forward(x);
+  EXPECT_EQ(y.shape(), x.shape());
+  const Routing& r = layer.last_routing();
+  const int64_t T = x.dim(0), K = r.top_k;
+  Tensor indices(Shape{T, K});
+  for (int64_t i = 0; i < T * K; ++i) indices[i] = static_cast<float>(r.indices[static_cast<size_t>(i)]);
+  expect_case_output(c, y, indices, Tensor(Shape{T, K}, r.weights));
+  // Expert counts are the selections per expert.
+  float selections = 0;
+  for (float n : layer.expert_counts().values()) selections += n;
+  EXPECT_EQ(selections, static_cast<float>(T * K));
+  // (1, T, D) gives the same y, shaped like x.
+  const Tensor y3 = layer.forward(x.reshaped(Shape{1, T, x.dim(1)}));
+  EXPECT_EQ(y3.shape(), (Shape{1, T, x.dim(1)}));
+  EXPECT_TRUE(test::all_close(y3.reshaped(y.shape()), y, 0.0, 0.0));
+}
+
+TEST(GgufModel, SharedCasesThroughTheLibrary) {
+  for (const auto& c : shared_cases()) expect_library_matches(c);
+}
+
+TEST(GgufModel, ExtraCasesThroughTheLibrary) {
+  const auto cases = extra_cases();
+  ASSERT_GE(cases.size(), 7u);
+  for (const auto& c : cases) expect_library_matches(c);
+}
+
+TEST(GgufModel, EveryCaseThroughTheCli) {
+  test::TempDir dir("gguf_forward_cli");
+  auto cases = shared_cases();
+  for (auto& c : extra_cases()) cases.push_back(std::move(c));
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.dir);
+    const std::string out = dir.path("out.safetensors");
+    std::string log;
+    ASSERT_EQ(test::run_command(test::tool_path() + " forward --model " + c.model() + " --layer " +
+                                    std::to_string(c.meta["block"].get<int>()) + " --input " + c.dir +
+                                    "/input.safetensors --output " + out,
+                                &log),
+              0)
+        << log;
+    const auto got = SafetensorsFile::open(out);
+    EXPECT_EQ(got.info("route.indices").dtype, DType::kI64);
+    EXPECT_EQ(got.info("route.weights").dtype, DType::kF32);
+    expect_case_output(c, got.read_f32("y"), got.read_f32("route.indices"), got.read_f32("route.weights"));
+    std::filesystem::remove(out);
+  }
+}
+
+TEST(GgufModel, BenchTimesAGgufLayer) {
+  std::string log;
+  const std::string model = test::data_dir() + "/conformance/gguf-extra/llama_mixtral_q4_0/model.gguf";
+  ASSERT_EQ(test::run_command(test::tool_path() + " bench --model " + model + " --layer 1 --tokens 1 3 --repeats 1 --json",
+                              &log),
+            0)
+      << log;
+  EXPECT_NE(log.find("\"family\": \"llama\""), std::string::npos) << log;
+  EXPECT_NE(log.find("{\"tokens\": 3, \"median_ms\": "), std::string::npos) << log;
+}
+
+TEST(GgufModel, DeepSeek2SpecCarriesLlamaCppRouting) {
+  const std::string path = test::data_dir() + "/conformance/gguf-extra/deepseek2_sigmoid_groups_q4_k/model.gguf";
+  const Model m = Model::open(path);
+  EXPECT_TRUE(m.is_gguf());
+  EXPECT_EQ(m.family().name(), "deepseek2");
+  EXPECT_EQ(m.family().num_layers(), 2);
+  EXPECT_FALSE(m.family().is_moe_layer(0));
+  EXPECT_TRUE(m.family().is_moe_layer(1));
+  const MoELayerSpec s = m.family().moe_layer(1);
+  EXPECT_EQ(s.router.scoring, RouterScoring::kSigmoid);
+  EXPECT_TRUE(s.router.selection_bias);
+  EXPECT_EQ(s.selection_bias, "blk.1.exp_probs_b.bias");
+  EXPECT_TRUE(s.router.group_limited);
+  EXPECT_EQ(s.router.n_group, 4);
+  EXPECT_EQ(s.router.top_group, 2);
+  EXPECT_EQ(s.router.group_score, GroupScore::kTop2Sum);
+  EXPECT_TRUE(s.router.normalize);
+  EXPECT_EQ(s.router.normalize_min_sum, 6.103515625e-5);
+  EXPECT_EQ(s.router.scaling_factor, 2.5);
+  EXPECT_EQ(s.shared.hidden, 32);
+  EXPECT_TRUE(s.shared.gate_weight.empty());
+  EXPECT_EQ(m.layer_tensor_names(1),
+            (std::vector<std::string>{"blk.1.ffn_gate_inp.weight", "blk.1.exp_probs_b.bias", "blk.1.ffn_gate_exps.weight",
+                                      "blk.1.ffn_up_exps.weight", "blk.1.ffn_down_exps.weight",
+                                      "blk.1.ffn_gate_shexp.weight", "blk.1.ffn_up_shexp.weight",
+                                      "blk.1.ffn_down_shexp.weight"}));
+  EXPECT_NE(test::error_of([&] { m.family().moe_layer(0); })
+                .find("model.gguf: block 0 is dense (deepseek2.leading_dense_block_count = 1)"),
+            std::string::npos);
+  EXPECT_NE(test::error_of([&] { m.family().moe_layer(2); })
+                .find("model.gguf: block 2 does not exist (deepseek2.block_count = 2)"),
+            std::string::npos);
+}
+
+TEST(GgufModel, Qwen3DenseBlockIsNamed) {
+  const Model m = Model::open(test::data_dir() + "/conformance/gguf/qwen3moe_q8_0/model.gguf");
+  EXPECT_FALSE(m.family().is_moe_layer(0));
+  EXPECT_NE(test::error_of([&] { m.family().moe_layer(0); })
+                .find("model.gguf: block 0 is not a MoE block (no tensor 'blk.0.ffn_gate_inp.weight')"),
+            std::string::npos);
+  EXPECT_NE(test::error_of([&] { m.config(); }).find("a GGUF model has no config.json"), std::string::npos);
+}
+
+// The deepseek2 case is built so that ignoring the selection bias, or the group limit, changes the selected experts
+// of some tokens: routing without either must disagree with the expected indices.
+TEST(GgufModel, DeepSeek2CaseNeedsTheBiasAndTheGroupLimit) {
+  const std::string dir = test::data_dir() + "/conformance/gguf-extra/deepseek2_sigmoid_groups_q4_k";
+  const Model m = Model::open(dir + "/model.gguf");
+  const MoELayerSpec s = m.family().moe_layer(1);
+  const GgufFile f = GgufFile::open(dir + "/model.gguf");
+  auto f32 = [&](const std::string& name) {
+    const auto bytes = f.bytes(name);
+    std::vector<float> v(bytes.size() / sizeof(float));
+    std::memcpy(v.data(), bytes.data(), bytes.size());
+    return v;
+  };
+  ModelRouterWeights w;
+  w.weight = Tensor(Shape{s.num_experts, s.dim}, f32(s.router_weight));
+  w.selection_bias = f32(s.selection_bias);
+  const Tensor x = SafetensorsFile::open(dir + "/input.safetensors").read_f32("x");
+  const Tensor expected = SafetensorsFile::open(dir + "/expected.safetensors").read_f32("route.indices");
+  auto tokens_differing = [&](RouterOptions o) {
+    const Routing r = route_model_tokens(o, w, x, s.top_k);
+    int differing = 0;
+    for (int64_t t = 0; t < x.dim(0); ++t)
+      for (int64_t k = 0; k < s.top_k; ++k)
+        if (r.indices[static_cast<size_t>(t * s.top_k + k)] != expected[t * s.top_k + k]) {
+          ++differing;
+          break;
+        }
+    return differing;
+  };
+  EXPECT_EQ(tokens_differing(s.router), 0);
+  RouterOptions no_bias = s.router;
+  no_bias.selection_bias = false;
+  EXPECT_GE(tokens_differing(no_bias), 2);
+  RouterOptions no_groups = s.router;
+  no_groups.group_limited = false;
+  EXPECT_GE(tokens_differing(no_groups), 2);
+}
+
+}  // namespace
+}  // namespace hymoe
