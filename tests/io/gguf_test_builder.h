@@ -67,6 +67,7 @@ struct FileSpec {
   uint64_t alignment = 32;
   std::optional<uint64_t> n_kv, n_tensors;  // override the counts
   size_t truncate_to = SIZE_MAX;
+  std::optional<uint8_t> data_fill;  // every data byte (default: a pattern that differs per tensor)
 };
 
 inline uint64_t pad(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
@@ -96,7 +97,8 @@ inline std::vector<std::byte> build(const FileSpec& spec) {
   }
   w.bytes.resize(pad(w.bytes.size(), spec.alignment));
   for (size_t i = 0; i < sizes.size(); ++i) {
-    for (uint64_t b = 0; b < sizes[i]; ++b) w.bytes.push_back(static_cast<std::byte>((i * 31 + b) & 0xff));
+    for (uint64_t b = 0; b < sizes[i]; ++b)
+      w.bytes.push_back(static_cast<std::byte>(spec.data_fill.value_or(static_cast<uint8_t>((i * 31 + b) & 0xff))));
     w.bytes.resize(pad(w.bytes.size(), spec.alignment));
   }
   if (spec.truncate_to < w.bytes.size()) w.bytes.resize(spec.truncate_to);
