@@ -292,8 +292,8 @@ def build_case(out_dir, spec, seed):
                       "exp_probs_b": bias is not None, "n_groups": spec.get("groups", 0),
                       "n_group_used": spec.get("groups_used", 0),
                       "shared": "sigmoid_gated" if shared_gate is not None else ("plain" if Hs else "none")},
-        "margins": {"topk_cut": min_cut, "slot_order": min_slot,
-                    "group_cut": None if not np.isfinite(min_group) else min_group, "required": MARGIN,
+        "margins": {"topk_cut": finite_or_none(min_cut), "slot_order": finite_or_none(min_slot),
+                    "group_cut": finite_or_none(min_group), "required": MARGIN,
                     "tokens_changed_by_bias": got_bias, "tokens_changed_by_groups": got_groups},
         "expert_token_counts": counts,
         "suggested_tolerance": {"y": {"rtol": 1e-4, "atol": 2e-5 * max(1.0, y_max)},
@@ -305,6 +305,11 @@ def build_case(out_dir, spec, seed):
         f.write("\n")
     print(f"{spec['case']}: {len(data)} bytes, margins cut {min_cut:.4f} slot {min_slot:.4f} group {min_group:.4f}, "
           f"bias changed {got_bias}, groups changed {got_groups}")
+
+
+def finite_or_none(v):
+    """JSON has no infinity: a decision that does not exist (one slot, no groups) is null."""
+    return float(v) if np.isfinite(v) else None
 
 
 def gguf_version():
@@ -364,6 +369,9 @@ CASES = [
     dict(case="qwen3moe_f32", arch="qwen3moe", D=32, H=32, E=8, K=4, n_ff=32, gating="softmax", norm=True,
          w_scale=0.0, types=dict(gate=Q.F32, up=Q.F32, down=Q.F32, dense=Q.F32),
          description="qwen3moe: F32 experts"),
+    dict(case="olmoe_q4_k_m_k1", arch="olmoe", D=256, H=256, E=2, K=1, n_ff=32, gating="softmax", norm=False,
+         w_scale=0.0, types=dict(gate=Q.Q4_K, up=Q.Q4_K, down=Q.Q6_K, dense=Q.Q8_0),
+         description="olmoe: Q4_K gate/up with Q6_K down (Q4_K_M's mix), top-1 of 2 experts, weight = p"),
 ]
 
 
