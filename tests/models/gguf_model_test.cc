@@ -166,6 +166,20 @@ TEST(GgufModel, DeepSeek2SpecCarriesLlamaCppRouting) {
             std::string::npos);
 }
 
+// --model is a GGUF file by its extension or by its magic; anything else is a model directory.
+TEST(GgufModel, ModelPathRule) {
+  test::TempDir dir("gguf_model_path");
+  const std::string gguf = test::data_dir() + "/conformance/gguf/qwen3moe_q8_0/model.gguf";
+  std::filesystem::copy_file(gguf, dir.path("renamed.bin"));
+  EXPECT_TRUE(is_gguf_model_path(gguf));
+  EXPECT_TRUE(is_gguf_model_path(dir.path("renamed.bin")));      // by its magic
+  EXPECT_TRUE(is_gguf_model_path(dir.path("absent.gguf")));      // by its name: the reader says what is wrong
+  EXPECT_FALSE(is_gguf_model_path(dir.path()));                  // a directory
+  EXPECT_FALSE(is_gguf_model_path(test::data_dir() + "/conformance/gguf/qwen3moe_q8_0/input.safetensors"));
+  EXPECT_EQ(Model::open(dir.path("renamed.bin")).family().name(), "qwen3moe");
+  EXPECT_NE(test::error_of([&] { Model::open(dir.path("absent.gguf")); }).find("absent.gguf"), std::string::npos);
+}
+
 TEST(GgufModel, Qwen3DenseBlockIsNamed) {
   const Model m = Model::open(test::data_dir() + "/conformance/gguf/qwen3moe_q8_0/model.gguf");
   EXPECT_FALSE(m.family().is_moe_layer(0));
