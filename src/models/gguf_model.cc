@@ -31,7 +31,7 @@ class GgufSource final : public TensorSource {
   bool contains(const std::string& name) const override { return file_->contains(name); }
   TensorRef tensor(const std::string& name) const override {
     const GgufTensorInfo& t = file_->tensor(name);  // an absent name is an error naming the file and the tensor
-    TensorRef ref{t.name, element_dtype(t.type), t.shape(), file_->bytes(t), file_->label()};
+    TensorRef ref{t.name, element_dtype(t.type), t.shape(), file_->bytes(t), file_->label(), std::nullopt};
     ref.ggml_type = t.type;
     return ref;
   }

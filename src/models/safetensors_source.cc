@@ -47,7 +47,7 @@ class SafetensorsSource final : public TensorSource {
            indexed_ ? " (model.safetensors.index.json's weight_map does not list it)" : "");
     const SafetensorsFile& f = files_[it->second];
     const TensorInfo& info = f.info(name);
-    return TensorRef{name, info.dtype, info.shape, f.bytes(name), f.label()};
+    return TensorRef{name, info.dtype, info.shape, f.bytes(name), f.label(), std::nullopt};
   }
 
   std::vector<std::string> names() const override {

@@ -210,9 +210,9 @@ std::vector<kernels::MlpWeightsView> mlp_views(const void* base, DType dt, int64
   for (int64_t e = 0; e < count; ++e) {
     auto at = [&](int which) { return static_cast<const char*>(base) + static_cast<size_t>((e * 3 + which) * H * D) * elem; };
     kernels::MlpWeightsView v;
-    v.gate = {at(0), dt, kernels::WeightLayout::kOutIn, D, H};
-    v.up = {at(1), dt, kernels::WeightLayout::kOutIn, D, H};
-    v.down = {at(2), dt, kernels::WeightLayout::kOutIn, H, D};
+    v.gate = {at(0), dt, kernels::WeightLayout::kOutIn, D, H, {}};
+    v.up = {at(1), dt, kernels::WeightLayout::kOutIn, D, H, {}};
+    v.down = {at(2), dt, kernels::WeightLayout::kOutIn, H, D, {}};
     views.push_back(v);
   }
   return views;
