@@ -375,6 +375,39 @@ TEST(GgufGroupedFfn, ScalarIsaRunsQuantizedViews) {
   expect_ffn_matches_ref(Isa::kScalar, {WeightFormat::kGgmlQ4_K, WeightFormat::kGgmlQ6_K, 256, 256});
 }
 
+// An ungated layer (up then GELU, no gate) packs up alone in its format; the pre-activation rows it saves are the
+// up projection. Relu's kink and GELU's slope <= 1.13 keep y's error within the f32 error of the two dot
+// products, under 1e-4 of the output's scale for K <= 512 (512 * 2^-24 * the |x| |w| sums, a few times |y|).
+TEST(GgufGroupedFfn, UngatedLayersRunUpAlone) {
+  if (!hymoe::test::isa_supported(Isa::kAvx2)) GTEST_SKIP() << "CPU lacks avx2";
+  Rng rng(9);
+  GgufExperts experts(rng, 3, 256, 256, WeightFormat::kGgmlQ5_K, WeightFormat::kGgmlQ4_0);
+  for (auto& v : experts.views) v.gate = MatrixView{};
+  const GroupedFfnShape shape{3, 256, 256, Activation::kGelu};
+  const std::vector<int64_t> offsets{0, 5, 5, 9};
+  const std::vector<float> x = hymoe::test::random_values(rng, 9 * 256);
+  std::vector<float> y(9 * 256), want(y.size()), saved(9 * 256), saved_want(saved.size());
+  GroupedFfnArgs args{offsets.data(), x.data(), nullptr, want.data()};
+  args.saved_up = saved_want.data();
+  make_grouped_ffn_ref(shape, experts.views)->run(args);
+  const auto ffn = make_grouped_ffn(shape, experts.views, Isa::kAvx2);
+  EXPECT_STREQ(ffn->name(), "grouped_ffn_q5_kw_f32+q4_0w_f32_4x16__avx2");
+  args.y = y.data();
+  args.saved_up = saved.data();
+  ffn->run(args);
+  auto max_abs = [](const std::vector<float>& v) {
+    double m = 0;
+    for (float e : v) m = std::max(m, static_cast<double>(std::abs(e)));
+    return m;
+  };
+  const double y_tol = 1e-4 * max_abs(want), saved_tol = 1e-4 * max_abs(saved_want);
+  ASSERT_GT(y_tol, 0.0);
+  for (size_t i = 0; i < y.size(); ++i) {
+    ASSERT_NEAR(y[i], want[i], y_tol) << i;
+    ASSERT_NEAR(saved[i], saved_want[i], saved_tol) << i;
+  }
+}
+
 TEST(GgufGroupedFfn, FormatsAreChosenPerRoleAndNamed) {
   Rng rng(7);
   const GgufExperts experts(rng, 2, 256, 256, WeightFormat::kGgmlQ4_K, WeightFormat::kGgmlQ6_K);
