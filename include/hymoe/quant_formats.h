@@ -58,4 +58,20 @@ bool can_dequantize(uint32_t type);
 // `out`. The caller checks can_dequantize and the sizes (HYMOE_CHECK here).
 void dequantize_row_ref(uint32_t type, const std::byte* src, float* out, int64_t n);
 
+// A block of Q8_0, Q4_0, Q4_K, Q5_K or Q6_K taken apart into small integer codes and per-sub-block f32 factors,
+// the decomposition the compact panel formats store (docs/kernels.md, "Formats"): value i is exactly
+//   scale[i / sub] * code[i]                         for Q8_0, Q4_0 (code = nibble - 8), Q6_K (code = q - 32)
+//   fmaf(scale[i / sub], code[i], offset[i / sub])   for Q4_K, Q5_K (scale = d*sc, offset = -(dmin*m))
+// with the bits dequantize_block_*_ref gives (the products are exact; the K-quants' one rounding is the FMA's).
+struct GgmlBlockCodes {
+  int8_t code[256];
+  float scale[16];
+  float offset[16];  // K-quants (Q4_K, Q5_K) only
+};
+// Values per sub-block (one scale and offset): 32, or 16 for Q6_K; 0 for a type split_block_ref does not take.
+int ggml_sub_block_values(uint32_t type);
+// Whether the type's values use offsets (the fmaf form above).
+bool ggml_block_has_offsets(uint32_t type);
+void split_block_ref(uint32_t type, const std::byte* block, GgmlBlockCodes* out);
+
 }  // namespace hymoe

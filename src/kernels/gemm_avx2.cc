@@ -1,5 +1,5 @@
 // AVX2+FMA micro-kernels: gemm_f32w_f32_6x16__avx2, gemm_bf16w_f32_6x16__avx2, gemm_q8w_q8_2x16__avx2 (the
-// vpmaddubsw idiom) and the SwiGLU epilogue. Compiled
+// vpmaddubsw idiom), the GGUF formats' gemm_{q8_0,q4_0,q4_k,q5_k,q6_k}w_f32_4x16__avx2 and the SwiGLU epilogue. Compiled
 // with -mavx2 -mfma (and only this file): callers reach it through isa_kernels(), chosen at run time.
 #include <immintrin.h>
 
@@ -55,12 +55,26 @@ struct V {
     const __m256i pairs = _mm256_maddubs_epi16(w.magnitude, _mm256_sign_epi8(x, w.sign));
     return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
   }
+  // GGUF panel codes (gemm_gguf-inl.h): a k row of 16 columns.
+  static void codes_s8(const uint8_t* p, ivec& lo, ivec& hi) {
+    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    lo = _mm256_cvtepi8_epi32(bytes);
+    hi = _mm256_cvtepi8_epi32(_mm_srli_si128(bytes, 8));
+  }
+  static void codes_u4(const uint8_t* p, ivec& lo, ivec& hi) {
+    const __m256i wide = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+    lo = _mm256_and_si256(wide, _mm256_set1_epi32(15));
+    hi = _mm256_srli_epi32(wide, 4);
+  }
+  static ivec sub_i32(ivec v, int x) { return _mm256_sub_epi32(v, _mm256_set1_epi32(x)); }
 };
 
 constexpr int kMr = 6;  // 6 rows x 2 ymm = 12 accumulators (see the register budget in the -inl header)
 constexpr int kQ8Mr = 2;  // 2 rows x 2 ymm x (float + int32) = 8 accumulators, 4 weight vectors, 4 temporaries
+constexpr int kGgufMr = 4;  // see the register budget in gemm_gguf-inl.h
 
 #include "kernels/gemm_microkernel-inl.h"
+#include "kernels/gemm_gguf-inl.h"
 
 static_assert(kNr == 16);
 
@@ -71,10 +85,27 @@ const GemmFormat kBf16Widen{WeightFormat::kBf16Widen, "gemm_bf16w_f32_6x16__avx2
 const GemmFormat kQ8{WeightFormat::kQ8Block32, "gemm_q8w_q8_2x16__avx2", kQ8Mr, kNr, pack_activations_q8,
                     gemm_format_q8, nullptr, 0};
 
+}  // namespace
+
+#define HYMOE_GGUF_FORMAT(format, name) \
+  const GemmFormat name{format, #name, kGgufMr, kNr, pack_activations_f32, gemm_format_gguf<format>, \
+                        gemm_format_gguf_few<format>, 1};
+HYMOE_GGUF_FORMAT(WeightFormat::kGgmlQ8_0, gemm_q8_0w_f32_4x16__avx2)
+HYMOE_GGUF_FORMAT(WeightFormat::kGgmlQ4_0, gemm_q4_0w_f32_4x16__avx2)
+HYMOE_GGUF_FORMAT(WeightFormat::kGgmlQ4_K, gemm_q4_kw_f32_4x16__avx2)
+HYMOE_GGUF_FORMAT(WeightFormat::kGgmlQ5_K, gemm_q5_kw_f32_4x16__avx2)
+HYMOE_GGUF_FORMAT(WeightFormat::kGgmlQ6_K, gemm_q6_kw_f32_4x16__avx2)
+#undef HYMOE_GGUF_FORMAT
+
+namespace {
+
 const IsaKernels kKernels{Isa::kAvx2, kMr, kNr, gemm_f32w, gemm_bf16w, gemm_f32w_few, gemm_bf16w_few, swiglu,
                           dot_rows,
                           "gemm_f32w_f32_6x16__avx2", "gemm_bf16w_f32_6x16__avx2", fma_probe, sum_probe,
-                          sum_probe_streams, {&kF32, &kBf16Widen, nullptr, &kQ8}, nullptr, int8_dot_probe};
+                          sum_probe_streams,
+                          {&kF32, &kBf16Widen, nullptr, &kQ8, &gemm_q8_0w_f32_4x16__avx2, &gemm_q4_0w_f32_4x16__avx2,
+                           &gemm_q4_kw_f32_4x16__avx2, &gemm_q5_kw_f32_4x16__avx2, &gemm_q6_kw_f32_4x16__avx2},
+                          nullptr, int8_dot_probe};
 
 }  // namespace
 

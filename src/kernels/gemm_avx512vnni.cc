@@ -26,10 +26,13 @@ const GemmFormat kBf16Widen{WeightFormat::kBf16Widen, "gemm_bf16w_f32_12x32__avx
 const GemmFormat kQ8{WeightFormat::kQ8Block32, "gemm_q8w_q8_6x32__avx512vnni", kQ8Mr, kNr, pack_activations_q8,
                     gemm_format_q8, nullptr, 0};
 
+// The GGUF formats run the AVX2 kernels (see gemm_avx512.cc).
 const IsaKernels kKernels{Isa::kAvx512Vnni, kMr, kNr, gemm_f32w, gemm_bf16w, gemm_f32w_few, gemm_bf16w_few, swiglu,
                           dot_rows,
                           "gemm_f32w_f32_12x32__avx512vnni", "gemm_bf16w_f32_12x32__avx512vnni", fma_probe, sum_probe,
-                          sum_probe_streams, {&kF32, &kBf16Widen, nullptr, &kQ8}, nullptr, int8_dot_probe};
+                          sum_probe_streams, {&kF32, &kBf16Widen, nullptr, &kQ8,
+                           &gemm_q8_0w_f32_4x16__avx2, &gemm_q4_0w_f32_4x16__avx2, &gemm_q4_kw_f32_4x16__avx2,
+                           &gemm_q5_kw_f32_4x16__avx2, &gemm_q6_kw_f32_4x16__avx2}, nullptr, int8_dot_probe};
 
 }  // namespace
 

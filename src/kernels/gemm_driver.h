@@ -46,7 +46,8 @@ struct GemmTile {
 constexpr int64_t kKc = 128;
 constexpr int64_t kNcColumns = 128;
 constexpr int64_t kMaxRowBlockTiles = 16;  // row block <= 16 * MR rows
-static_assert(kKc % k_unit(WeightFormat::kBf16Dot) == 0 && kKc % k_unit(WeightFormat::kQ8Block32) == 0,
+static_assert(kKc % k_unit(WeightFormat::kBf16Dot) == 0 && kKc % k_unit(WeightFormat::kQ8Block32) == 0 &&
+                  kKc % k_unit(WeightFormat::kGgmlQ4_K) == 0 && kKc % k_unit(WeightFormat::kGgmlQ6_K) == 0,
               "K blocks must end on whole k units of every format");
 
 // Rows per row block of a group of m rows: one block when m <= 16 * MR, else equal blocks rounded up to MR rows.

@@ -16,6 +16,11 @@ const char* weight_format_operands(WeightFormat format) {
     case WeightFormat::kBf16Widen: return "bf16w_f32";
     case WeightFormat::kBf16Dot: return "bf16w_bf16";
     case WeightFormat::kQ8Block32: return "q8w_q8";
+    case WeightFormat::kGgmlQ8_0: return "q8_0w_f32";
+    case WeightFormat::kGgmlQ4_0: return "q4_0w_f32";
+    case WeightFormat::kGgmlQ4_K: return "q4_kw_f32";
+    case WeightFormat::kGgmlQ5_K: return "q5_kw_f32";
+    case WeightFormat::kGgmlQ6_K: return "q6_kw_f32";
   }
   return "?";
 }

@@ -12,12 +12,17 @@
 //   q8 block32 per panel, per k block of 32: (8, NR, 4) u8 weights w + 128 (four consecutive k of a column
 //              together, the operand vpdpbusd consumes), then NR f32 scales; w = round(x / d), d = max|x| / 127
 //              over the column's block. Activations quantized the same way per row and block when packed.
-// K is padded with zeros to the format's k unit (1, 2 or 32). A gate/up pair is packed interleaved: panel p holds
+//   GGUF       Q8_0, Q4_0, Q4_K, Q5_K, Q6_K repacked from their blocks (GgufPanelLayout below): per panel and
+//              sub-block of 32 (Q6_K: 16) k, the columns' codes (4 or 8 bits) then their f32 scales (and
+//              offsets); decoded to the exact f32 weights in registers; f32 FMA.
+// K is padded with zeros to the format's k unit (1, 2, 16 or 32). A gate/up pair is packed interleaved: panel p holds
 // gate columns [p*NR/2, (p+1)*NR/2) then up columns of the same range, so one tile produces both halves of
 // SwiGLU's input.
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <utility>
 #include <vector>
 
 #include "hymoe/dtype.h"
@@ -26,20 +31,56 @@
 
 namespace hymoe::kernels {
 
-enum class WeightFormat { kF32, kBf16Widen, kBf16Dot, kQ8Block32 };
-constexpr int kNumWeightFormats = 4;
+enum class WeightFormat {
+  kF32, kBf16Widen, kBf16Dot, kQ8Block32,
+  // GGUF blocks repacked into compact panels of codes and per-column f32 factors (gemm_gguf.h): exact weights,
+  // f32 activations.
+  kGgmlQ8_0, kGgmlQ4_0, kGgmlQ4_K, kGgmlQ5_K, kGgmlQ6_K,
+};
+constexpr int kNumWeightFormats = 9;
 // The kernel-name spelling of a format's operands (docs/kernels.md): "f32w_f32", "bf16w_f32", "bf16w_bf16",
-// "q8w_q8".
+// "q8w_q8", "q8_0w_f32", "q4_0w_f32", "q4_kw_f32", "q5_kw_f32", "q6_kw_f32".
 const char* weight_format_operands(WeightFormat format);
+
+// The panel layout of a GGUF format (docs/kernels.md, "Formats"), per k unit of `k_unit` k (one GGUF sub-block):
+//   codes   (k_unit, nr) of code_bits each: 8 bits, byte j of a k row = column j (signed); 4 bits, byte j of a k
+//           row holds column j (low nibble) and column j + nr/2 (high nibble), stored as code + code_bias
+//   scales  nr f32, the sub-block's scale of each column
+//   offsets nr f32 (Q4_K, Q5_K): -(dmin * m) of each column
+// Weight (k, j) = fmaf(scale[j], code, offset[j]), or scale[j] * code without offsets: the reference's bits.
+struct GgufPanelLayout {
+  uint32_t ggml_type;  // 0 for the non-GGUF formats
+  int k_unit, code_bits, code_bias;
+  bool offsets;
+};
+constexpr GgufPanelLayout gguf_panel_layout(WeightFormat format) {
+  switch (format) {
+    case WeightFormat::kGgmlQ8_0: return {8, 32, 8, 0, false};
+    case WeightFormat::kGgmlQ4_0: return {2, 32, 4, 8, false};
+    case WeightFormat::kGgmlQ4_K: return {12, 32, 4, 0, true};
+    case WeightFormat::kGgmlQ5_K: return {13, 32, 8, 0, true};
+    case WeightFormat::kGgmlQ6_K: return {14, 16, 8, 0, false};
+    default: return {0, 0, 0, 0, false};
+  }
+}
+constexpr bool is_gguf_format(WeightFormat format) { return gguf_panel_layout(format).ggml_type != 0; }
 // k granularity of the format's packed panels: K is padded with zeros to a multiple of it.
 constexpr int k_unit(WeightFormat format) {
-  return format == WeightFormat::kBf16Dot ? 2 : format == WeightFormat::kQ8Block32 ? 32 : 1;
+  return is_gguf_format(format)                 ? gguf_panel_layout(format).k_unit
+         : format == WeightFormat::kBf16Dot     ? 2
+         : format == WeightFormat::kQ8Block32   ? 32
+                                                : 1;
 }
 // Bytes of one k unit of a packed weight panel of nr columns, and of a packed activation micro-panel of mr rows.
 constexpr int64_t weight_unit_bytes(WeightFormat format, int nr) {
+  if (is_gguf_format(format)) {
+    const GgufPanelLayout l = gguf_panel_layout(format);
+    return int64_t{l.k_unit} * nr * l.code_bits / 8 + 4 * nr * (l.offsets ? 2 : 1);
+  }
   return format == WeightFormat::kF32 ? 4 * nr : format == WeightFormat::kQ8Block32 ? 36 * nr : 2 * k_unit(format) * nr;
 }
 constexpr int64_t activation_unit_bytes(WeightFormat format, int mr) {
+  if (is_gguf_format(format)) return int64_t{4} * mr * k_unit(format);  // f32 activations, k_unit rows of mr
   return format == WeightFormat::kBf16Dot ? 4 * mr : format == WeightFormat::kQ8Block32 ? 40 * mr : 4 * mr;
 }
 constexpr int kQ8Block = 32;
@@ -77,6 +118,16 @@ PackedMatrix pack_gate_up(const MatrixView& gate, const MatrixView& up, int nr, 
 // the bit: d = max|x| / 127 (0 for an all-zero block), q = round-to-nearest-even(x / d) in [-127, 127]; the n <= 32
 // values past x[n) are taken as 0.
 void quantize_q8_block(const float* x, int n, int8_t* q, float* d);
+// The GGUF panel format of ggml type id `type` (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K); false for any other type.
+bool gguf_weight_format(uint32_t type, WeightFormat* format);
+// Panel p's GGUF branch of pack_matrix / pack_gate_up (gemm_pack_gguf.cc): column j of the panel is column
+// column_of(j).second of gate (first == 0) or up (first == 1), or zeros where that is < 0. The views are kGgml of
+// the format's type.
+void fill_gguf_panel(WeightFormat format, int64_t k, int nr, uint8_t* panel,
+                     const std::function<std::pair<int, int64_t>(int)>& column_of, const MatrixView& gate,
+                     const MatrixView& up);
+// Weight (kk, j) of a GGUF-format panel of nr columns (the exact decoded value; for references and tests).
+float gguf_panel_weight(WeightFormat format, const uint8_t* panel, int nr, int64_t kk, int j);
 // Packs a plain row-major f32 (K, N) matrix with leading dimension ldb (the backward's activation gradients).
 void pack_rows_f32(const float* b, int64_t ldb, int64_t k, int64_t n, int nr, float* out);
 
@@ -200,5 +251,13 @@ void gemm_bf16w_bf16__ref(int m, int mr, int nr, int64_t kc, const void* a, cons
                           bool accumulate);
 void gemm_q8w_q8__ref(int m, int mr, int nr, int64_t kc, const void* a, const void* b, float* c, int64_t ldc,
                       bool accumulate);
+// Reference of the GGUF-format micro-kernels: f32 activations (pack_activations_f32's micro-panel of mr rows)
+// times the panel's exactly decoded weights, double accumulation.
+void gemm_gguf_f32__ref(WeightFormat format, int m, int mr, int nr, int64_t kc, const void* a, const void* b, float* c,
+                        int64_t ldc, bool accumulate);
+// The AVX2 kernels of the GGUF formats (4 x 16 tiles; one row over 4 panels for decode), which the AVX-512
+// tables share (gemm_avx512.cc says why).
+extern const GemmFormat gemm_q8_0w_f32_4x16__avx2, gemm_q4_0w_f32_4x16__avx2, gemm_q4_kw_f32_4x16__avx2,
+    gemm_q5_kw_f32_4x16__avx2, gemm_q6_kw_f32_4x16__avx2;
 
 }  // namespace hymoe::kernels

@@ -94,7 +94,9 @@ void pack_panels(PackedMatrix& out, const MatrixView& gate, const MatrixView& up
         return fill_panel<float>(out.k, out.nr, reinterpret_cast<float*>(panel), column, gate, up);
       case WeightFormat::kBf16Widen:
         return fill_panel<uint16_t>(out.k, out.nr, reinterpret_cast<uint16_t*>(panel), column, gate, up);
-      default: return fill_unit_panel(out.format, out.k, out.nr, panel, column, gate, up);
+      default:
+        if (is_gguf_format(out.format)) return fill_gguf_panel(out.format, out.k, out.nr, panel, column, gate, up);
+        return fill_unit_panel(out.format, out.k, out.nr, panel, column, gate, up);
     }
   });
 }
@@ -109,16 +111,23 @@ auto plain_columns(const MatrixView& b, int nr) {
 
 void check_packable(const MatrixView& b, int nr) {
   HYMOE_CHECK(b.data && b.k > 0 && b.n > 0 && nr > 0 && nr % 2 == 0);
-  HYMOE_CHECK(b.dtype == DType::kF32 || b.dtype == DType::kBF16, "weights must be f32 or bf16");
+  HYMOE_CHECK(b.quantized() || b.dtype == DType::kF32 || b.dtype == DType::kBF16, "weights must be f32 or bf16");
 }
 
-// The f32 and bf16-widen forms copy elements, so they keep the source's dtype.
+// The f32 and bf16-widen forms copy elements, so they keep the source's dtype; a GGUF format repacks its own type.
 void check_format(const MatrixView& b, WeightFormat format) {
+  if (is_gguf_format(format) || b.quantized()) {
+    HYMOE_CHECK(b.quant.scheme == QuantScheme::kGgml && b.quant.ggml_type == gguf_panel_layout(format).ggml_type,
+                weight_format_operands(format), " packing of other weights (ggml type ", b.quant.ggml_type, ")");
+    return;
+  }
   if (format == WeightFormat::kF32) HYMOE_CHECK(b.dtype == DType::kF32, "f32 packing of non-f32 weights");
   if (format == WeightFormat::kBf16Widen) HYMOE_CHECK(b.dtype == DType::kBF16, "bf16 packing of non-bf16 weights");
 }
 
 WeightFormat natural_format(const MatrixView& b) {
+  WeightFormat gguf;
+  if (b.quant.scheme == QuantScheme::kGgml && gguf_weight_format(b.quant.ggml_type, &gguf)) return gguf;
   return b.dtype == DType::kBF16 ? WeightFormat::kBf16Widen : WeightFormat::kF32;
 }
 
@@ -141,6 +150,7 @@ PackedMatrix pack_matrix(const MatrixView& b, int nr, WeightFormat format) {
 
 void pack_matrix_panel(const MatrixView& b, int nr, int64_t p, void* out) {
   check_packable(b, nr);
+  HYMOE_CHECK(!b.quantized(), "per-call panel packing of block-quantized weights");
   HYMOE_CHECK(p >= 0 && p * nr < b.n, "panel ", p, " of a matrix of ", b.n, " columns");
   auto columns = plain_columns(b, nr);
   auto column_of = [&](int j) { return columns(p, j); };
@@ -155,7 +165,8 @@ PackedMatrix pack_gate_up(const MatrixView& gate, const MatrixView& up, int nr) 
 PackedMatrix pack_gate_up(const MatrixView& gate, const MatrixView& up, int nr, WeightFormat format) {
   check_packable(gate, nr);
   check_packable(up, nr);
-  HYMOE_CHECK(gate.k == up.k && gate.n == up.n && gate.dtype == up.dtype);
+  HYMOE_CHECK(gate.k == up.k && gate.n == up.n && gate.dtype == up.dtype && gate.quant.scheme == up.quant.scheme &&
+              gate.quant.ggml_type == up.quant.ggml_type);
   check_format(up, format);
   PackedMatrix out;
   out.format = format;

@@ -1,5 +1,8 @@
 // Argument validation shared by all grouped-FFN implementations, and the ISA dispatch.
+#include <string>
+
 #include "hymoe/error.h"
+#include "hymoe/ggml_type.h"
 #include "kernels/grouped_ffn.h"
 #include "kernels/grouped_ffn_impl.h"
 
@@ -28,10 +31,64 @@ void validate_grouped_ffn_args(const GroupedFfnShape& shape, const GroupedFfnArg
   if (args.offsets[shape.num_groups] > 0) HYMOE_CHECK(args.x && args.y);
 }
 
+namespace {
+
+// The GGUF format of one matrix role (gate, up or down): every expert's matrix of that role must be a kGgml view
+// of one type that has a format.
+WeightFormat gguf_role_format(std::span<const MlpWeightsView> weights, const MatrixView MlpWeightsView::*role,
+                              const char* role_name, const GroupedFfnOptions& options) {
+  const MatrixView& first = weights[0].*role;
+  if (options.quantize_q8)
+    fail("q8 re-quantization (quantize_q8) of GGUF weights is not supported; their own formats run them");
+  WeightFormat format;
+  if (first.quant.scheme != QuantScheme::kGgml || !gguf_weight_format(first.quant.ggml_type, &format))
+    fail("the ", role_name, " weights are ",
+         first.quant.scheme == QuantScheme::kGgml ? "ggml type " + ggml_type_name(first.quant.ggml_type)
+         : first.quantized()                      ? std::string("block-quantized in another scheme")
+                                                  : std::string("plain f32 or bf16"),
+         ", which no packed kernel runs; GGUF block weights must be Q8_0, Q4_0, Q4_K, Q5_K or Q6_K");
+  const uint32_t block = ggml_type_traits(first.quant.ggml_type)->block_values;
+  for (size_t e = 0; e < weights.size(); ++e) {
+    const MatrixView& m = weights[e].*role;
+    if (m.quant.scheme != QuantScheme::kGgml || m.quant.ggml_type != first.quant.ggml_type)
+      fail("the ", role_name, " weights of expert ", e, " are not ggml type ", ggml_type_name(first.quant.ggml_type),
+           " like expert 0's; every expert's ", role_name, " weights must share one type");
+    if (m.k % block != 0)
+      fail("the ", role_name, " weights of expert ", e, " are ", ggml_type_name(m.quant.ggml_type), " with K = ", m.k,
+           " inputs, not a whole number of its ", block, "-value blocks; GGUF writers store such rows in another "
+           "type (e.g. Q8_0)");
+  }
+  return format;
+}
+
+// Whether any matrix of the layer is a GGUF view (then all must be).
+bool gguf_weights(std::span<const MlpWeightsView> weights) {
+  for (const auto& w : weights)
+    for (const MatrixView* m : {&w.gate, &w.up, &w.down})
+      if (m->data && m->quant.scheme == QuantScheme::kGgml) return true;
+  return false;
+}
+
+// Gate/up of a GGUF layer: up's format, gate's the same (they are packed interleaved into one panel).
+WeightFormat gguf_first_format(std::span<const MlpWeightsView> weights, const GroupedFfnOptions& options) {
+  const WeightFormat up = gguf_role_format(weights, &MlpWeightsView::up, "up", options);
+  if (weights[0].gate.data && gguf_role_format(weights, &MlpWeightsView::gate, "gate", options) != up)
+    fail("the gate weights are ggml type ", ggml_type_name(weights[0].gate.quant.ggml_type), " but up is ",
+         ggml_type_name(weights[0].up.quant.ggml_type), "; gate and up must share one type");
+  return up;
+}
+
+}  // namespace
+
+WeightFormat choose_down_format(std::span<const MlpWeightsView> weights, Isa isa, const GroupedFfnOptions& options) {
+  if (gguf_weights(weights)) return gguf_role_format(weights, &MlpWeightsView::down, "down", options);
+  return choose_weight_format(weights, isa, options);
+}
+
 WeightFormat choose_weight_format(std::span<const MlpWeightsView> weights, Isa isa, const GroupedFfnOptions& options) {
   const IsaKernels* ik = isa_kernels(isa);
   HYMOE_CHECK(ik, "no packed kernels for isa ", isa_name(isa));
-  HYMOE_CHECK(weights.empty() || !weights[0].up.quantized(), "no packed format runs block-quantized views yet");
+  if (gguf_weights(weights)) return gguf_first_format(weights, options);
   if (options.quantize_q8) return WeightFormat::kQ8Block32;
   const bool bf16 = !weights.empty() && weights[0].up.dtype == DType::kBF16;
   if (!bf16 || options.bf16 == Bf16Compute::kWiden) return bf16 ? WeightFormat::kBf16Widen : WeightFormat::kF32;
@@ -44,6 +101,12 @@ WeightFormat choose_weight_format(std::span<const MlpWeightsView> weights, Isa i
 
 std::unique_ptr<GroupedFfn> make_grouped_ffn(const GroupedFfnShape& shape, std::span<const MlpWeightsView> weights,
                                              Isa isa, const GroupedFfnOptions& options) {
+  if (gguf_weights(weights)) {  // every role checked (and its format chosen) even where the scalar path runs
+    const WeightFormat first = gguf_first_format(weights, options);
+    const WeightFormat down = choose_down_format(weights, isa, options);
+    if (isa == Isa::kScalar) return make_grouped_ffn_portable(shape, weights);
+    return make_grouped_ffn_packed(shape, weights, isa, first, down);
+  }
   if (isa == Isa::kScalar) {
     if (options.quantize_q8) fail("q8 weights need a vector ISA (avx2 or later); HYMOE_ISA=scalar has none");
     if (options.bf16 == Bf16Compute::kNative && !weights.empty() && weights[0].up.dtype == DType::kBF16)

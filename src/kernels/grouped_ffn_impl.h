@@ -20,7 +20,13 @@ std::unique_ptr<GroupedFfn> make_grouped_ffn_packed(const GroupedFfnShape& shape
 std::unique_ptr<GroupedFfn> make_grouped_ffn_packed(const GroupedFfnShape& shape,
                                                     std::span<const MlpWeightsView> weights, Isa isa,
                                                     WeightFormat format);
-// The format make_grouped_ffn would pack these weights in on `isa` (never called for Isa::kScalar).
+// Gate/up in one format and down in another (GGUF layers: Q4_K gate/up with Q6_K down).
+std::unique_ptr<GroupedFfn> make_grouped_ffn_packed(const GroupedFfnShape& shape,
+                                                    std::span<const MlpWeightsView> weights, Isa isa,
+                                                    WeightFormat first_format, WeightFormat down_format);
+// The format make_grouped_ffn would pack these weights' gate/up (or up) in on `isa` (never called for
+// Isa::kScalar), and the one of their down projections (the same but for GGUF views of another type).
 WeightFormat choose_weight_format(std::span<const MlpWeightsView> weights, Isa isa, const GroupedFfnOptions& options);
+WeightFormat choose_down_format(std::span<const MlpWeightsView> weights, Isa isa, const GroupedFfnOptions& options);
 
 }  // namespace hymoe::kernels

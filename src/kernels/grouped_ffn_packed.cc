@@ -1,5 +1,5 @@
-// The fast grouped FFN: weights packed once at construction into the ISA's panels in one weight format (gate and
-// up interleaved), then
+// The fast grouped FFN: weights packed once at construction into the ISA's panels, gate and up interleaved in one
+// weight format and down in one (the same, except for GGUF layers whose down projection has a type of its own), then
 // per run two phases of tiles over all groups together: gate/up with the fused activation epilogue writing the
 // hidden rows once, and down with the fused row-scale epilogue writing y. Weights need not outlive the object.
 #include <algorithm>
@@ -17,22 +17,30 @@ namespace {
 class GroupedFfnPacked final : public GroupedFfn {
  public:
   GroupedFfnPacked(const GroupedFfnShape& shape, std::span<const MlpWeightsView> weights, const IsaKernels& ik,
-                   WeightFormat format)
-      : shape_(shape), ik_(ik), format_(ik.format(format)) {
+                   WeightFormat first_format, WeightFormat down_format)
+      : shape_(shape), ik_(ik), first_format_(ik.format(first_format)), down_format_(ik.format(down_format)) {
     validate_grouped_ffn_weights(shape_, weights);
-    HYMOE_CHECK(format_, "isa ", isa_name(ik.isa), " has no ", weight_format_operands(format), " kernels");
+    HYMOE_CHECK(first_format_, "isa ", isa_name(ik.isa), " has no ", weight_format_operands(first_format), " kernels");
+    HYMOE_CHECK(down_format_, "isa ", isa_name(ik.isa), " has no ", weight_format_operands(down_format), " kernels");
+    // The vector SwiGLU takes whole vectors of the ISA: a format with narrower panels (the GGUF formats' AVX2
+    // kernels on an AVX-512 ISA) takes AVX2's, which every AVX-512 machine runs.
+    swiglu_ = first_format_->nr % ik.nr == 0 ? ik.swiglu : isa_kernels_avx2().swiglu;
     const bool gated = is_gated(shape_.activation);
+    const int first_nr = first_format_->nr, down_nr = down_format_->nr;
     for (const auto& w : weights) {
       Packed p;
-      p.first = gated ? pack_gate_up(w.gate, w.up, ik_.nr, format) : pack_matrix(w.up, ik_.nr, format);
-      p.down = pack_matrix(w.down, ik_.nr, format);
+      p.first = gated ? pack_gate_up(w.gate, w.up, first_nr, first_format) : pack_matrix(w.up, first_nr, first_format);
+      p.down = pack_matrix(w.down, down_nr, down_format);
       if (w.gate_bias) p.gate_bias.assign(w.gate_bias, w.gate_bias + shape_.hidden);
       if (w.up_bias) p.up_bias.assign(w.up_bias, w.up_bias + shape_.hidden);
       if (w.down_bias) p.down_bias.assign(w.down_bias, w.down_bias + shape_.dim);
       packed_.push_back(std::move(p));
     }
-    name_ = std::string("grouped_ffn_") + weight_format_operands(format) + "_" + std::to_string(format_->mr) + "x" +
-            std::to_string(format_->nr) + "__" + std::string(isa_name(ik_.isa));
+    // A layer whose down projection has a format of its own names both: grouped_ffn_q4_kw_f32+q6_kw_f32_4x16__avx2.
+    name_ = std::string("grouped_ffn_") + weight_format_operands(first_format) +
+            (down_format == first_format ? "" : std::string("+") + weight_format_operands(down_format)) + "_" +
+            std::to_string(first_format_->mr) + "x" + std::to_string(first_format_->nr) + "__" +
+            std::string(isa_name(ik_.isa));
   }
 
   void run(const GroupedFfnArgs& args) const override {
@@ -41,7 +49,7 @@ class GroupedFfnPacked final : public GroupedFfn {
     const int64_t R = args.offsets[G];
     if (R == 0) return;
     const bool gated = is_gated(shape_.activation);
-    const int nr = ik_.nr, half = nr / 2;
+    const int nr = first_format_->nr, half = nr / 2;
     const WorkspaceLease ws;
     const Workspace::Scope scope(*ws);
     float* const hidden = ws->floats(R * H);  // (R, H)
@@ -54,7 +62,7 @@ class GroupedFfnPacked final : public GroupedFfn {
       gr = {args.x + (args.x_rows ? 0 : args.offsets[g] * D), D, args.x_rows ? args.x_rows + args.offsets[g] : nullptr,
             args.offsets[g + 1] - args.offsets[g], D, p.data(), p.panels};
     }
-    run_gemm_groups(*format_, groups, *ws, [&](const GemmTile& t, const float* c, int64_t ldc) {
+    run_gemm_groups(*first_format_, groups, *ws, [&](const GemmTile& t, const float* c, int64_t ldc) {
       const int64_t row0 = args.offsets[t.group] + t.r0;
       float tmp[64];
       for (int64_t r = 0; r < t.rows; ++r) {
@@ -67,7 +75,7 @@ class GroupedFfnPacked final : public GroupedFfn {
             const int64_t col = (t.p0 + j) * half, w = std::min<int64_t>(half, H - col);
             const Packed& pk = packed_[static_cast<size_t>(t.group)];
             if (shape_.activation == Activation::kSwiGLU && pk.gate_bias.empty() && pk.up_bias.empty()) {
-              ik_.swiglu(half, cp, cp + half, tmp);
+              swiglu_(half, cp, cp + half, tmp);
             } else {  // biases or the clamped form: a scalar epilogue (gpt-oss)
               for (int64_t i = 0; i < w; ++i) {
                 const float g = cp[i] + (pk.gate_bias.empty() ? 0.0f : pk.gate_bias[static_cast<size_t>(col + i)]);
@@ -95,9 +103,10 @@ class GroupedFfnPacked final : public GroupedFfn {
       groups[static_cast<size_t>(g)] = {hidden + args.offsets[g] * H, H, nullptr, args.offsets[g + 1] - args.offsets[g],
                                         H, p.data(), p.panels};
     }
-    run_gemm_groups(*format_, groups, *ws, [&](const GemmTile& t, const float* c, int64_t ldc) {
+    const int down_nr = down_format_->nr;
+    run_gemm_groups(*down_format_, groups, *ws, [&](const GemmTile& t, const float* c, int64_t ldc) {
       const int64_t row0 = args.offsets[t.group] + t.r0;
-      const int64_t col0 = t.p0 * nr, w = std::min<int64_t>(t.np * nr, D - col0);
+      const int64_t col0 = t.p0 * down_nr, w = std::min<int64_t>(t.np * down_nr, D - col0);
       const std::vector<float>& db = packed_[static_cast<size_t>(t.group)].down_bias;
       for (int64_t r = 0; r < t.rows; ++r) {
         const float s = args.scale ? args.scale[row0 + r] : 1.0f;
@@ -123,7 +132,9 @@ class GroupedFfnPacked final : public GroupedFfn {
   };
   GroupedFfnShape shape_;
   const IsaKernels& ik_;
-  const GemmFormat* format_;
+  const GemmFormat* first_format_;  // gate/up (or up)
+  const GemmFormat* down_format_;
+  SwigluFn swiglu_;
   std::vector<Packed> packed_;
   std::string name_;
 };
@@ -135,7 +146,15 @@ std::unique_ptr<GroupedFfn> make_grouped_ffn_packed(const GroupedFfnShape& shape
                                                     WeightFormat format) {
   const IsaKernels* ik = isa_kernels(isa);
   HYMOE_CHECK(ik, "no packed kernels for isa ", isa_name(isa));
-  return std::make_unique<GroupedFfnPacked>(shape, weights, *ik, format);
+  return std::make_unique<GroupedFfnPacked>(shape, weights, *ik, format, format);
+}
+
+std::unique_ptr<GroupedFfn> make_grouped_ffn_packed(const GroupedFfnShape& shape,
+                                                    std::span<const MlpWeightsView> weights, Isa isa,
+                                                    WeightFormat first_format, WeightFormat down_format) {
+  const IsaKernels* ik = isa_kernels(isa);
+  HYMOE_CHECK(ik, "no packed kernels for isa ", isa_name(isa));
+  return std::make_unique<GroupedFfnPacked>(shape, weights, *ik, first_format, down_format);
 }
 
 std::unique_ptr<GroupedFfn> make_grouped_ffn_packed(const GroupedFfnShape& shape,

@@ -15,6 +15,14 @@ constexpr int64_t kRows = 4;  // token rows per pass over a weight matrix
 // (K, N) float32 copy of a weight matrix, whatever its stored layout and dtype.
 std::vector<float> pack_k_by_n(const MatrixView& m) {
   std::vector<float> out(static_cast<size_t>(m.k * m.n));
+  if (m.quantized()) {  // decoded a row of the stored (N, K) matrix at a time
+    std::vector<float> row(static_cast<size_t>(m.k));
+    for (int64_t nn = 0; nn < m.n; ++nn) {
+      m.decode_quantized_row(nn, row.data());
+      for (int64_t kk = 0; kk < m.k; ++kk) out[static_cast<size_t>(kk * m.n + nn)] = row[static_cast<size_t>(kk)];
+    }
+    return out;
+  }
   for (int64_t kk = 0; kk < m.k; ++kk)
     for (int64_t nn = 0; nn < m.n; ++nn) out[static_cast<size_t>(kk * m.n + nn)] = m.at(kk, nn);
   return out;

@@ -28,13 +28,16 @@ void round_row(RoundingModel rounding, const float* x, int64_t n, std::vector<do
     out[static_cast<size_t>(i)] = rounding == RoundingModel::kBf16Activations ? bf16_to_float(float_to_bf16(x[i])) : x[i];
 }
 
-// (K, N) doubles: the weights as the format stores them (bf16, or q8 blocks of 32 along K per column).
+// (K, N) doubles: the weights as the format stores them (bf16, or q8 blocks of 32 along K per column; exactly
+// decoded block-quantized views unrounded).
 std::vector<double> round_weights(RoundingModel rounding, const MatrixView& m) {
   std::vector<double> out(static_cast<size_t>(m.k * m.n));
   std::vector<float> column(static_cast<size_t>(m.k));
   std::vector<double> rounded;
   for (int64_t nn = 0; nn < m.n; ++nn) {
-    for (int64_t kk = 0; kk < m.k; ++kk) column[static_cast<size_t>(kk)] = m.at(kk, nn);
+    if (m.quantized()) m.decode_quantized_row(nn, column.data());  // the values at() gives, a block at a time
+    else
+      for (int64_t kk = 0; kk < m.k; ++kk) column[static_cast<size_t>(kk)] = m.at(kk, nn);
     round_row(rounding, column.data(), m.k, rounded);
     for (int64_t kk = 0; kk < m.k; ++kk) out[static_cast<size_t>(kk * m.n + nn)] = rounded[static_cast<size_t>(kk)];
   }
@@ -46,7 +49,10 @@ class GroupedFfnRef final : public GroupedFfn {
   GroupedFfnRef(const GroupedFfnShape& shape, std::span<const MlpWeightsView> weights, RoundingModel rounding)
       : shape_(shape), weights_(weights.begin(), weights.end()), rounding_(rounding) {
     validate_grouped_ffn_weights(shape_, weights_);
-    if (rounding_ == RoundingModel::kNone) return;
+    // Block-quantized views are decoded once (exactly, as at() would per element: a block per call is too slow).
+    bool quantized = false;
+    for (const auto& w : weights_) quantized = quantized || w.up.quantized() || w.down.quantized() || w.gate.quantized();
+    if (rounding_ == RoundingModel::kNone && !quantized) return;
     for (const auto& w : weights_) {
       Rounded r;
       if (w.gate.data) r.gate = round_weights(rounding_, w.gate);

@@ -53,6 +53,17 @@ void decode_k_block(uint16_t d_bits, uint16_t dmin_bits, const uint8_t* scales, 
   }
 }
 
+// The signed code (q - 32, in -32..31) of value i of a Q6_K block. Half n holds values 128n .. 128n + 127; within
+// it, quarter k = (i % 128) / 32 takes its low nibble from ql[64n + 32 (k & 1) + l] (low nibble for k < 2, high
+// for k >= 2) and its two high bits from bits 2k, 2k + 1 of qh[32n + l].
+int q6_k_code(const BlockQ6_K& b, int i) {
+  const int n = i / 128, k = (i % 128) / 32, l = i % 32;
+  const uint8_t low_byte = b.ql[64 * n + 32 * (k & 1) + l];
+  const int low = k < 2 ? (low_byte & 15) : (low_byte >> 4);
+  const int high = (b.qh[32 * n + l] >> (2 * k)) & 3;
+  return (low | (high << 4)) - 32;
+}
+
 }  // namespace
 
 void dequantize_block_q8_0_ref(const std::byte* block, float* out) {
@@ -83,17 +94,75 @@ void dequantize_block_q5_k_ref(const std::byte* block, float* out) {
 void dequantize_block_q6_k_ref(const std::byte* block, float* out) {
   const auto b = load_block<BlockQ6_K>(block);
   const float d = f16_to_float(b.d);
-  for (int i = 0; i < 256; ++i) {
-    // Half n holds values 128n .. 128n + 127; within it, quarter k = (i % 128) / 32 takes its low nibble from
-    // ql[64n + 32 (k & 1) + l] (low nibble for k < 2, high for k >= 2) and its two high bits from bits 2k, 2k + 1
-    // of qh[32n + l].
-    const int n = i / 128, k = (i % 128) / 32, l = i % 32;
-    const uint8_t low_byte = b.ql[64 * n + 32 * (k & 1) + l];
-    const int low = k < 2 ? (low_byte & 15) : (low_byte >> 4);
-    const int high = (b.qh[32 * n + l] >> (2 * k)) & 3;
-    const int q = (low | (high << 4)) - 32;
-    out[i] = d * static_cast<float>(b.scales[i / 16]) * static_cast<float>(q);
+  for (int i = 0; i < 256; ++i)
+    out[i] = d * static_cast<float>(b.scales[i / 16]) * static_cast<float>(q6_k_code(b, i));
+}
+
+int ggml_sub_block_values(uint32_t type) {
+  switch (static_cast<GgmlType>(type)) {
+    case GgmlType::kQ8_0:
+    case GgmlType::kQ4_0:
+    case GgmlType::kQ4_K:
+    case GgmlType::kQ5_K: return 32;
+    case GgmlType::kQ6_K: return 16;
+    default: return 0;
   }
+}
+
+bool ggml_block_has_offsets(uint32_t type) {
+  return type == static_cast<uint32_t>(GgmlType::kQ4_K) || type == static_cast<uint32_t>(GgmlType::kQ5_K);
+}
+
+// The same reads of the block as the decoders above, stopping short of the final multiply.
+void split_block_ref(uint32_t type, const std::byte* block, GgmlBlockCodes* out) {
+  switch (static_cast<GgmlType>(type)) {
+    case GgmlType::kQ8_0: {
+      const auto b = load_block<BlockQ8_0>(block);
+      out->scale[0] = f16_to_float(b.d);
+      for (int i = 0; i < 32; ++i) out->code[i] = b.qs[i];
+      return;
+    }
+    case GgmlType::kQ4_0: {
+      const auto b = load_block<BlockQ4_0>(block);
+      out->scale[0] = f16_to_float(b.d);
+      for (int j = 0; j < 16; ++j) {
+        out->code[j] = static_cast<int8_t>((b.qs[j] & 15) - 8);
+        out->code[j + 16] = static_cast<int8_t>((b.qs[j] >> 4) - 8);
+      }
+      return;
+    }
+    case GgmlType::kQ4_K:
+    case GgmlType::kQ5_K: {
+      const bool q5 = static_cast<GgmlType>(type) == GgmlType::kQ5_K;
+      const auto b4 = q5 ? BlockQ4_K{} : load_block<BlockQ4_K>(block);
+      const auto b5 = q5 ? load_block<BlockQ5_K>(block) : BlockQ5_K{};
+      const uint16_t d_bits = q5 ? b5.d : b4.d, dmin_bits = q5 ? b5.dmin : b4.dmin;
+      const uint8_t* scales = q5 ? b5.scales : b4.scales;
+      const uint8_t* qs = q5 ? b5.qs : b4.qs;
+      const float d = f16_to_float(d_bits), dmin = f16_to_float(dmin_bits);
+      for (int j = 0; j < 8; ++j) {
+        int sc, m;
+        unpack_k_scales(scales, j, &sc, &m);
+        out->scale[j] = d * static_cast<float>(sc);
+        out->offset[j] = -(dmin * static_cast<float>(m));
+        for (int l = 0; l < 32; ++l) {
+          int q = k_nibble(qs, 32 * j + l);
+          if (q5) q |= ((b5.qh[l] >> j) & 1) << 4;
+          out->code[32 * j + l] = static_cast<int8_t>(q);
+        }
+      }
+      return;
+    }
+    case GgmlType::kQ6_K: {
+      const auto b = load_block<BlockQ6_K>(block);
+      const float d = f16_to_float(b.d);
+      for (int s = 0; s < 16; ++s) out->scale[s] = d * static_cast<float>(b.scales[s]);
+      for (int i = 0; i < 256; ++i) out->code[i] = static_cast<int8_t>(q6_k_code(b, i));
+      return;
+    }
+    default: break;
+  }
+  HYMOE_CHECK(false, "no block codes for ggml type ", ggml_type_name(type));
 }
 
 bool can_dequantize(uint32_t type) {

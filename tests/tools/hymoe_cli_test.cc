@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -486,6 +487,37 @@ TEST_F(BenchCli, JsonRowsCarryTheDocumentedFieldsAndCounts) {
     EXPECT_NEAR(r["frac_kernel"].get<double>() * r["kernel_gflops"].get<double>(),
                 r["frac_peak"].get<double>() * r["peak_gflops"].get<double>(), 1e-9 * r["gflops"].get<double>());
   }
+}
+
+// GGUF dtypes: the weights encoded into GGUF blocks and run from their panel formats; weight_bytes counts the
+// panels' bytes per weight (docs/kernels.md, "Formats"): Q4_0 0.625, Q4_K 0.75, Q6_K 1.25.
+TEST_F(BenchCli, GgufDtypesRunTheirFormatsAndCountTheirBytes) {
+  write_shape("tiny256.json",
+              R"({"name": "tiny256", "model": "Tiny", "dim": 256, "expert_hidden": 256, "experts": 4, "top_k": 2, )"
+              R"("shared_experts": 1, "activation": "swiglu", "router": "softmax"})");
+  std::string log;
+  ASSERT_EQ(bench("--shape tiny256 --tokens 1 --dtype q4_0 q4_k q6_k --no-baseline --json", &log), 0) << log;
+  std::istringstream lines(log);
+  std::map<std::string, nlohmann::json> rows;
+  for (std::string line; std::getline(lines, line);)
+    if (!line.empty() && line[0] == '{') {
+      const auto j = nlohmann::json::parse(line);
+      rows[j["dtype"].get<std::string>()] = j;
+    }
+  ASSERT_EQ(rows.size(), 3u) << log;
+  const int64_t D = 256, H = 256, E = 4, K = 2;
+  const std::map<std::string, std::pair<double, std::string>> want = {
+      {"q4_0", {0.625, "grouped_ffn_q4_0w_f32"}}, {"q4_k", {0.75, "grouped_ffn_q4_kw_f32"}},
+      {"q6_k", {1.25, "grouped_ffn_q6_kw_f32"}}};
+  for (const auto& [dtype, expected] : want) {
+    const nlohmann::json& r = rows[dtype];
+    const std::string kernel = r["kernel"];
+    if (kernel.find("portable") != std::string::npos) continue;  // HYMOE_ISA=scalar decodes to f32
+    EXPECT_EQ(kernel.rfind(expected.second, 0), 0u) << kernel;
+    EXPECT_DOUBLE_EQ(r["weight_bytes"].get<double>(), (K + 1) * 3 * D * H * expected.first + E * D * 4.0) << dtype;
+  }
+  EXPECT_NE(bench("--shape tiny256 --tokens 1 --dtype q3_k --no-baseline", &log), 0);
+  EXPECT_NE(log.find("q4_0, q4_k, q5_k, q6_k or gguf_q8_0"), std::string::npos) << log;
 }
 
 TEST_F(BenchCli, RefusesBadShapesNamingFileAndField) {

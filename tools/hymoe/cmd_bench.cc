@@ -22,7 +22,9 @@
 #include "model_commands.h"
 #include "hymoe/compute.h"
 #include "hymoe/error.h"
+#include "hymoe/ggml_type.h"
 #include "hymoe/moe.h"
+#include "hymoe/quant_encode.h"
 #include "hymoe/rng.h"
 #include "hymoe/threads.h"
 #include "kernels/gemm_driver.h"
@@ -204,15 +206,60 @@ std::vector<uint16_t> to_bf16(const std::vector<float>& v) {
   return out;
 }
 
-std::vector<kernels::MlpWeightsView> mlp_views(const void* base, DType dt, int64_t count, int64_t D, int64_t H) {
+// GGUF block weights (--dtype q4_0 q4_k q5_k q6_k gguf_q8_0): the bench's f32 weights encoded into that type by
+// the simple encoders (quant_encode.h), each matrix row by row, and run from the GGUF panel formats.
+struct GgufWeights {
+  uint32_t first_type = 0, down_type = 0;  // gate/up and down: the asked type, or Q8_0 where K is not a multiple
+                                           // of its block (as GGUF writers do for such rows)
+  std::vector<std::byte> routed, shared;   // (E, 3) matrices, each gate/up then down at gate_bytes apart
+};
+
+uint32_t gguf_dtype_type(const std::string& dtype) {
+  if (dtype == "q4_0") return static_cast<uint32_t>(GgmlType::kQ4_0);
+  if (dtype == "q4_k") return static_cast<uint32_t>(GgmlType::kQ4_K);
+  if (dtype == "q5_k") return static_cast<uint32_t>(GgmlType::kQ5_K);
+  if (dtype == "q6_k") return static_cast<uint32_t>(GgmlType::kQ6_K);
+  if (dtype == "gguf_q8_0") return static_cast<uint32_t>(GgmlType::kQ8_0);
+  return 0;
+}
+
+uint32_t gguf_type_for_rows(uint32_t type, int64_t k) {
+  return k % ggml_type_traits(type)->block_values == 0 ? type : static_cast<uint32_t>(GgmlType::kQ8_0);
+}
+
+// Bytes of one (n, k) matrix of `type`, and `count` MLPs of f32 weights (E, 3, H*D) encoded matrix by matrix.
+int64_t gguf_matrix_bytes(uint32_t type, int64_t k, int64_t n) {
+  const GgmlTypeTraits& t = *ggml_type_traits(type);
+  return n * (k / t.block_values) * t.block_bytes;
+}
+std::vector<std::byte> encode_mlps(const float* f32, int64_t count, int64_t D, int64_t H, uint32_t first,
+                                   uint32_t down) {
+  const int64_t first_bytes = gguf_matrix_bytes(first, D, H), down_bytes = gguf_matrix_bytes(down, H, D);
+  std::vector<std::byte> out(static_cast<size_t>(count * (2 * first_bytes + down_bytes)));
+  kernels::parallel_for(count * 3, [&](int64_t m, int) {
+    const int64_t e = m / 3, which = m % 3;
+    std::byte* dst = out.data() + e * (2 * first_bytes + down_bytes) + which * first_bytes;
+    quantize_row_simple(which == 2 ? down : first, f32 + m * H * D, H * D, dst);
+  });
+  return out;
+}
+
+std::vector<kernels::MlpWeightsView> mlp_views(const void* base, DType dt, int64_t count, int64_t D, int64_t H,
+                                               const GgufWeights* gguf = nullptr) {
   const size_t elem = dt == DType::kBF16 ? 2 : 4;
+  const int64_t first_bytes = gguf ? gguf_matrix_bytes(gguf->first_type, D, H) : static_cast<int64_t>(H * D * elem);
+  const int64_t down_bytes = gguf ? gguf_matrix_bytes(gguf->down_type, H, D) : first_bytes;
   std::vector<kernels::MlpWeightsView> views;
   for (int64_t e = 0; e < count; ++e) {
-    auto at = [&](int which) { return static_cast<const char*>(base) + static_cast<size_t>((e * 3 + which) * H * D) * elem; };
+    auto at = [&](int which) { return static_cast<const char*>(base) + e * (2 * first_bytes + down_bytes) + which * first_bytes; };
     kernels::MlpWeightsView v;
     v.gate = {at(0), dt, kernels::WeightLayout::kOutIn, D, H, {}};
     v.up = {at(1), dt, kernels::WeightLayout::kOutIn, D, H, {}};
     v.down = {at(2), dt, kernels::WeightLayout::kOutIn, H, D, {}};
+    if (gguf) {
+      v.gate.quant = v.up.quant = {kernels::QuantScheme::kGgml, gguf->first_type};
+      v.down.quant = {kernels::QuantScheme::kGgml, gguf->down_type};
+    }
     views.push_back(v);
   }
   return views;
@@ -441,34 +488,65 @@ void bench_shape(const BenchOptions& o, const BenchShape& s, const Limits& lim, 
     if (dtype == "bf16w") ffn_options.bf16 = Bf16Compute::kWiden;
     if (dtype == "bf16n") ffn_options.bf16 = Bf16Compute::kNative;
     ffn_options.quantize_q8 = dtype == "q8_0";
+    std::optional<GgufWeights> gguf;
+    if (const uint32_t type = gguf_dtype_type(dtype)) {
+      gguf.emplace();
+      gguf->first_type = gguf_type_for_rows(type, D);
+      gguf->down_type = gguf_type_for_rows(type, H);
+      if (!o.json && (gguf->first_type != type || gguf->down_type != type))
+        fmt::print("{:<17} {}: K = {} is not a multiple of {}'s block; those matrices are Q8_0, as GGUF writers do\n",
+                   s.name, dtype, gguf->first_type != type ? D : H, ggml_type_name(type));
+      gguf->routed = encode_mlps(w.routed.data(), E, D, H, gguf->first_type, gguf->down_type);
+      if (w.shared_hidden > 0)
+        gguf->shared = encode_mlps(w.shared.data(), 1, D, w.shared_hidden, gguf->first_type,
+                                   gguf_type_for_rows(type, w.shared_hidden));
+    }
     // (The views only tell the choice their dtype; it reads no weights.)
-    const kernels::WeightFormat format =
-        kernels::active_isa() == kernels::Isa::kScalar
-            ? kernels::WeightFormat::kF32
-            : kernels::choose_weight_format(mlp_views(w.routed.data(), dt, 1, D, H), kernels::active_isa(), ffn_options);
+    const auto probe_views = mlp_views(gguf ? static_cast<const void*>(gguf->routed.data()) : w.routed.data(), dt, 1, D,
+                                       H, gguf ? &*gguf : nullptr);
+    const kernels::WeightFormat format = kernels::active_isa() == kernels::Isa::kScalar
+                                             ? kernels::WeightFormat::kF32
+                                             : kernels::choose_weight_format(probe_views, kernels::active_isa(), ffn_options);
     const PeakKind peak_kind = format == kernels::WeightFormat::kBf16Dot     ? PeakKind::kBf16Dot
                                : format == kernels::WeightFormat::kQ8Block32 ? PeakKind::kInt8Dot
                                                                              : PeakKind::kFma;
-    // Bytes a packed weight occupies: 4 (f32), 2 (bf16), 36/32 (q8: 32 int8 and a 4-byte scale per block).
-    const double elem = ffn_options.quantize_q8 ? 36.0 / 32 : dt == DType::kBF16 ? 2.0 : 4.0;
+    // Bytes a packed weight occupies: 4 (f32), 2 (bf16), 36/32 (q8: 32 int8 and a 4-byte scale per block); a GGUF
+    // format's panel bytes (docs/kernels.md, "Formats"), gate/up and down weighted 2:1.
+    auto panel_bytes_per_weight = [](kernels::WeightFormat f) {
+      return static_cast<double>(kernels::weight_unit_bytes(f, 16)) / (kernels::k_unit(f) * 16.0);
+    };
+    const double elem = gguf && kernels::is_gguf_format(format)
+                            ? (2 * panel_bytes_per_weight(format) +
+                               panel_bytes_per_weight(
+                                   kernels::choose_down_format(probe_views, kernels::active_isa(), ffn_options))) / 3
+                        : ffn_options.quantize_q8 ? 36.0 / 32
+                        : dt == DType::kBF16      ? 2.0
+                                                  : 4.0;
     if (dt == DType::kBF16) {
       w.routed_bf16 = to_bf16(w.routed);
       w.shared_bf16 = to_bf16(w.shared);
     }
-    const void* routed_base = dt == DType::kBF16 ? static_cast<const void*>(w.routed_bf16.data()) : w.routed.data();
-    const void* shared_base = dt == DType::kBF16 ? static_cast<const void*>(w.shared_bf16.data()) : w.shared.data();
-    const auto routed_views = mlp_views(routed_base, dt, E, D, H);
+    const void* routed_base = gguf                    ? static_cast<const void*>(gguf->routed.data())
+                              : dt == DType::kBF16    ? static_cast<const void*>(w.routed_bf16.data())
+                                                      : w.routed.data();
+    const void* shared_base = gguf                    ? static_cast<const void*>(gguf->shared.data())
+                              : dt == DType::kBF16    ? static_cast<const void*>(w.shared_bf16.data())
+                                                      : w.shared.data();
+    const auto routed_views = mlp_views(routed_base, dt, E, D, H, gguf ? &*gguf : nullptr);
     const auto routed_ffn =
         kernels::make_grouped_ffn({E, D, H, kernels::Activation::kSwiGLU}, routed_views, kernels::active_isa(), ffn_options);
     std::unique_ptr<kernels::GroupedFfn> shared_ffn;
     if (w.shared_hidden > 0) {
-      const auto sv = mlp_views(shared_base, dt, 1, D, w.shared_hidden);
+      GgufWeights shared_types;
+      if (gguf) shared_types = {gguf->first_type, gguf_type_for_rows(gguf_dtype_type(dtype), w.shared_hidden), {}, {}};
+      const auto sv = mlp_views(shared_base, dt, 1, D, w.shared_hidden, gguf ? &shared_types : nullptr);
       shared_ffn = kernels::make_grouped_ffn({1, D, w.shared_hidden, kernels::Activation::kSwiGLU}, sv,
                                              kernels::active_isa(), ffn_options);
     }
     // The packed kernels own their weights now: drop the bf16 source (the f32 one feeds the baseline).
     w.routed_bf16 = {};
     w.shared_bf16 = {};
+    gguf.reset();
     const ExpertStep fast = hymoe_step(*routed_ffn, shared_ffn.get());
 
     for (int64_t T : o.tokens) {
@@ -646,8 +724,8 @@ int run_bench(const BenchOptions& o) {
   for (int64_t T : o.tokens)
     if (T < 1) fail("--tokens=", T, " must be >= 1");
   for (const auto& d : o.dtypes)
-    if (d != "f32" && d != "bf16" && d != "bf16w" && d != "bf16n" && d != "q8_0")
-      fail("--dtype=", d, " must be f32, bf16, bf16w, bf16n or q8_0");
+    if (d != "f32" && d != "bf16" && d != "bf16w" && d != "bf16n" && d != "q8_0" && !gguf_dtype_type(d))
+      fail("--dtype=", d, " must be f32, bf16, bf16w, bf16n, q8_0, q4_0, q4_k, q5_k, q6_k or gguf_q8_0");
   set_bf16_compute(bf16_compute_from_name(o.bf16_compute, "--bf16-compute"));
   for (const auto& r : o.routings)
     if (r != "uniform" && r != "zipf") fail("--routing=", r, " must be uniform or zipf");
@@ -691,7 +769,8 @@ Action add_bench_command(CLI::App& app) {
   cmd->add_option("--tokens", o->tokens, "token counts")->capture_default_str();
   cmd->add_option("--dtype", o->dtypes,
                   "weight formats: f32, bf16 (as --bf16-compute), bf16w (widened), bf16n (native vdpbf16ps), q8_0 "
-                  "(hymoe's int8 blocks of 32, quantized from f32)")
+                  "(hymoe's int8 blocks of 32, quantized from f32, activations quantized too); GGUF blocks encoded "
+                  "from f32 and run exactly with f32 activations: q4_0, q4_k, q5_k, q6_k, gguf_q8_0")
       ->capture_default_str();
   cmd->add_option("--bf16-compute", o->bf16_compute, "bf16 weights: auto, widen (exact, f32 FMA) or native (vdpbf16ps)")
       ->capture_default_str();

@@ -1,0 +1,123 @@
+// The GGUF panel formats' ISA-free parts (gemm_kernels.h, GgufPanelLayout): the repacking of a kGgml weight view
+// into compact panels (once, at load), the exact decoding of a panel's weight and the micro-kernels' scalar
+// reference. Built without ISA flags.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "hymoe/error.h"
+#include "hymoe/quant_formats.h"
+#include "kernels/gemm_kernels.h"
+
+namespace hymoe::kernels {
+
+bool gguf_weight_format(uint32_t type, WeightFormat* format) {
+  for (WeightFormat f : {WeightFormat::kGgmlQ8_0, WeightFormat::kGgmlQ4_0, WeightFormat::kGgmlQ4_K,
+                         WeightFormat::kGgmlQ5_K, WeightFormat::kGgmlQ6_K})
+    if (gguf_panel_layout(f).ggml_type == type) {
+      *format = f;
+      return true;
+    }
+  return false;
+}
+
+namespace {
+
+// Row `row` of a kGgml view (column `row` of B) taken apart: K codes and one scale (and offset) per sub-block.
+struct ColumnCodes {
+  std::vector<int8_t> code;
+  std::vector<float> scale, offset;
+};
+void split_column(const MatrixView& v, int64_t row, ColumnCodes& out) {
+  const uint32_t type = v.quant.ggml_type;
+  const GgmlTypeTraits& t = *ggml_type_traits(type);
+  const int64_t blocks = v.k / t.block_values, row_bytes = blocks * t.block_bytes;
+  const int sub = ggml_sub_block_values(type), subs = static_cast<int>(t.block_values) / sub;
+  out.code.resize(static_cast<size_t>(v.k));
+  out.scale.resize(static_cast<size_t>(v.k / sub));
+  out.offset.resize(static_cast<size_t>(v.k / sub));
+  const auto* base = static_cast<const std::byte*>(v.data) + row * row_bytes;
+  GgmlBlockCodes parts;
+  for (int64_t b = 0; b < blocks; ++b) {
+    split_block_ref(type, base + b * t.block_bytes, &parts);
+    std::copy(parts.code, parts.code + t.block_values, out.code.begin() + b * t.block_values);
+    std::copy(parts.scale, parts.scale + subs, out.scale.begin() + b * subs);
+    if (ggml_block_has_offsets(type)) std::copy(parts.offset, parts.offset + subs, out.offset.begin() + b * subs);
+  }
+}
+
+float load_f32(const uint8_t* p) {
+  float v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+}  // namespace
+
+void fill_gguf_panel(WeightFormat format, int64_t k, int nr, uint8_t* panel,
+                     const std::function<std::pair<int, int64_t>(int)>& column_of, const MatrixView& gate,
+                     const MatrixView& up) {
+  const GgufPanelLayout l = gguf_panel_layout(format);
+  HYMOE_CHECK(l.ggml_type != 0 && nr % 2 == 0);
+  const int64_t units = (k + l.k_unit - 1) / l.k_unit, unit_bytes = weight_unit_bytes(format, nr);
+  const int64_t row_bytes = int64_t{nr} * l.code_bits / 8, code_bytes = l.k_unit * row_bytes;
+  const int half = nr / 2;
+  ColumnCodes col_codes;
+  for (int j = 0; j < nr; ++j) {
+    const auto [which, col] = column_of(j);
+    if (col >= 0) {
+      const MatrixView& src = which == 0 ? gate : up;
+      HYMOE_CHECK(src.quant.scheme == QuantScheme::kGgml && src.quant.ggml_type == l.ggml_type && src.k == k);
+      split_column(src, col, col_codes);
+    }
+    for (int64_t u = 0; u < units; ++u) {
+      uint8_t* unit = panel + u * unit_bytes;
+      for (int kk = 0; kk < l.k_unit; ++kk) {
+        const int stored = (col >= 0 ? col_codes.code[static_cast<size_t>(u * l.k_unit + kk)] : 0) + l.code_bias;
+        uint8_t* row = unit + kk * row_bytes;
+        if (l.code_bits == 8) {
+          row[j] = static_cast<uint8_t>(stored);
+        } else if (j < half) {
+          row[j] = static_cast<uint8_t>((row[j] & 0xf0) | (stored & 15));
+        } else {
+          row[j - half] = static_cast<uint8_t>((row[j - half] & 0x0f) | ((stored & 15) << 4));
+        }
+      }
+      const float scale = col >= 0 ? col_codes.scale[static_cast<size_t>(u)] : 0.0f;
+      std::memcpy(unit + code_bytes + 4 * j, &scale, sizeof scale);
+      if (l.offsets) {
+        const float offset = col >= 0 ? col_codes.offset[static_cast<size_t>(u)] : 0.0f;
+        std::memcpy(unit + code_bytes + 4 * (nr + j), &offset, sizeof offset);
+      }
+    }
+  }
+}
+
+float gguf_panel_weight(WeightFormat format, const uint8_t* panel, int nr, int64_t kk, int j) {
+  const GgufPanelLayout l = gguf_panel_layout(format);
+  const int64_t row_bytes = int64_t{nr} * l.code_bits / 8, code_bytes = l.k_unit * row_bytes;
+  const uint8_t* unit = panel + kk / l.k_unit * weight_unit_bytes(format, nr);
+  const uint8_t* row = unit + kk % l.k_unit * row_bytes;
+  int code;
+  if (l.code_bits == 8) code = static_cast<int8_t>(row[j]);
+  else code = (j < nr / 2 ? row[j] & 15 : row[j - nr / 2] >> 4) - l.code_bias;
+  const float scale = load_f32(unit + code_bytes + 4 * j);
+  if (!l.offsets) return scale * static_cast<float>(code);
+  return std::fma(scale, static_cast<float>(code), load_f32(unit + code_bytes + 4 * (nr + j)));
+}
+
+void gemm_gguf_f32__ref(WeightFormat format, int m, int mr, int nr, int64_t kc, const void* a, const void* b, float* c,
+                        int64_t ldc, bool accumulate) {
+  const float* ap = static_cast<const float*>(a);
+  const uint8_t* bp = static_cast<const uint8_t*>(b);
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < nr; ++j) {
+      double acc = accumulate ? c[i * ldc + j] : 0.0;
+      for (int64_t kk = 0; kk < kc; ++kk)
+        acc += static_cast<double>(ap[kk * mr + i]) * gguf_panel_weight(format, bp, nr, kk, j);
+      c[i * ldc + j] = static_cast<float>(acc);
+    }
+}
+
+}  // namespace hymoe::kernels

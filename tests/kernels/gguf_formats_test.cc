@@ -1,0 +1,471 @@
+// The GGUF panel formats (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K): the block split they store against the reference
+// decoders (bit for bit), the repacked panels against the views, the micro-kernels against their scalar
+// reference on every ISA this CPU has, and the grouped FFN against make_grouped_ffn_ref (which reads the views
+// through at()) with the f32 bounds: the weights are exact, so only f32 accumulation differs. Blocks are random
+// bytes with chosen d/dmin (negative, zero), so every code, every 6-bit K-quant scale and min (most above 15:
+// the packed high bits matter), every Q6_K scale sign and every Q5_K fifth bit occurs.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "fast_kernel_test_util.h"
+#include "hymoe/error.h"
+#include "hymoe/ggml_type.h"
+#include "hymoe/quant_encode.h"
+#include "hymoe/quant_formats.h"
+#include "hymoe/threads.h"
+#include "kernels/activation.h"
+#include "kernels/gemm_kernels.h"
+#include "kernels/grouped_ffn_impl.h"
+
+namespace hymoe::kernels {
+namespace {
+
+using hymoe::test::dot_error_bound;
+
+constexpr WeightFormat kGgufFormats[] = {WeightFormat::kGgmlQ8_0, WeightFormat::kGgmlQ4_0, WeightFormat::kGgmlQ4_K,
+                                         WeightFormat::kGgmlQ5_K, WeightFormat::kGgmlQ6_K};
+
+uint32_t type_of(WeightFormat f) { return gguf_panel_layout(f).ggml_type; }
+int64_t block_values(WeightFormat f) { return ggml_type_traits(type_of(f))->block_values; }
+
+// One random valid block: random bytes, then d (and dmin) a random f16 of either sign, zero in 1 of 8 blocks;
+// 1 block in 10 is all zeros.
+void random_block(Rng& rng, uint32_t type, std::byte* out) {
+  const GgmlTypeTraits& t = *ggml_type_traits(type);
+  for (uint32_t i = 0; i < t.block_bytes; ++i) out[i] = static_cast<std::byte>(rng.next_u64() & 255);
+  if (rng.uniform() < 0.1) {
+    std::memset(out, 0, t.block_bytes);
+    return;
+  }
+  // Magnitudes so that the values are about 1: codes times scales reach 127 (Q8_0), 8, 63 * 31 (K), 128 * 32 (Q6_K).
+  const double magnitude = type == 8 ? 1.0 / 64 : type == 2 ? 1.0 / 4 : type == 14 ? 1.0 / 2048 : 1.0 / 1024;
+  auto field = [&] {
+    if (rng.uniform() < 0.125) return uint16_t{0};
+    const double v = magnitude * (0.25 + rng.uniform()) * (rng.uniform() < 0.5 ? -1 : 1);
+    return float_to_f16(static_cast<float>(v));
+  };
+  const uint16_t d = field(), dmin = field();
+  const size_t d_at = type == static_cast<uint32_t>(GgmlType::kQ6_K) ? 208 : 0;
+  std::memcpy(out + d_at, &d, 2);
+  if (ggml_block_has_offsets(type)) std::memcpy(out + 2, &dmin, 2);
+}
+
+// An (n, k) kGgml matrix of random blocks (n rows, blocks along k).
+struct GgufMatrix {
+  std::vector<std::byte> bytes;
+  MatrixView view;
+  GgufMatrix(Rng& rng, WeightFormat f, int64_t k, int64_t n) {
+    const uint32_t type = type_of(f);
+    const GgmlTypeTraits& t = *ggml_type_traits(type);
+    const int64_t blocks = n * (k / t.block_values);
+    bytes.resize(static_cast<size_t>(blocks * t.block_bytes));
+    for (int64_t b = 0; b < blocks; ++b) random_block(rng, type, bytes.data() + b * t.block_bytes);
+    view.data = bytes.data();
+    view.layout = WeightLayout::kOutIn;
+    view.k = k;
+    view.n = n;
+    view.quant.scheme = QuantScheme::kGgml;
+    view.quant.ggml_type = type;
+  }
+};
+
+// B as (K, N) floats decoded by the reference.
+std::vector<float> decoded(const MatrixView& v) {
+  std::vector<float> out(static_cast<size_t>(v.k * v.n)), row(static_cast<size_t>(v.k));
+  for (int64_t nn = 0; nn < v.n; ++nn) {
+    v.decode_quantized_row(nn, row.data());
+    for (int64_t kk = 0; kk < v.k; ++kk) out[static_cast<size_t>(kk * v.n + nn)] = row[static_cast<size_t>(kk)];
+  }
+  return out;
+}
+
+TEST(GgufBlockCodes, ScaleTimesCodeIsTheReferenceValueBitForBit) {
+  Rng rng(1);
+  for (WeightFormat f : kGgufFormats) {
+    const uint32_t type = type_of(f);
+    const GgmlTypeTraits& t = *ggml_type_traits(type);
+    const int sub = ggml_sub_block_values(type);
+    std::vector<std::byte> block(t.block_bytes);
+    int high_scales = 0, negative_values = 0;
+    for (int trial = 0; trial < 200; ++trial) {
+      random_block(rng, type, block.data());
+      std::vector<float> want(t.block_values);
+      dequantize_row_ref(type, block.data(), want.data(), t.block_values);
+      GgmlBlockCodes parts;
+      split_block_ref(type, block.data(), &parts);
+      for (uint32_t i = 0; i < t.block_values; ++i) {
+        const float s = parts.scale[i / sub], c = parts.code[i];
+        const float got = ggml_block_has_offsets(type) ? std::fma(s, c, parts.offset[i / sub]) : s * c;
+        ASSERT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(want[i])) << t.name << " value " << i;
+        negative_values += want[i] < 0;
+      }
+      if (ggml_block_has_offsets(type)) {
+        const float d = f16_to_float(*reinterpret_cast<const uint16_t*>(block.data()));
+        for (int j = 4; j < 8; ++j) high_scales += d != 0 && std::abs(parts.scale[j] / d) >= 16;
+      }
+    }
+    EXPECT_GT(negative_values, 1000) << t.name;
+    if (ggml_block_has_offsets(type)) {
+      EXPECT_GT(high_scales, 200) << t.name;
+    }
+  }
+}
+
+TEST(GgufBlockCodes, UnsupportedTypesAreNamed) {
+  EXPECT_EQ(ggml_sub_block_values(static_cast<uint32_t>(GgmlType::kF16)), 0);
+  WeightFormat f;
+  EXPECT_FALSE(gguf_weight_format(static_cast<uint32_t>(GgmlType::kQ4_1), &f));
+  ASSERT_TRUE(gguf_weight_format(static_cast<uint32_t>(GgmlType::kQ6_K), &f));
+  EXPECT_EQ(f, WeightFormat::kGgmlQ6_K);
+}
+
+// The simple encoders write blocks that decode close to their input (within a fraction of the block's range).
+TEST(GgufEncode, SimpleQuantizersRoundTripWithinTheirStep) {
+  Rng rng(2);
+  const int64_t n = 1024;
+  std::vector<float> x(n);
+  for (float& v : x) v = static_cast<float>(rng.normal());
+  for (WeightFormat f : kGgufFormats) {
+    const uint32_t type = type_of(f);
+    const GgmlTypeTraits& t = *ggml_type_traits(type);
+    std::vector<std::byte> bytes(static_cast<size_t>(n / t.block_values * t.block_bytes));
+    quantize_row_simple(type, x.data(), n, bytes.data());
+    std::vector<float> back(n);
+    dequantize_row_ref(type, bytes.data(), back.data(), n);
+    // Levels across a value range of about 8: 255 (Q8_0), 16 (Q4_0, Q4_K), 32 (Q5_K), 64 (Q6_K).
+    const double levels = type == 8 ? 255 : type == 13 ? 32 : type == 14 ? 64 : 16;
+    double worst = 0;
+    for (int64_t i = 0; i < n; ++i) worst = std::max(worst, std::abs(static_cast<double>(back[i]) - x[i]));
+    EXPECT_LT(worst, 8.0 / levels) << t.name;
+    EXPECT_GT(worst, 0.0) << t.name;
+  }
+  // All zeros encode to zero blocks.
+  std::vector<float> zeros(256, 0.0f), back(256, 1.0f);
+  std::vector<std::byte> bytes(210 * 1);
+  quantize_row_simple(static_cast<uint32_t>(GgmlType::kQ6_K), zeros.data(), 256, bytes.data());
+  dequantize_row_ref(static_cast<uint32_t>(GgmlType::kQ6_K), bytes.data(), back.data(), 256);
+  for (float v : back) EXPECT_EQ(v, 0.0f);
+}
+
+// Panels hold every weight exactly (padding columns zero), the bytes the layout says: per weight (N a multiple
+// of NR) Q8_0 1.125, Q4_0 0.625, Q4_K 0.75, Q5_K 1.25, Q6_K 1.25 (docs/kernels.md, "Formats").
+TEST(GgufPack, PanelsHoldTheExactWeightsInTheDocumentedBytes) {
+  Rng rng(3);
+  const int nr = 16;
+  const double documented[] = {1.125, 0.625, 0.75, 1.25, 1.25};
+  for (size_t fi = 0; fi < std::size(kGgufFormats); ++fi) {
+    const WeightFormat f = kGgufFormats[fi];
+    for (int64_t blocks : {1, 3})
+      for (int64_t n : {1, 7, 17, 32}) {
+        const int64_t k = blocks * block_values(f);
+        const GgufMatrix m(rng, f, k, n);
+        const std::vector<float> want = decoded(m.view);
+        const PackedMatrix p = pack_matrix(m.view, nr);
+        ASSERT_EQ(p.format, f);
+        const int64_t panels = (n + nr - 1) / nr;
+        ASSERT_EQ(p.bytes(), static_cast<size_t>(panels * k / k_unit(f) * weight_unit_bytes(f, nr)));
+        if (n % nr == 0) {
+          EXPECT_DOUBLE_EQ(static_cast<double>(p.bytes()) / static_cast<double>(k * n), documented[fi]);
+        }
+        for (int64_t col = 0; col < panels * nr; ++col)
+          for (int64_t kk = 0; kk < k; ++kk) {
+            const float got = gguf_panel_weight(f, p.buffer.data() + col / nr * p.panel_bytes(), nr, kk,
+                                                static_cast<int>(col % nr));
+            const float w = col < n ? want[static_cast<size_t>(kk * n + col)] : 0.0f;
+            ASSERT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(w))
+                << weight_format_operands(f) << " k " << kk << " col " << col << " n " << n;
+          }
+      }
+  }
+}
+
+TEST(GgufPack, GateUpPanelsInterleaveHalfPanels) {
+  Rng rng(4);
+  const int nr = 16, half = nr / 2;
+  const WeightFormat f = WeightFormat::kGgmlQ4_K;
+  const GgufMatrix gate(rng, f, 256, 20), up(rng, f, 256, 20);
+  const std::vector<float> g = decoded(gate.view), u = decoded(up.view);
+  const PackedMatrix p = pack_gate_up(gate.view, up.view, nr);
+  ASSERT_EQ(p.panels, 3);
+  for (int64_t pi = 0; pi < p.panels; ++pi)
+    for (int j = 0; j < nr; ++j) {
+      const int64_t col = pi * half + j % half;
+      for (int64_t kk = 0; kk < 256; kk += 17) {
+        const float want = col >= 20 ? 0.0f : (j < half ? g : u)[static_cast<size_t>(kk * 20 + col)];
+        EXPECT_EQ(gguf_panel_weight(f, p.buffer.data() + pi * p.panel_bytes(), nr, kk, j), want);
+      }
+    }
+}
+
+class GgufKernelTest : public ::testing::TestWithParam<Isa> {
+ protected:
+  void SetUp() override {
+    if (!hymoe::test::isa_supported(GetParam())) GTEST_SKIP() << "CPU lacks " << isa_name(GetParam());
+  }
+};
+
+// Each micro-kernel against the reference on m = 1..MR rows and K of one block and several; splitting K at the
+// driver's block (accumulate) and the one-row-over-4-panels form give the same bits as one call.
+TEST_P(GgufKernelTest, MicroKernelsMatchTheReference) {
+  const IsaKernels& ik = *isa_kernels(GetParam());
+  Rng rng(5);
+  for (WeightFormat fmt : kGgufFormats) {
+    const GemmFormat* f = ik.format(fmt);
+    ASSERT_NE(f, nullptr) << weight_format_operands(fmt);
+    const int nr = f->nr, mr = f->mr, panels = kFewRowsPanels[1];
+    for (int64_t blocks : {1, 2}) {
+      const int64_t k = blocks * std::max<int64_t>(block_values(fmt), 256);  // 256 or 512: K blocks of 128 split it
+      const GgufMatrix m(rng, fmt, k, nr * panels - 3);
+      const PackedMatrix p = pack_matrix(m.view, nr, fmt);
+      ASSERT_EQ(p.panels, panels);
+      for (int rows = 1; rows <= mr; ++rows) {
+        const std::vector<float> x = hymoe::test::random_values(rng, rows * k);
+        std::vector<uint8_t> a(static_cast<size_t>(f->units(k) * f->a_unit_bytes()));
+        f->pack_a(x.data(), k, nullptr, rows, k, mr, a.data());
+        std::vector<float> got(static_cast<size_t>(rows * nr)), split(got.size()), want(got.size());
+        f->gemm(rows, k, a.data(), p.data(), got.data(), nr, false, nullptr, 0);
+        gemm_gguf_f32__ref(fmt, rows, mr, nr, k, a.data(), p.data(), want.data(), nr, false);
+        for (int i = 0; i < rows; ++i)
+          for (int j = 0; j < nr; ++j) {
+            double abs_sum = 0;
+            for (int64_t kk = 0; kk < k; ++kk)
+              abs_sum += std::abs(x[static_cast<size_t>(i * k + kk)] * gguf_panel_weight(fmt, p.buffer.data(), nr, kk, j));
+            const size_t at = static_cast<size_t>(i * nr + j);
+            ASSERT_NEAR(got[at], want[at], dot_error_bound(k, abs_sum)) << f->name << " rows " << rows << " k " << k;
+          }
+        const int64_t half_k = 128, unit = k_unit(fmt);
+        f->gemm(rows, half_k, a.data(), p.data(), split.data(), nr, false, nullptr, 0);
+        f->gemm(rows, k - half_k, a.data() + half_k / unit * f->a_unit_bytes(),
+                p.buffer.data() + half_k / unit * f->b_unit_bytes(), split.data(), nr, true, p.data(), 64);
+        EXPECT_EQ(0, std::memcmp(split.data(), got.data(), got.size() * sizeof(float))) << f->name;
+      }
+      // One row over 4 panels (decode) = 4 one-row calls, bit for bit.
+      ASSERT_EQ(f->few_rows_max, 1);
+      const std::vector<float> x = hymoe::test::random_values(rng, k);
+      std::vector<uint8_t> a(static_cast<size_t>(f->units(k) * f->a_unit_bytes()));
+      f->pack_a(x.data(), k, nullptr, 1, k, mr, a.data());
+      std::vector<float> few(static_cast<size_t>(panels * nr)), one(few.size());
+      f->gemm_few(1, k, a.data(), p.data(), p.panel_bytes(), few.data(), panels * nr, false);
+      for (int q = 0; q < panels; ++q)
+        f->gemm(1, k, a.data(), p.buffer.data() + q * p.panel_bytes(), one.data() + q * nr, panels * nr, false, nullptr,
+                0);
+      EXPECT_EQ(0, std::memcmp(few.data(), one.data(), few.size() * sizeof(float))) << f->name;
+    }
+  }
+}
+
+// A layer of GGUF experts: `first` for gate/up, `down` for down.
+struct GgufExperts {
+  std::vector<GgufMatrix> matrices;
+  std::vector<MlpWeightsView> views;
+  GgufExperts(Rng& rng, int64_t G, int64_t D, int64_t H, WeightFormat first, WeightFormat down) {
+    matrices.reserve(static_cast<size_t>(3 * G));
+    for (int64_t g = 0; g < G; ++g) {
+      MlpWeightsView v;
+      v.gate = matrices.emplace_back(rng, first, D, H).view;
+      v.up = matrices.emplace_back(rng, first, D, H).view;
+      v.down = matrices.emplace_back(rng, down, H, D).view;
+      views.push_back(v);
+    }
+  }
+};
+
+struct FfnCase {
+  WeightFormat first, down;
+  int64_t D, H;
+};
+
+void expect_ffn_matches_ref(Isa isa, const FfnCase& c) {
+  Rng rng(6);
+  const std::vector<int64_t> sizes{0, 1, 50, 3, 0, 7};
+  const int64_t G = static_cast<int64_t>(sizes.size());
+  const GgufExperts experts(rng, G, c.D, c.H, c.first, c.down);
+  const GroupedFfnShape shape{G, c.D, c.H, Activation::kSwiGLU};
+  std::vector<int64_t> offsets{0};
+  for (int64_t n : sizes) offsets.push_back(offsets.back() + n);
+  const int64_t R = offsets.back();
+  const std::vector<float> x = hymoe::test::random_values(rng, R * c.D), scale = hymoe::test::random_values(rng, R);
+  const auto ffn = make_grouped_ffn(shape, experts.views, isa);
+  const auto ref = make_grouped_ffn_ref(shape, experts.views);
+  std::vector<float> y(static_cast<size_t>(R * c.D)), want(y.size());
+  GroupedFfnArgs args{offsets.data(), x.data(), scale.data(), want.data()};
+  ref->run(args);
+  args.y = y.data();
+  ffn->run(args);
+  // First-order bound on |fast - exact| per output, as grouped_ffn_fast_test derives it: gate/up dot products of
+  // length D round, SiLU adds a few ulp (|silu'| <= 1.1), the down dot product of length H rounds, the scale once
+  // more; doubled for the second-order terms. The weights are exact, so nothing else differs.
+  const int64_t D = c.D, H = c.H;
+  double worst_ratio = 0, max_y = 0;
+  for (int64_t g = 0; g < G; ++g) {
+    const MlpWeightsView& e = experts.views[static_cast<size_t>(g)];
+    const std::vector<float> wg = decoded(e.gate), wu = decoded(e.up), wd = decoded(e.down);  // (K, N)
+    for (int64_t r = offsets[g]; r < offsets[g + 1]; ++r) {
+      std::vector<double> hid(H), dhid(H);
+      for (int64_t h = 0; h < H; ++h) {
+        double gv = 0, uv = 0, ga = 0, ua = 0;
+        for (int64_t d = 0; d < D; ++d) {
+          const double xv = x[static_cast<size_t>(r * D + d)];
+          gv += xv * wg[static_cast<size_t>(d * H + h)];
+          uv += xv * wu[static_cast<size_t>(d * H + h)];
+          ga += std::abs(xv * wg[static_cast<size_t>(d * H + h)]);
+          ua += std::abs(xv * wu[static_cast<size_t>(d * H + h)]);
+        }
+        const double a = silu(gv) * uv;
+        hid[static_cast<size_t>(h)] = std::abs(a);
+        dhid[static_cast<size_t>(h)] =
+            1.1 * dot_error_bound(D, ga) * std::abs(uv) + std::abs(silu(gv)) * dot_error_bound(D, ua) + 8 * hymoe::test::kF32Eps * std::abs(a);
+      }
+      for (int64_t d = 0; d < D; ++d) {
+        double mag = 0, prop = 0;
+        for (int64_t h = 0; h < H; ++h) {
+          const double w = std::abs(wd[static_cast<size_t>(h * D + d)]);
+          mag += hid[static_cast<size_t>(h)] * w;
+          prop += dhid[static_cast<size_t>(h)] * w;
+        }
+        const double s = std::abs(scale[static_cast<size_t>(r)]);
+        const double bound = 2 * (s * (dot_error_bound(H, mag) + prop) + hymoe::test::kF32Eps * s * mag) + 1e-30;
+        const size_t i = static_cast<size_t>(r * D + d);
+        worst_ratio = std::max(worst_ratio, std::abs(static_cast<double>(y[i]) - want[i]) / bound);
+        max_y = std::max(max_y, std::abs(static_cast<double>(want[i])));
+      }
+    }
+  }
+  EXPECT_LE(worst_ratio, 1.0) << ffn->name();
+  EXPECT_GT(max_y, 0.0) << ffn->name();
+
+  // Same bits on 1 and 2 threads.
+  const int before = num_threads();
+  std::vector<float> y1(y.size()), y2(y.size());
+  set_num_threads(1);
+  args.y = y1.data();
+  ffn->run(args);
+  set_num_threads(2);
+  args.y = y2.data();
+  ffn->run(args);
+  set_num_threads(before);
+  EXPECT_EQ(0, std::memcmp(y1.data(), y2.data(), y1.size() * sizeof(float))) << ffn->name();
+}
+
+const FfnCase kFfnCases[] = {
+    {WeightFormat::kGgmlQ8_0, WeightFormat::kGgmlQ8_0, 32, 96},    // K of one block (gate/up)
+    {WeightFormat::kGgmlQ4_0, WeightFormat::kGgmlQ4_0, 96, 64},
+    {WeightFormat::kGgmlQ4_K, WeightFormat::kGgmlQ4_K, 256, 512},  // down of two super-blocks
+    {WeightFormat::kGgmlQ5_K, WeightFormat::kGgmlQ5_K, 512, 256},
+    {WeightFormat::kGgmlQ6_K, WeightFormat::kGgmlQ6_K, 256, 256},
+    {WeightFormat::kGgmlQ4_K, WeightFormat::kGgmlQ6_K, 256, 256},  // Q4_K_M: gate/up Q4_K, down Q6_K
+    {WeightFormat::kGgmlQ8_0, WeightFormat::kGgmlQ4_0, 64, 96},
+};
+
+TEST_P(GgufKernelTest, GroupedFfnMatchesTheReference) {
+  for (const FfnCase& c : kFfnCases) expect_ffn_matches_ref(GetParam(), c);
+}
+
+INSTANTIATE_TEST_SUITE_P(Isas, GgufKernelTest,
+                         ::testing::Values(Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Vnni, Isa::kAvx512Bf16),
+                         hymoe::test::isa_param_name);
+
+// The scalar ISA decodes the views into f32 and runs the portable kernel.
+TEST(GgufGroupedFfn, ScalarIsaRunsQuantizedViews) {
+  expect_ffn_matches_ref(Isa::kScalar, {WeightFormat::kGgmlQ4_K, WeightFormat::kGgmlQ6_K, 256, 256});
+}
+
+// An ungated layer (up then GELU, no gate) packs up alone in its format; the pre-activation rows it saves are the
+// up projection. Relu's kink and GELU's slope <= 1.13 keep y's error within the f32 error of the two dot
+// products, under 1e-4 of the output's scale for K <= 512 (512 * 2^-24 * the |x| |w| sums, a few times |y|).
+TEST(GgufGroupedFfn, UngatedLayersRunUpAlone) {
+  if (!hymoe::test::isa_supported(Isa::kAvx2)) GTEST_SKIP() << "CPU lacks avx2";
+  Rng rng(9);
+  GgufExperts experts(rng, 3, 256, 256, WeightFormat::kGgmlQ5_K, WeightFormat::kGgmlQ4_0);
+  for (auto& v : experts.views) v.gate = MatrixView{};
+  const GroupedFfnShape shape{3, 256, 256, Activation::kGelu};
+  const std::vector<int64_t> offsets{0, 5, 5, 9};
+  const std::vector<float> x = hymoe::test::random_values(rng, 9 * 256);
+  std::vector<float> y(9 * 256), want(y.size()), saved(9 * 256), saved_want(saved.size());
+  GroupedFfnArgs args{offsets.data(), x.data(), nullptr, want.data()};
+  args.saved_up = saved_want.data();
+  make_grouped_ffn_ref(shape, experts.views)->run(args);
+  const auto ffn = make_grouped_ffn(shape, experts.views, Isa::kAvx2);
+  EXPECT_STREQ(ffn->name(), "grouped_ffn_q5_kw_f32+q4_0w_f32_4x16__avx2");
+  args.y = y.data();
+  args.saved_up = saved.data();
+  ffn->run(args);
+  auto max_abs = [](const std::vector<float>& v) {
+    double m = 0;
+    for (float e : v) m = std::max(m, static_cast<double>(std::abs(e)));
+    return m;
+  };
+  const double y_tol = 1e-4 * max_abs(want), saved_tol = 1e-4 * max_abs(saved_want);
+  ASSERT_GT(y_tol, 0.0);
+  for (size_t i = 0; i < y.size(); ++i) {
+    ASSERT_NEAR(y[i], want[i], y_tol) << i;
+    ASSERT_NEAR(saved[i], saved_want[i], saved_tol) << i;
+  }
+}
+
+TEST(GgufGroupedFfn, FormatsAreChosenPerRoleAndNamed) {
+  Rng rng(7);
+  const GgufExperts experts(rng, 2, 256, 256, WeightFormat::kGgmlQ4_K, WeightFormat::kGgmlQ6_K);
+  EXPECT_EQ(choose_weight_format(experts.views, Isa::kAvx2, {}), WeightFormat::kGgmlQ4_K);
+  EXPECT_EQ(choose_down_format(experts.views, Isa::kAvx2, {}), WeightFormat::kGgmlQ6_K);
+  if (hymoe::test::isa_supported(Isa::kAvx2)) {
+    EXPECT_STREQ(make_grouped_ffn({2, 256, 256, Activation::kSwiGLU}, experts.views, Isa::kAvx2)->name(),
+                 "grouped_ffn_q4_kw_f32+q6_kw_f32_4x16__avx2");
+  }
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(GgufGroupedFfn, UnsupportedOrMixedTypesAreClearErrors) {
+  Rng rng(8);
+  const GroupedFfnShape shape{2, 256, 256, Activation::kSwiGLU};
+  GgufExperts experts(rng, 2, 256, 256, WeightFormat::kGgmlQ4_K, WeightFormat::kGgmlQ6_K);
+  // F16 as a kGgml view: decodable, but no packed format.
+  std::vector<uint16_t> f16(256 * 256, float_to_f16(0.5f));
+  std::vector<MlpWeightsView> views = experts.views;
+  for (auto& v : views) {
+    v.down = MatrixView{f16.data(), DType::kF32, WeightLayout::kOutIn, 256, 256};
+    v.down.quant = {QuantScheme::kGgml, static_cast<uint32_t>(GgmlType::kF16)};
+  }
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2}) {
+    const std::string e = error_of([&] { make_grouped_ffn(shape, views, isa); });
+    EXPECT_NE(e.find("down weights are ggml type F16"), std::string::npos) << e;
+    EXPECT_NE(e.find("Q8_0, Q4_0, Q4_K, Q5_K or Q6_K"), std::string::npos) << e;
+  }
+  // Gate and up of different types.
+  views = experts.views;
+  const GgufMatrix q8_gate(rng, WeightFormat::kGgmlQ8_0, 256, 256);
+  for (auto& v : views) v.gate = q8_gate.view;
+  std::string e = error_of([&] { make_grouped_ffn(shape, views, Isa::kAvx2); });
+  EXPECT_NE(e.find("gate and up must share one type"), std::string::npos) << e;
+  // Experts of one role with different types.
+  views = experts.views;
+  views[1].down = q8_gate.view;
+  e = error_of([&] { make_grouped_ffn(shape, views, Isa::kAvx2); });
+  EXPECT_NE(e.find("down weights of expert 1 are not ggml type Q6_K"), std::string::npos) << e;
+  // K not a whole number of K-quant blocks (DeepSeek-V2-Lite's hidden 1408 in down).
+  views = experts.views;
+  for (auto& v : views) v.down.k = 1408;
+  e = error_of([&] { make_grouped_ffn({2, 256, 1408, Activation::kSwiGLU}, views, Isa::kAvx2); });
+  EXPECT_NE(e.find("down weights of expert 0 are Q6_K with K = 1408 inputs, not a whole number of its 256-value"),
+            std::string::npos)
+      << e;
+  // q8 re-quantization of GGUF weights.
+  e = error_of([&] { make_grouped_ffn(shape, experts.views, Isa::kAvx2, GroupedFfnOptions{.quantize_q8 = true}); });
+  EXPECT_NE(e.find("quantize_q8"), std::string::npos) << e;
+}
+
+}  // namespace
+}  // namespace hymoe::kernels
