@@ -50,11 +50,10 @@ bool aligned_for(const TensorRef& t) {
 
 // The (rows, cols) matrix starting at row `first_row` of a GGUF tensor (ne = [cols, ...]): one routed expert's
 // slice of a fused (E, out, in) tensor, or a whole 2-D one. Every GGUF weight view is made here, so this is the
-// one function that decides how the kernels see ggml blocks. For now it decodes the rows exactly to f32
-// (dequantize_row_ref; F16/BF16 widen exactly) into a buffer of `w`. The codes of the slice are already located
-// for the compact form: `codes` and `row_bytes` are all a view of kind
-//   MatrixView{codes, DType::kF32, WeightLayout::kOutIn, cols, rows, {QuantScheme::kGgml, type}}
-// needs, once the grouped kernels run kGgml views directly (row r of the slice at codes + r * row_bytes).
+// one function that decides how the kernels see ggml blocks. Block types (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K) are
+// viewed in place as kGgml views: the grouped kernels repack the slice's codes into their compact panels when
+// the layer is built, while the file is still mapped (docs/kernels.md, "Formats"). F16 and BF16 are widened
+// exactly to f32 (dequantize_row_ref) into a buffer of `w`, F32 copied there (GGUF data need not be aligned).
 MatrixView ggml_rows_view(const TensorRef& t, int64_t first_row, int64_t rows, int64_t cols, ExpertWeights& w) {
   HYMOE_CHECK(t.ggml_type.has_value());
   const uint32_t type = *t.ggml_type;
@@ -66,9 +65,11 @@ MatrixView ggml_rows_view(const TensorRef& t, int64_t first_row, int64_t rows, i
   const int64_t row_bytes = cols / traits->block_values * traits->block_bytes;
   HYMOE_CHECK(first_row >= 0 && rows >= 0 && static_cast<uint64_t>((first_row + rows) * row_bytes) <= t.bytes.size());
   const std::byte* codes = t.bytes.data() + first_row * row_bytes;
+  w.weight_elements += rows * cols;
+  if (traits->block_values > 1)
+    return MatrixView{codes, DType::kF32, WeightLayout::kOutIn, cols, rows, {kernels::QuantScheme::kGgml, type}};
   auto& buf = w.f32_buffers.emplace_back(static_cast<size_t>(rows * cols));
   dequantize_row_ref(type, codes, buf.data(), rows * cols);  // the rows are contiguous: one run of blocks
-  w.weight_elements += rows * cols;
   return MatrixView{buf.data(), DType::kF32, WeightLayout::kOutIn, cols, rows, {}};
 }
 

@@ -186,7 +186,7 @@ int run_model_bench(const std::string& dir, int64_t layer, const std::vector<int
     const TensorBytes tb = tensor_bytes(model.source(), model.layer_tensor_names(layer));
     disk_bytes = tb.bytes;
     dtypes = tb.dtypes;
-    quant = model.is_gguf() ? "GGUF (ggml blocks decoded to f32 at load)" : model.quantization().name();
+    quant = model.is_gguf() ? "GGUF (ggml blocks kept in compact panels; F16/BF16 widened to f32)" : model.quantization().name();
     moe.emplace(model.load_layer(layer));
   }  // the checkpoint is unmapped here: what stays resident is the layer
   const double load_ms = ms_since(t0);
