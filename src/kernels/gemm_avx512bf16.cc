@@ -5,6 +5,7 @@
 #include <immintrin.h>
 
 #include "kernels/gemm_kernels.h"
+#include "kernels/gemm_quantized.h"  // fp8 / mxfp4: the AVX2 kernels (see there why)
 
 namespace hymoe::kernels {
 namespace {
@@ -39,7 +40,7 @@ const GemmFormat kBf16Dot{WeightFormat::kBf16Dot, "gemm_bf16w_bf16_12x32__avx512
 const IsaKernels kKernels{Isa::kAvx512Bf16, kMr, kNr, gemm_f32w, gemm_bf16w, gemm_f32w_few, gemm_bf16w_few, swiglu,
                           dot_rows,
                           "gemm_f32w_f32_12x32__avx512bf16", "gemm_bf16w_f32_12x32__avx512bf16", fma_probe, sum_probe,
-                          sum_probe_streams, {&kF32, &kBf16Widen, &kBf16Dot, &kQ8}, bf16_dot_probe<>, int8_dot_probe};
+                          sum_probe_streams, {&kF32, &kBf16Widen, &kBf16Dot, &kQ8, &kGemmFp8wF32Avx2, &kGemmMxfp4wF32Avx2}, bf16_dot_probe<>, int8_dot_probe};
 
 }  // namespace
 

@@ -4,6 +4,7 @@
 #include <immintrin.h>
 
 #include "kernels/gemm_kernels.h"
+#include "kernels/gemm_quantized.h"  // fp8 / mxfp4: the AVX2 kernels (see there why)
 
 namespace hymoe::kernels {
 namespace {
@@ -29,7 +30,7 @@ const GemmFormat kQ8{WeightFormat::kQ8Block32, "gemm_q8w_q8_6x32__avx512vnni", k
 const IsaKernels kKernels{Isa::kAvx512Vnni, kMr, kNr, gemm_f32w, gemm_bf16w, gemm_f32w_few, gemm_bf16w_few, swiglu,
                           dot_rows,
                           "gemm_f32w_f32_12x32__avx512vnni", "gemm_bf16w_f32_12x32__avx512vnni", fma_probe, sum_probe,
-                          sum_probe_streams, {&kF32, &kBf16Widen, nullptr, &kQ8}, nullptr, int8_dot_probe};
+                          sum_probe_streams, {&kF32, &kBf16Widen, nullptr, &kQ8, &kGemmFp8wF32Avx2, &kGemmMxfp4wF32Avx2}, nullptr, int8_dot_probe};
 
 }  // namespace
 

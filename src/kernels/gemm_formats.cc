@@ -16,6 +16,8 @@ const char* weight_format_operands(WeightFormat format) {
     case WeightFormat::kBf16Widen: return "bf16w_f32";
     case WeightFormat::kBf16Dot: return "bf16w_bf16";
     case WeightFormat::kQ8Block32: return "q8w_q8";
+    case WeightFormat::kFp8Block128: return "fp8w_f32";
+    case WeightFormat::kMxfp4Block32: return "mxfp4w_f32";
   }
   return "?";
 }

@@ -12,6 +12,10 @@
 //   q8 block32 per panel, per k block of 32: (8, NR, 4) u8 weights w + 128 (four consecutive k of a column
 //              together, the operand vpdpbusd consumes), then NR f32 scales; w = round(x / d), d = max|x| / 127
 //              over the column's block. Activations quantized the same way per row and block when packed.
+//   fp8 block  per panel, per k block of 128: (128, NR) u8 float8 e4m3fn codes, then NR f32 multipliers (the
+//              checkpoint's block scale times 2^8, see gemm_quantized.cc); decoded exactly in registers; f32 FMA.
+//   mxfp4      per panel, per k group of 32: (16, NR) u8 (k pair t of column j: low nibble k = 2t, high 2t + 1,
+//              E2M1 codes), then NR u8 E8M0 scales; decoded exactly in registers; f32 FMA.
 // K is padded with zeros to the format's k unit (1, 2 or 32). A gate/up pair is packed interleaved: panel p holds
 // gate columns [p*NR/2, (p+1)*NR/2) then up columns of the same range, so one tile produces both halves of
 // SwiGLU's input.
@@ -26,21 +30,25 @@
 
 namespace hymoe::kernels {
 
-enum class WeightFormat { kF32, kBf16Widen, kBf16Dot, kQ8Block32 };
-constexpr int kNumWeightFormats = 4;
+enum class WeightFormat { kF32, kBf16Widen, kBf16Dot, kQ8Block32, kFp8Block128, kMxfp4Block32 };
+constexpr int kNumWeightFormats = 6;
 // The kernel-name spelling of a format's operands (docs/kernels.md): "f32w_f32", "bf16w_f32", "bf16w_bf16",
 // "q8w_q8".
 const char* weight_format_operands(WeightFormat format);
 // k granularity of the format's packed panels: K is padded with zeros to a multiple of it.
 constexpr int k_unit(WeightFormat format) {
-  return format == WeightFormat::kBf16Dot ? 2 : format == WeightFormat::kQ8Block32 ? 32 : 1;
+  return format == WeightFormat::kBf16Dot ? 2 : format == WeightFormat::kQ8Block32 ? 32
+       : format == WeightFormat::kFp8Block128 ? 128 : format == WeightFormat::kMxfp4Block32 ? 32 : 1;
 }
 // Bytes of one k unit of a packed weight panel of nr columns, and of a packed activation micro-panel of mr rows.
 constexpr int64_t weight_unit_bytes(WeightFormat format, int nr) {
-  return format == WeightFormat::kF32 ? 4 * nr : format == WeightFormat::kQ8Block32 ? 36 * nr : 2 * k_unit(format) * nr;
+  return format == WeightFormat::kF32 ? 4 * nr : format == WeightFormat::kQ8Block32 ? 36 * nr
+       : format == WeightFormat::kFp8Block128 ? 132 * nr : format == WeightFormat::kMxfp4Block32 ? 17 * nr
+       : 2 * k_unit(format) * nr;
 }
 constexpr int64_t activation_unit_bytes(WeightFormat format, int mr) {
-  return format == WeightFormat::kBf16Dot ? 4 * mr : format == WeightFormat::kQ8Block32 ? 40 * mr : 4 * mr;
+  return format == WeightFormat::kBf16Dot ? 4 * mr : format == WeightFormat::kQ8Block32 ? 40 * mr
+       : 4 * k_unit(format) * mr;  // f32 activations, k_unit of them per row
 }
 constexpr int kQ8Block = 32;
 

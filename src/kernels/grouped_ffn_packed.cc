@@ -114,6 +114,13 @@ class GroupedFfnPacked final : public GroupedFfn {
 
   const GroupedFfnShape& shape() const override { return shape_; }
   const char* name() const override { return name_.c_str(); }
+  int64_t weight_bytes() const override {
+    int64_t n = 0;
+    for (const Packed& p : packed_)
+      n += static_cast<int64_t>(p.first.bytes() + p.down.bytes() +
+                                (p.gate_bias.size() + p.up_bias.size() + p.down_bias.size()) * sizeof(float));
+    return n;
+  }
 
  private:
   struct Packed {
@@ -135,6 +142,9 @@ std::unique_ptr<GroupedFfn> make_grouped_ffn_packed(const GroupedFfnShape& shape
                                                     WeightFormat format) {
   const IsaKernels* ik = isa_kernels(isa);
   HYMOE_CHECK(ik, "no packed kernels for isa ", isa_name(isa));
+  // A format an ISA borrows from AVX2 (fp8, mxfp4 on AVX-512, gemm_quantized.h) runs with AVX2's panels and
+  // epilogue: the packing and the SwiGLU epilogue follow the kernels' NR.
+  if (ik->format(format) && ik->format(format)->nr != ik->nr) ik = &isa_kernels_avx2();
   return std::make_unique<GroupedFfnPacked>(shape, weights, *ik, format);
 }
 
