@@ -17,6 +17,7 @@
 #include <numeric>
 #include <optional>
 
+#include "bench_quantize.h"
 #include "bench_shape.h"
 #include "commands.h"
 #include "model_commands.h"
@@ -441,34 +442,50 @@ void bench_shape(const BenchOptions& o, const BenchShape& s, const Limits& lim, 
     if (dtype == "bf16w") ffn_options.bf16 = Bf16Compute::kWiden;
     if (dtype == "bf16n") ffn_options.bf16 = Bf16Compute::kNative;
     ffn_options.quantize_q8 = dtype == "q8_0";
+    // fp8 and mxfp4 quantize the f32 weights as DeepSeek-V3 and gpt-oss checkpoints store them (bench_quantize.h);
+    // the kernels keep them in their compact panels.
+    const bool block_quantized = dtype == "fp8" || dtype == "mxfp4";
     // (The views only tell the choice their dtype; it reads no weights.)
     const kernels::WeightFormat format =
-        kernels::active_isa() == kernels::Isa::kScalar
-            ? kernels::WeightFormat::kF32
+        kernels::active_isa() == kernels::Isa::kScalar ? kernels::WeightFormat::kF32
+        : dtype == "fp8"                               ? kernels::WeightFormat::kFp8Block128
+        : dtype == "mxfp4"                             ? kernels::WeightFormat::kMxfp4Block32
             : kernels::choose_weight_format(mlp_views(w.routed.data(), dt, 1, D, H), kernels::active_isa(), ffn_options);
     const PeakKind peak_kind = format == kernels::WeightFormat::kBf16Dot     ? PeakKind::kBf16Dot
                                : format == kernels::WeightFormat::kQ8Block32 ? PeakKind::kInt8Dot
                                                                              : PeakKind::kFma;
     // Bytes a packed weight occupies: 4 (f32), 2 (bf16), 36/32 (q8: 32 int8 and a 4-byte scale per block).
-    const double elem = ffn_options.quantize_q8 ? 36.0 / 32 : dt == DType::kBF16 ? 2.0 : 4.0;
+    // fp8: 128 codes and a 4-byte multiplier per column and 128 k; mxfp4: 16 bytes of codes and a scale byte per 32.
+    const double elem = ffn_options.quantize_q8 ? 36.0 / 32
+                        : dtype == "fp8"        ? 132.0 / 128
+                        : dtype == "mxfp4"      ? 17.0 / 32
+                        : dt == DType::kBF16    ? 2.0
+                                                : 4.0;
+    QuantizedExperts routed_q, shared_q;
+    if (block_quantized) {
+      routed_q = quantize_experts(w.routed.data(), E, D, H, dtype == "fp8");
+      if (w.shared_hidden > 0) shared_q = quantize_experts(w.shared.data(), 1, D, w.shared_hidden, dtype == "fp8");
+    }
     if (dt == DType::kBF16) {
       w.routed_bf16 = to_bf16(w.routed);
       w.shared_bf16 = to_bf16(w.shared);
     }
     const void* routed_base = dt == DType::kBF16 ? static_cast<const void*>(w.routed_bf16.data()) : w.routed.data();
     const void* shared_base = dt == DType::kBF16 ? static_cast<const void*>(w.shared_bf16.data()) : w.shared.data();
-    const auto routed_views = mlp_views(routed_base, dt, E, D, H);
+    const auto routed_views = block_quantized ? routed_q.views : mlp_views(routed_base, dt, E, D, H);
     const auto routed_ffn =
         kernels::make_grouped_ffn({E, D, H, kernels::Activation::kSwiGLU}, routed_views, kernels::active_isa(), ffn_options);
     std::unique_ptr<kernels::GroupedFfn> shared_ffn;
     if (w.shared_hidden > 0) {
-      const auto sv = mlp_views(shared_base, dt, 1, D, w.shared_hidden);
+      const auto sv = block_quantized ? shared_q.views : mlp_views(shared_base, dt, 1, D, w.shared_hidden);
       shared_ffn = kernels::make_grouped_ffn({1, D, w.shared_hidden, kernels::Activation::kSwiGLU}, sv,
                                              kernels::active_isa(), ffn_options);
     }
     // The packed kernels own their weights now: drop the bf16 source (the f32 one feeds the baseline).
     w.routed_bf16 = {};
     w.shared_bf16 = {};
+    routed_q = {};
+    shared_q = {};
     const ExpertStep fast = hymoe_step(*routed_ffn, shared_ffn.get());
 
     for (int64_t T : o.tokens) {
@@ -646,8 +663,8 @@ int run_bench(const BenchOptions& o) {
   for (int64_t T : o.tokens)
     if (T < 1) fail("--tokens=", T, " must be >= 1");
   for (const auto& d : o.dtypes)
-    if (d != "f32" && d != "bf16" && d != "bf16w" && d != "bf16n" && d != "q8_0")
-      fail("--dtype=", d, " must be f32, bf16, bf16w, bf16n or q8_0");
+    if (d != "f32" && d != "bf16" && d != "bf16w" && d != "bf16n" && d != "q8_0" && d != "fp8" && d != "mxfp4")
+      fail("--dtype=", d, " must be f32, bf16, bf16w, bf16n, q8_0, fp8 or mxfp4");
   set_bf16_compute(bf16_compute_from_name(o.bf16_compute, "--bf16-compute"));
   for (const auto& r : o.routings)
     if (r != "uniform" && r != "zipf") fail("--routing=", r, " must be uniform or zipf");
@@ -691,7 +708,8 @@ Action add_bench_command(CLI::App& app) {
   cmd->add_option("--tokens", o->tokens, "token counts")->capture_default_str();
   cmd->add_option("--dtype", o->dtypes,
                   "weight formats: f32, bf16 (as --bf16-compute), bf16w (widened), bf16n (native vdpbf16ps), q8_0 "
-                  "(hymoe's int8 blocks of 32, quantized from f32)")
+                  "(hymoe's int8 blocks of 32, quantized from f32), fp8 (DeepSeek-V3's e4m3 with 128x128 block scales) "
+                  "and mxfp4 (gpt-oss's E2M1 with E8M0 scales per 32), both quantized from f32 and run exactly")
       ->capture_default_str();
   cmd->add_option("--bf16-compute", o->bf16_compute, "bf16 weights: auto, widen (exact, f32 FMA) or native (vdpbf16ps)")
       ->capture_default_str();
