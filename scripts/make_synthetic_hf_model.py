@@ -6,8 +6,8 @@ For `hymoe inspect/bench --model` on real-size layers without downloading checkp
   scripts/make_synthetic_hf_model.py qwen3-30b-a3b /tmp/qwen3-layer          # then:
   hymoe bench --model /tmp/qwen3-layer --layer 0 --tokens 1 32 512
 
---experts N keeps the released shapes but stores only N routed experts (for machines without the memory a full
-DeepSeek-V3 layer needs once decoded: 22.5 GiB in bf16).
+--experts N keeps the released shapes but stores only N routed experts (for machines with less memory than a
+layer's packed weights need: a full DeepSeek-V3 layer holds about 11.6 GiB in hymoe's fp8 panels).
 """
 import argparse
 import json
@@ -43,6 +43,10 @@ PRESETS = {
                                     num_experts_per_tok=4, experts_per_token=4, swiglu_limit=7.0,
                                     num_hidden_layers=24,
                                     quantization_config=dict(quant_method="mxfp4", modules_to_not_convert=[])), 0),
+    "gpt-oss-120b": ("gpt_oss", dict(hidden_size=2880, intermediate_size=2880, num_local_experts=128,
+                                     num_experts_per_tok=4, experts_per_token=4, swiglu_limit=7.0,
+                                     num_hidden_layers=36,
+                                     quantization_config=dict(quant_method="mxfp4", modules_to_not_convert=[])), 0),
 }
 
 rng = random.Random(1234)

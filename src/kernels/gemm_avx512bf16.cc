@@ -5,6 +5,7 @@
 #include <immintrin.h>
 
 #include "kernels/gemm_kernels.h"
+#include "kernels/gemm_quantized.h"  // fp8 / mxfp4: the AVX2 kernels (see there why)
 
 namespace hymoe::kernels {
 namespace {
@@ -42,7 +43,8 @@ const IsaKernels kKernels{Isa::kAvx512Bf16, kMr, kNr, gemm_f32w, gemm_bf16w, gem
                           "gemm_f32w_f32_12x32__avx512bf16", "gemm_bf16w_f32_12x32__avx512bf16", fma_probe, sum_probe,
                           sum_probe_streams, {&kF32, &kBf16Widen, &kBf16Dot, &kQ8,
                            &gemm_q8_0w_f32_4x16__avx2, &gemm_q4_0w_f32_4x16__avx2, &gemm_q4_kw_f32_4x16__avx2,
-                           &gemm_q5_kw_f32_4x16__avx2, &gemm_q6_kw_f32_4x16__avx2}, bf16_dot_probe<>, int8_dot_probe};
+                           &gemm_q5_kw_f32_4x16__avx2, &gemm_q6_kw_f32_4x16__avx2,
+                           &kGemmFp8wF32Avx2, &kGemmMxfp4wF32Avx2}, bf16_dot_probe<>, int8_dot_probe};
 
 }  // namespace
 

@@ -4,6 +4,7 @@
 #include <immintrin.h>
 
 #include "kernels/gemm_kernels.h"
+#include "kernels/gemm_quantized.h"  // fp8 / mxfp4: the AVX2 kernels (see there why)
 
 namespace hymoe::kernels {
 namespace {
@@ -32,7 +33,8 @@ const IsaKernels kKernels{Isa::kAvx512Vnni, kMr, kNr, gemm_f32w, gemm_bf16w, gem
                           "gemm_f32w_f32_12x32__avx512vnni", "gemm_bf16w_f32_12x32__avx512vnni", fma_probe, sum_probe,
                           sum_probe_streams, {&kF32, &kBf16Widen, nullptr, &kQ8,
                            &gemm_q8_0w_f32_4x16__avx2, &gemm_q4_0w_f32_4x16__avx2, &gemm_q4_kw_f32_4x16__avx2,
-                           &gemm_q5_kw_f32_4x16__avx2, &gemm_q6_kw_f32_4x16__avx2}, nullptr, int8_dot_probe};
+                           &gemm_q5_kw_f32_4x16__avx2, &gemm_q6_kw_f32_4x16__avx2,
+                           &kGemmFp8wF32Avx2, &kGemmMxfp4wF32Avx2}, nullptr, int8_dot_probe};
 
 }  // namespace
 

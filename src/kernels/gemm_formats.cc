@@ -21,6 +21,8 @@ const char* weight_format_operands(WeightFormat format) {
     case WeightFormat::kGgmlQ4_K: return "q4_kw_f32";
     case WeightFormat::kGgmlQ5_K: return "q5_kw_f32";
     case WeightFormat::kGgmlQ6_K: return "q6_kw_f32";
+    case WeightFormat::kFp8Block128: return "fp8w_f32";
+    case WeightFormat::kMxfp4Block32: return "mxfp4w_f32";
   }
   return "?";
 }

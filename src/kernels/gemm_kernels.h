@@ -15,8 +15,12 @@
 //   GGUF       Q8_0, Q4_0, Q4_K, Q5_K, Q6_K repacked from their blocks (GgufPanelLayout below): per panel and
 //              sub-block of 32 (Q6_K: 16) k, the columns' codes (4 or 8 bits) then their f32 scales (and
 //              offsets); decoded to the exact f32 weights in registers; f32 FMA.
-// K is padded with zeros to the format's k unit (1, 2, 16 or 32). A gate/up pair is packed interleaved: panel p holds
-// gate columns [p*NR/2, (p+1)*NR/2) then up columns of the same range, so one tile produces both halves of
+//   fp8 block  per panel, per k block of 128: (128, NR) u8 float8 e4m3fn codes, then NR f32 multipliers (the
+//              checkpoint's block scale times 2^8, see gemm_quantized.cc); decoded exactly in registers; f32 FMA.
+//   mxfp4      per panel, per k group of 32: (16, NR) u8 (k pair t of column j: low nibble k = 2t, high 2t + 1,
+//              E2M1 codes), then NR u8 E8M0 scales; decoded exactly in registers; f32 FMA.
+// K is padded with zeros to the format's k unit (1, 2, 16, 32 or 128). A gate/up pair is packed interleaved:
+// panel p holds gate columns [p*NR/2, (p+1)*NR/2) then up columns of the same range, so one tile produces both halves of
 // SwiGLU's input.
 #pragma once
 
@@ -36,8 +40,11 @@ enum class WeightFormat {
   // GGUF blocks repacked into compact panels of codes and per-column f32 factors (gemm_gguf.h): exact weights,
   // f32 activations.
   kGgmlQ8_0, kGgmlQ4_0, kGgmlQ4_K, kGgmlQ5_K, kGgmlQ6_K,
+  // Checkpoint FP8 (DeepSeek-V3) and MXFP4 (gpt-oss) codes kept compact (gemm_quantized.cc): exact weights, f32
+  // activations.
+  kFp8Block128, kMxfp4Block32,
 };
-constexpr int kNumWeightFormats = 9;
+constexpr int kNumWeightFormats = 11;
 // The kernel-name spelling of a format's operands (docs/kernels.md): "f32w_f32", "bf16w_f32", "bf16w_bf16",
 // "q8w_q8", "q8_0w_f32", "q4_0w_f32", "q4_kw_f32", "q5_kw_f32", "q6_kw_f32".
 const char* weight_format_operands(WeightFormat format);
@@ -66,10 +73,12 @@ constexpr GgufPanelLayout gguf_panel_layout(WeightFormat format) {
 constexpr bool is_gguf_format(WeightFormat format) { return gguf_panel_layout(format).ggml_type != 0; }
 // k granularity of the format's packed panels: K is padded with zeros to a multiple of it.
 constexpr int k_unit(WeightFormat format) {
-  return is_gguf_format(format)                 ? gguf_panel_layout(format).k_unit
-         : format == WeightFormat::kBf16Dot     ? 2
-         : format == WeightFormat::kQ8Block32   ? 32
-                                                : 1;
+  return is_gguf_format(format)                   ? gguf_panel_layout(format).k_unit
+         : format == WeightFormat::kBf16Dot       ? 2
+         : format == WeightFormat::kQ8Block32     ? 32
+         : format == WeightFormat::kFp8Block128   ? 128
+         : format == WeightFormat::kMxfp4Block32  ? 32
+                                                  : 1;
 }
 // Bytes of one k unit of a packed weight panel of nr columns, and of a packed activation micro-panel of mr rows.
 constexpr int64_t weight_unit_bytes(WeightFormat format, int nr) {
@@ -77,11 +86,13 @@ constexpr int64_t weight_unit_bytes(WeightFormat format, int nr) {
     const GgufPanelLayout l = gguf_panel_layout(format);
     return int64_t{l.k_unit} * nr * l.code_bits / 8 + 4 * nr * (l.offsets ? 2 : 1);
   }
-  return format == WeightFormat::kF32 ? 4 * nr : format == WeightFormat::kQ8Block32 ? 36 * nr : 2 * k_unit(format) * nr;
+  return format == WeightFormat::kF32 ? 4 * nr : format == WeightFormat::kQ8Block32 ? 36 * nr
+       : format == WeightFormat::kFp8Block128 ? 132 * nr : format == WeightFormat::kMxfp4Block32 ? 17 * nr
+       : 2 * k_unit(format) * nr;
 }
 constexpr int64_t activation_unit_bytes(WeightFormat format, int mr) {
-  if (is_gguf_format(format)) return int64_t{4} * mr * k_unit(format);  // f32 activations, k_unit rows of mr
-  return format == WeightFormat::kBf16Dot ? 4 * mr : format == WeightFormat::kQ8Block32 ? 40 * mr : 4 * mr;
+  return format == WeightFormat::kBf16Dot ? 4 * mr : format == WeightFormat::kQ8Block32 ? 40 * mr
+       : 4 * k_unit(format) * mr;  // f32 activations, k_unit of them per row (f32, bf16 widen, GGUF, fp8, mxfp4)
 }
 constexpr int kQ8Block = 32;
 

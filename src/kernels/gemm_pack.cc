@@ -6,6 +6,7 @@
 
 #include "hymoe/error.h"
 #include "kernels/gemm_kernels.h"
+#include "kernels/gemm_quantized.h"
 #include "kernels/thread_pool.h"
 
 namespace hymoe::kernels {
@@ -136,6 +137,7 @@ WeightFormat natural_format(const MatrixView& b) {
 PackedMatrix pack_matrix(const MatrixView& b, int nr) { return pack_matrix(b, nr, natural_format(b)); }
 
 PackedMatrix pack_matrix(const MatrixView& b, int nr, WeightFormat format) {
+  if (b.quantized() && b.quant.scheme != QuantScheme::kGgml) return pack_quantized_matrix(b, nr, format);
   check_packable(b, nr);
   check_format(b, format);
   PackedMatrix out;
@@ -163,6 +165,7 @@ PackedMatrix pack_gate_up(const MatrixView& gate, const MatrixView& up, int nr) 
 }
 
 PackedMatrix pack_gate_up(const MatrixView& gate, const MatrixView& up, int nr, WeightFormat format) {
+  if (up.quantized() && up.quant.scheme != QuantScheme::kGgml) return pack_quantized_gate_up(gate, up, nr, format);
   check_packable(gate, nr);
   check_packable(up, nr);
   HYMOE_CHECK(gate.k == up.k && gate.n == up.n && gate.dtype == up.dtype && gate.quant.scheme == up.quant.scheme &&

@@ -43,6 +43,9 @@ struct QuantizedMatrix {
   uint32_t ggml_type = 0;            // kGgml
   const void* scales = nullptr;      // kFp8Block, kMxfp4
   int64_t block_n = 0, block_k = 0;  // kFp8Block
+  // kMxfp4: row nn of the view is stored row nn * row_step from `data` and `scales` (gpt-oss's gate_up_proj keeps
+  // gate in the even output rows and up in the odd ones: two views of step 2, the second one row further on).
+  int64_t row_step = 1;
 };
 
 struct MatrixView {
@@ -109,6 +112,9 @@ class GroupedFfn {
   virtual const GroupedFfnShape& shape() const = 0;
   // Kernel name following docs/kernels.md, e.g. "grouped_ffn_f32w_f32__ref".
   virtual const char* name() const = 0;
+  // Bytes of weights (and biases) the implementation holds in its own memory, e.g. its packed panels; 0 for one
+  // that reads the caller's views in place (the reference).
+  virtual int64_t weight_bytes() const { return 0; }
 };
 
 // How the fast implementations compute with the weights they are given (docs/kernels.md, "Formats").

@@ -5,6 +5,7 @@
 #include "hymoe/ggml_type.h"
 #include "kernels/grouped_ffn.h"
 #include "kernels/grouped_ffn_impl.h"
+#include "kernels/gemm_quantized.h"
 
 namespace hymoe::kernels {
 
@@ -78,6 +79,22 @@ WeightFormat gguf_first_format(std::span<const MlpWeightsView> weights, const Gr
   return up;
 }
 
+
+// Whether any matrix of the layer is quantized, and if so whether all are, in one panel format (into *format).
+bool any_quantized(std::span<const MlpWeightsView> weights) {
+  for (const auto& w : weights)
+    if (w.gate.quantized() || w.up.quantized() || w.down.quantized()) return true;
+  return false;
+}
+bool quantized_layer_format(std::span<const MlpWeightsView> weights, bool gated, WeightFormat* format) {
+  if (weights.empty() || !quantized_panel_format(weights[0].up, format)) return false;
+  for (const auto& w : weights)
+    for (const MatrixView* m : {&w.gate, &w.up, &w.down}) {
+      WeightFormat f;
+      if ((m != &w.gate || gated) && (!m->quantized() || !quantized_panel_format(*m, &f) || f != *format)) return false;
+    }
+  return true;
+}
 }  // namespace
 
 WeightFormat choose_down_format(std::span<const MlpWeightsView> weights, Isa isa, const GroupedFfnOptions& options) {
@@ -89,6 +106,10 @@ WeightFormat choose_weight_format(std::span<const MlpWeightsView> weights, Isa i
   const IsaKernels* ik = isa_kernels(isa);
   HYMOE_CHECK(ik, "no packed kernels for isa ", isa_name(isa));
   if (gguf_weights(weights)) return gguf_first_format(weights, options);
+  if (WeightFormat f; !weights.empty() && weights[0].up.quantized()) {
+    HYMOE_CHECK(quantized_panel_format(weights[0].up, &f), "no packed format runs this quantized view");
+    return f;
+  }
   if (options.quantize_q8) return WeightFormat::kQ8Block32;
   const bool bf16 = !weights.empty() && weights[0].up.dtype == DType::kBF16;
   if (!bf16 || options.bf16 == Bf16Compute::kWiden) return bf16 ? WeightFormat::kBf16Widen : WeightFormat::kF32;
@@ -116,6 +137,14 @@ std::unique_ptr<GroupedFfn> make_grouped_ffn(const GroupedFfnShape& shape, std::
   // Mixed dtypes within one layer have no packed kernel but q8 (which quantizes either); the portable path widens
   // everything to f32.
   const bool gated = is_gated(shape.activation);
+  // Quantized views run in their compact panel format (exact weights, f32 compute) when every matrix of the layer
+  // has the same one; others (fp8 blocks whose k extent is not a multiple of 128, mixed schemes) run on the
+  // portable path, which decodes them to f32.
+  if (any_quantized(weights)) {
+    WeightFormat f;
+    if (!quantized_layer_format(weights, gated, &f)) return make_grouped_ffn_portable(shape, weights);
+    return make_grouped_ffn_packed(shape, weights, isa, f);
+  }
   if (!options.quantize_q8)
     for (const auto& w : weights)
       if (w.down.dtype != w.up.dtype || (gated && w.gate.dtype != w.up.dtype) ||

@@ -123,6 +123,13 @@ class GroupedFfnPacked final : public GroupedFfn {
 
   const GroupedFfnShape& shape() const override { return shape_; }
   const char* name() const override { return name_.c_str(); }
+  int64_t weight_bytes() const override {
+    int64_t n = 0;
+    for (const Packed& p : packed_)
+      n += static_cast<int64_t>(p.first.bytes() + p.down.bytes() +
+                                (p.gate_bias.size() + p.up_bias.size() + p.down_bias.size()) * sizeof(float));
+    return n;
+  }
 
  private:
   struct Packed {

@@ -15,7 +15,7 @@ constexpr int64_t kRows = 4;  // token rows per pass over a weight matrix
 // (K, N) float32 copy of a weight matrix, whatever its stored layout and dtype.
 std::vector<float> pack_k_by_n(const MatrixView& m) {
   std::vector<float> out(static_cast<size_t>(m.k * m.n));
-  if (m.quantized()) {  // decoded a row of the stored (N, K) matrix at a time
+  if (m.quantized()) {  // a row of the stored (N, K) matrix at a time, by the scheme's exact decoder
     std::vector<float> row(static_cast<size_t>(m.k));
     for (int64_t nn = 0; nn < m.n; ++nn) {
       m.decode_quantized_row(nn, row.data());
@@ -109,6 +109,12 @@ class GroupedFfnPortable final : public GroupedFfn {
 
   const GroupedFfnShape& shape() const override { return shape_; }
   const char* name() const override { return "grouped_ffn_f32w_f32_4xN__portable"; }
+  int64_t weight_bytes() const override {
+    size_t n = 0;
+    for (const Packed& p : packed_)
+      n += p.gate.size() + p.up.size() + p.down.size() + p.gate_bias.size() + p.up_bias.size() + p.down_bias.size();
+    return static_cast<int64_t>(n * sizeof(float));
+  }
 
  private:
   struct Packed {

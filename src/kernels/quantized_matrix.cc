@@ -12,6 +12,8 @@ namespace hymoe::kernels {
 
 void validate_quantized_matrix(const MatrixView& m) {
   HYMOE_CHECK(m.quantized() && m.data && m.layout == WeightLayout::kOutIn && m.k > 0 && m.n > 0);
+  HYMOE_CHECK(m.quant.row_step == 1 || m.quant.scheme == QuantScheme::kMxfp4, "row_step ", m.quant.row_step,
+              " is only honoured for mxfp4 views");
   switch (m.quant.scheme) {
     case QuantScheme::kGgml: {
       const GgmlTypeTraits* t = ggml_type_traits(m.quant.ggml_type);
@@ -23,7 +25,7 @@ void validate_quantized_matrix(const MatrixView& m) {
       HYMOE_CHECK(m.quant.scales && m.quant.block_n > 0 && m.quant.block_k > 0);
       break;
     case QuantScheme::kMxfp4:
-      HYMOE_CHECK(m.quant.scales && m.k % kMxfp4GroupSize == 0);
+      HYMOE_CHECK(m.quant.scales && m.k % kMxfp4GroupSize == 0 && m.quant.row_step >= 1);
       break;
     case QuantScheme::kNone: break;
   }
@@ -46,7 +48,7 @@ void MatrixView::decode_quantized_row(int64_t nn, float* out) const {
       return;
     case QuantScheme::kMxfp4:
       for (int64_t kk = 0; kk < k; ++kk)
-        out[kk] = mxfp4_value_ref(codes, static_cast<const uint8_t*>(quant.scales), k, nn, kk);
+        out[kk] = mxfp4_value_ref(codes, static_cast<const uint8_t*>(quant.scales), k, nn * quant.row_step, kk);
       return;
     case QuantScheme::kNone: break;
   }
@@ -67,7 +69,8 @@ float MatrixView::quantized_at(int64_t kk, int64_t nn) const {
     return fp8_block_scaled_value_ref(static_cast<const uint8_t*>(data), static_cast<const float*>(quant.scales), n, k,
                                       quant.block_n, quant.block_k, nn, kk);
   HYMOE_CHECK(quant.scheme == QuantScheme::kMxfp4, "not a quantized view");
-  return mxfp4_value_ref(static_cast<const uint8_t*>(data), static_cast<const uint8_t*>(quant.scales), k, nn, kk);
+  return mxfp4_value_ref(static_cast<const uint8_t*>(data), static_cast<const uint8_t*>(quant.scales), k,
+                         nn * quant.row_step, kk);
 }
 
 }  // namespace hymoe::kernels

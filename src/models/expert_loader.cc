@@ -88,13 +88,12 @@ MatrixView linear_view(const TensorSource& src, const std::string& name, int64_t
     const TensorRef s = checked_tensor(src, fp8_scale_name(name), {(out + bn - 1) / bn, (in + bk - 1) / bk},
                                        "ceil of the weight's shape over weight_block_size");
     if (s.dtype != DType::kF32) fail(s.file, ": tensor '", s.name, "' has dtype ", dtype_name(s.dtype), "; expected F32");
-    std::vector<float> scales(static_cast<size_t>(shape_numel(s.shape)));
+    // The codes are viewed in place (the kernels repack them into their fp8 panels, about 1 byte a weight); the
+    // few scales are copied for alignment.
+    auto& scales = w.f32_buffers.emplace_back(static_cast<size_t>(shape_numel(s.shape)));
     std::memcpy(scales.data(), s.bytes.data(), s.bytes.size());
-    auto& buf = w.bf16_buffers.emplace_back(static_cast<size_t>(out * in));
-    decode_fp8_block_scaled_to_bf16(reinterpret_cast<const uint8_t*>(t.bytes.data()), scales.data(), out, in, bn, bk,
-                                    buf.data());
-    v.data = buf.data();
-    v.dtype = DType::kBF16;
+    v.data = t.bytes.data();
+    v.quant = {kernels::QuantScheme::kFp8Block, 0, scales.data(), bn, bk};
   } else if ((t.dtype == DType::kF32 || t.dtype == DType::kBF16) && aligned_for(t)) {
     v.data = t.bytes.data();  // viewed in place: the kernels pack straight from the mapping
     v.dtype = t.dtype;
@@ -174,24 +173,23 @@ ExpertWeights load_fused_experts(const TensorSource& src, const MoELayerSpec& sp
     for (const TensorRef* t : {&gu_blocks, &gu_scales, &dn_blocks, &dn_scales})
       if (t->dtype != DType::kU8) fail(t->file, ": tensor '", t->name, "' has dtype ", dtype_name(t->dtype), "; expected U8");
     auto u8 = [](const TensorRef& t) { return reinterpret_cast<const uint8_t*>(t.bytes.data()); };
-    std::vector<uint16_t> rows(static_cast<size_t>(2 * I * D));
+    // Viewed in place; the kernels repack them into their mxfp4 panels (about 0.53 bytes a weight).
+    auto mxfp4 = [](const uint8_t* blocks, const uint8_t* scales, int64_t in, int64_t out, int64_t row_step) {
+      MatrixView m{blocks, DType::kF32, WeightLayout::kOutIn, in, out, {}};
+      m.quant.scheme = kernels::QuantScheme::kMxfp4;
+      m.quant.scales = scales;
+      m.quant.row_step = row_step;
+      return m;
+    };
     for (int64_t e = 0; e < E; ++e) {
-      // Rows of gate_up are its outputs: even rows gate, odd rows up. Both kept as (I, D) out-in matrices.
-      decode_mxfp4_to_bf16(u8(gu_blocks) + e * 2 * I * (D / 2), u8(gu_scales) + e * 2 * I * (D / g), 2 * I, D, rows.data());
-      auto& gate = w.bf16_buffers.emplace_back(static_cast<size_t>(I * D));
-      auto& up = w.bf16_buffers.emplace_back(static_cast<size_t>(I * D));
-      for (int64_t i = 0; i < I; ++i) {
-        std::memcpy(gate.data() + i * D, rows.data() + (2 * i) * D, static_cast<size_t>(D) * 2);
-        std::memcpy(up.data() + i * D, rows.data() + (2 * i + 1) * D, static_cast<size_t>(D) * 2);
-      }
-      auto& down = w.bf16_buffers.emplace_back(static_cast<size_t>(D * I));
-      decode_mxfp4_to_bf16(u8(dn_blocks) + e * D * (I / 2), u8(dn_scales) + e * D * (I / g), D, I, down.data());
+      // Rows of gate_up are its outputs: even rows gate, odd rows up: two views of row step 2, up one row on.
+      const uint8_t* gu = u8(gu_blocks) + e * 2 * I * (D / 2);
+      const uint8_t* gus = u8(gu_scales) + e * 2 * I * (D / g);
       auto& v = w.views[static_cast<size_t>(e)];
-      v.gate = MatrixView{gate.data(), DType::kBF16, WeightLayout::kOutIn, D, I, {}};
-      v.up = MatrixView{up.data(), DType::kBF16, WeightLayout::kOutIn, D, I, {}};
-      v.down = MatrixView{down.data(), DType::kBF16, WeightLayout::kOutIn, I, D, {}};
+      v.gate = mxfp4(gu, gus, D, I, 2);
+      v.up = mxfp4(gu + D / 2, gus + D / g, D, I, 2);
+      v.down = mxfp4(u8(dn_blocks) + e * D * (I / 2), u8(dn_scales) + e * D * (I / g), I, D, 1);
     }
-    w.dtype = DType::kBF16;
   } else {
     const TensorRef gu = checked_tensor(src, p + "gate_up_proj", {E, D, 2 * I}, why);
     const TensorRef dn = checked_tensor(src, p + "down_proj", {E, I, D}, why);

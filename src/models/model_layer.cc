@@ -47,6 +47,13 @@ int64_t bias_bytes(const ExpertWeights& w) {
   return n * static_cast<int64_t>(sizeof(float));
 }
 
+// What the kernels hold for the experts: their packed copy where they report one (the quantized formats keep
+// about 1.03 (fp8) or 0.53 (mxfp4) bytes a weight), else the elements at the loaded dtype.
+int64_t held_bytes(const kernels::GroupedFfn& ffn, const ExpertWeights& w) {
+  const int64_t packed = ffn.weight_bytes();
+  return packed > 0 ? packed : w.weight_elements * dtype_size(w.dtype) + bias_bytes(w);
+}
+
 }  // namespace
 
 ModelMoELayer ModelMoELayer::load(const TensorSource& source, const MoELayerSpec& spec, const Quantization& quant) {
@@ -63,12 +70,12 @@ ModelMoELayer ModelMoELayer::load(const TensorSource& source, const MoELayerSpec
   {
     const ExpertWeights routed = load_routed_experts(source, spec, quant);
     impl->routed_ffn = make_ffn(spec, routed, spec.hidden);
-    bytes += routed.weight_elements * dtype_size(routed.dtype) + bias_bytes(routed);
+    bytes += held_bytes(*impl->routed_ffn, routed);
   }
   if (spec.shared.hidden > 0) {
     const ExpertWeights shared = load_shared_expert(source, spec, quant);
     impl->shared_ffn = make_ffn(spec, shared, spec.shared.hidden);
-    bytes += shared.weight_elements * dtype_size(shared.dtype);
+    bytes += held_bytes(*impl->shared_ffn, shared);
     if (!spec.shared.gate_weight.empty()) {
       // (1, D) as nn.Linear stores it; GGUF files also store it as ne [D].
       const Shape gate_shape = source.tensor(spec.shared.gate_weight).shape.size() == 1 ? Shape{D} : Shape{1, D};

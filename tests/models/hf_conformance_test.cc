@@ -2,8 +2,7 @@
 // experts exactly, its routing weights and its output, through the library and through `hymoe forward --model`.
 // hymoe computes in float32 with float32 accumulation, so y is compared with y.fp32_compute where a case has one
 // (bf16 and quantized cases: the same stored weights computed in float32) at that tensor's suggested tolerance; the
-// FP8 case's weights are decoded to bf16 (transformers rounds them the same way for its bf16 run, while
-// y.fp32_compute keeps the exact products), so it uses the case's bf16 tolerance.
+// FP8 case's weights are exact too (fp8(q) * scale rounded once to float32, as y.fp32_compute has them).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -41,9 +40,8 @@ struct HfCase {
         expected(SafetensorsFile::open(dir + "/expected.safetensors")) {
     const auto& st = meta["suggested_tolerance"];
     const bool fp32_compute = expected.contains("y.fp32_compute");
-    const bool fp8 = name.find("fp8") != std::string::npos;
     y_key = fp32_compute ? "y.fp32_compute" : "y";
-    const auto& yt = st[fp32_compute && !fp8 ? "y.fp32_compute" : "y"];
+    const auto& yt = st[fp32_compute ? "y.fp32_compute" : "y"];
     y_tol = {yt["rtol"].get<double>(), yt["atol"].get<double>()};
     w_tol = {st["route.weights"]["rtol"].get<double>(), st["route.weights"]["atol"].get<double>()};
   }

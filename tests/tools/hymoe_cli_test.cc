@@ -517,7 +517,7 @@ TEST_F(BenchCli, GgufDtypesRunTheirFormatsAndCountTheirBytes) {
     EXPECT_DOUBLE_EQ(r["weight_bytes"].get<double>(), (K + 1) * 3 * D * H * expected.first + E * D * 4.0) << dtype;
   }
   EXPECT_NE(bench("--shape tiny256 --tokens 1 --dtype q3_k --no-baseline", &log), 0);
-  EXPECT_NE(log.find("q4_0, q4_k, q5_k, q6_k or gguf_q8_0"), std::string::npos) << log;
+  EXPECT_NE(log.find("q4_0, q4_k, q5_k, q6_k, gguf_q8_0, fp8 or mxfp4"), std::string::npos) << log;
 }
 
 TEST_F(BenchCli, RefusesBadShapesNamingFileAndField) {

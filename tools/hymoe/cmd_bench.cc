@@ -17,6 +17,7 @@
 #include <numeric>
 #include <optional>
 
+#include "bench_quantize.h"
 #include "bench_shape.h"
 #include "commands.h"
 #include "model_commands.h"
@@ -501,17 +502,23 @@ void bench_shape(const BenchOptions& o, const BenchShape& s, const Limits& lim, 
         gguf->shared = encode_mlps(w.shared.data(), 1, D, w.shared_hidden, gguf->first_type,
                                    gguf_type_for_rows(type, w.shared_hidden));
     }
+    // fp8 and mxfp4 quantize the f32 weights as DeepSeek-V3 and gpt-oss checkpoints store them (bench_quantize.h);
+    // the kernels keep them in their compact panels.
+    const bool block_quantized = dtype == "fp8" || dtype == "mxfp4";
     // (The views only tell the choice their dtype; it reads no weights.)
     const auto probe_views = mlp_views(gguf ? static_cast<const void*>(gguf->routed.data()) : w.routed.data(), dt, 1, D,
                                        H, gguf ? &*gguf : nullptr);
-    const kernels::WeightFormat format = kernels::active_isa() == kernels::Isa::kScalar
-                                             ? kernels::WeightFormat::kF32
-                                             : kernels::choose_weight_format(probe_views, kernels::active_isa(), ffn_options);
+    const kernels::WeightFormat format =
+        kernels::active_isa() == kernels::Isa::kScalar ? kernels::WeightFormat::kF32
+        : dtype == "fp8"                               ? kernels::WeightFormat::kFp8Block128
+        : dtype == "mxfp4"                             ? kernels::WeightFormat::kMxfp4Block32
+            : kernels::choose_weight_format(probe_views, kernels::active_isa(), ffn_options);
     const PeakKind peak_kind = format == kernels::WeightFormat::kBf16Dot     ? PeakKind::kBf16Dot
                                : format == kernels::WeightFormat::kQ8Block32 ? PeakKind::kInt8Dot
                                                                              : PeakKind::kFma;
-    // Bytes a packed weight occupies: 4 (f32), 2 (bf16), 36/32 (q8: 32 int8 and a 4-byte scale per block); a GGUF
-    // format's panel bytes (docs/kernels.md, "Formats"), gate/up and down weighted 2:1.
+    // Bytes a packed weight occupies: 4 (f32), 2 (bf16), 36/32 (q8: 32 int8 and a 4-byte scale per block); the
+    // panel bytes of a GGUF format (gate/up and down weighted 2:1), of fp8 (128 codes and a 4-byte multiplier per
+    // column and 128 k) and of mxfp4 (16 bytes of codes and a scale byte per 32) (docs/kernels.md, "Formats").
     auto panel_bytes_per_weight = [](kernels::WeightFormat f) {
       return static_cast<double>(kernels::weight_unit_bytes(f, 16)) / (kernels::k_unit(f) * 16.0);
     };
@@ -520,8 +527,14 @@ void bench_shape(const BenchOptions& o, const BenchShape& s, const Limits& lim, 
                                panel_bytes_per_weight(
                                    kernels::choose_down_format(probe_views, kernels::active_isa(), ffn_options))) / 3
                         : ffn_options.quantize_q8 ? 36.0 / 32
+                        : block_quantized         ? panel_bytes_per_weight(format)
                         : dt == DType::kBF16      ? 2.0
                                                   : 4.0;
+    QuantizedExperts routed_q, shared_q;
+    if (block_quantized) {
+      routed_q = quantize_experts(w.routed.data(), E, D, H, dtype == "fp8");
+      if (w.shared_hidden > 0) shared_q = quantize_experts(w.shared.data(), 1, D, w.shared_hidden, dtype == "fp8");
+    }
     if (dt == DType::kBF16) {
       w.routed_bf16 = to_bf16(w.routed);
       w.shared_bf16 = to_bf16(w.shared);
@@ -532,14 +545,16 @@ void bench_shape(const BenchOptions& o, const BenchShape& s, const Limits& lim, 
     const void* shared_base = gguf                    ? static_cast<const void*>(gguf->shared.data())
                               : dt == DType::kBF16    ? static_cast<const void*>(w.shared_bf16.data())
                                                       : w.shared.data();
-    const auto routed_views = mlp_views(routed_base, dt, E, D, H, gguf ? &*gguf : nullptr);
+    const auto routed_views =
+        block_quantized ? routed_q.views : mlp_views(routed_base, dt, E, D, H, gguf ? &*gguf : nullptr);
     const auto routed_ffn =
         kernels::make_grouped_ffn({E, D, H, kernels::Activation::kSwiGLU}, routed_views, kernels::active_isa(), ffn_options);
     std::unique_ptr<kernels::GroupedFfn> shared_ffn;
     if (w.shared_hidden > 0) {
       GgufWeights shared_types;
       if (gguf) shared_types = {gguf->first_type, gguf_type_for_rows(gguf_dtype_type(dtype), w.shared_hidden), {}, {}};
-      const auto sv = mlp_views(shared_base, dt, 1, D, w.shared_hidden, gguf ? &shared_types : nullptr);
+      const auto sv = block_quantized ? shared_q.views
+                                      : mlp_views(shared_base, dt, 1, D, w.shared_hidden, gguf ? &shared_types : nullptr);
       shared_ffn = kernels::make_grouped_ffn({1, D, w.shared_hidden, kernels::Activation::kSwiGLU}, sv,
                                              kernels::active_isa(), ffn_options);
     }
@@ -547,6 +562,8 @@ void bench_shape(const BenchOptions& o, const BenchShape& s, const Limits& lim, 
     w.routed_bf16 = {};
     w.shared_bf16 = {};
     gguf.reset();
+    routed_q = {};
+    shared_q = {};
     const ExpertStep fast = hymoe_step(*routed_ffn, shared_ffn.get());
 
     for (int64_t T : o.tokens) {
@@ -724,8 +741,9 @@ int run_bench(const BenchOptions& o) {
   for (int64_t T : o.tokens)
     if (T < 1) fail("--tokens=", T, " must be >= 1");
   for (const auto& d : o.dtypes)
-    if (d != "f32" && d != "bf16" && d != "bf16w" && d != "bf16n" && d != "q8_0" && !gguf_dtype_type(d))
-      fail("--dtype=", d, " must be f32, bf16, bf16w, bf16n, q8_0, q4_0, q4_k, q5_k, q6_k or gguf_q8_0");
+    if (d != "f32" && d != "bf16" && d != "bf16w" && d != "bf16n" && d != "q8_0" && d != "fp8" && d != "mxfp4" &&
+        !gguf_dtype_type(d))
+      fail("--dtype=", d, " must be f32, bf16, bf16w, bf16n, q8_0, q4_0, q4_k, q5_k, q6_k, gguf_q8_0, fp8 or mxfp4");
   set_bf16_compute(bf16_compute_from_name(o.bf16_compute, "--bf16-compute"));
   for (const auto& r : o.routings)
     if (r != "uniform" && r != "zipf") fail("--routing=", r, " must be uniform or zipf");
@@ -770,7 +788,9 @@ Action add_bench_command(CLI::App& app) {
   cmd->add_option("--dtype", o->dtypes,
                   "weight formats: f32, bf16 (as --bf16-compute), bf16w (widened), bf16n (native vdpbf16ps), q8_0 "
                   "(hymoe's int8 blocks of 32, quantized from f32, activations quantized too); GGUF blocks encoded "
-                  "from f32 and run exactly with f32 activations: q4_0, q4_k, q5_k, q6_k, gguf_q8_0")
+                  "from f32 and run exactly with f32 activations: q4_0, q4_k, q5_k, q6_k, gguf_q8_0; fp8 (DeepSeek-V3's "
+                  "e4m3 with 128x128 block scales) and mxfp4 (gpt-oss's E2M1 with E8M0 scales per 32), both quantized "
+                  "from f32 and run exactly")
       ->capture_default_str();
   cmd->add_option("--bf16-compute", o->bf16_compute, "bf16 weights: auto, widen (exact, f32 FMA) or native (vdpbf16ps)")
       ->capture_default_str();

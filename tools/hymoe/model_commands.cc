@@ -190,7 +190,7 @@ int run_model_bench(const std::string& dir, int64_t layer, const std::vector<int
     moe.emplace(model.load_layer(layer));
   }  // the checkpoint is unmapped here: what stays resident is the layer
   const double load_ms = ms_since(t0);
-  malloc_trim(0);  // return the loader's freed temporaries (decoded FP8/MXFP4 matrices) to the system
+  malloc_trim(0);  // return the loader's freed temporaries (copied scales and biases) to the system
   const int64_t resident = resident_set_bytes() - rss0;
   const MoELayerSpec& s = moe->spec();
   if (!json) {

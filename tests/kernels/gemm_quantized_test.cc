@@ -1,0 +1,384 @@
+// The compact fp8 block and mxfp4 panel formats (gemm_quantized.h): every code decoded exactly by the packed
+// micro-kernels, the micro-kernels against their scalar references, the grouped FFN against the reference on the
+// same views (awkward shapes, empty groups), the same bits for any thread count, the bytes per weight, refused
+// NaN codes, gpt-oss's interleaved gate_up (row_step), and the portable path for views no panel format runs.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "fast_kernel_test_util.h"
+#include "hymoe/error.h"
+#include "hymoe/quant_decode.h"
+#include "hymoe/threads.h"
+#include "kernels/gemm_quantized.h"
+#include "kernels/grouped_ffn_impl.h"
+
+namespace hymoe::kernels {
+namespace {
+
+using test::dot_error_bound;
+using test::random_values;
+
+// An (N, K) quantized matrix with its storage.
+struct QuantMatrix {
+  std::vector<uint8_t> codes, scale_bytes;
+  std::vector<float> scales;
+  MatrixView view;
+};
+
+// Random finite e4m3 codes (every sign, subnormals included) and block scales of [128 or block_k] blocks.
+QuantMatrix random_fp8(Rng& rng, int64_t n, int64_t k, int64_t block_n = 128, int64_t block_k = 128) {
+  QuantMatrix m;
+  m.codes.resize(static_cast<size_t>(n * k));
+  for (auto& c : m.codes) {
+    c = static_cast<uint8_t>(rng.below(256));
+    if ((c & 0x7f) == 0x7f) c = 0x05;  // a subnormal instead of NaN
+  }
+  const int64_t sn = (n + block_n - 1) / block_n, sk = (k + block_k - 1) / block_k;
+  m.scales.resize(static_cast<size_t>(sn * sk));
+  for (auto& s : m.scales) s = static_cast<float>(std::ldexp(0.5 + rng.uniform(), -9 + static_cast<int>(rng.below(3))));
+  m.view = MatrixView{m.codes.data(), DType::kF32, WeightLayout::kOutIn, k, n};
+  m.view.quant = {QuantScheme::kFp8Block, 0, m.scales.data(), block_n, block_k};
+  return m;
+}
+
+// Random E2M1 codes and E8M0 scales around 2^-4 (weights of magnitude up to about 0.4).
+QuantMatrix random_mxfp4(Rng& rng, int64_t n, int64_t k) {
+  QuantMatrix m;
+  m.codes.resize(static_cast<size_t>(n * k / 2));
+  for (auto& c : m.codes) c = static_cast<uint8_t>(rng.below(256));
+  m.scale_bytes.resize(static_cast<size_t>(n * k / 32));
+  for (auto& s : m.scale_bytes) s = static_cast<uint8_t>(120 + rng.below(5));
+  m.view = MatrixView{m.codes.data(), DType::kF32, WeightLayout::kOutIn, k, n};
+  m.view.quant.scheme = QuantScheme::kMxfp4;
+  m.view.quant.scales = m.scale_bytes.data();
+  return m;
+}
+
+bool is_fp8(WeightFormat f) { return f == WeightFormat::kFp8Block128; }
+QuantMatrix random_quant(WeightFormat f, Rng& rng, int64_t n, int64_t k) {
+  return is_fp8(f) ? random_fp8(rng, n, k) : random_mxfp4(rng, n, k);
+}
+
+constexpr WeightFormat kFormats[] = {WeightFormat::kFp8Block128, WeightFormat::kMxfp4Block32};
+
+class QuantFormatTest : public ::testing::TestWithParam<Isa> {
+ protected:
+  void SetUp() override {
+    if (!test::isa_supported(GetParam())) GTEST_SKIP() << "CPU lacks " << isa_name(GetParam());
+    ik_ = isa_kernels(GetParam());
+    ASSERT_NE(ik_, nullptr);
+  }
+  const IsaKernels* ik_ = nullptr;
+};
+
+// Every finite e4m3 code (both signs, the subnormals 0x01-0x07 and 0x81-0x87, +-0) under two scales, and every
+// E2M1 code under the E8M0 scales 0 (2^-127, subnormal results), 1, 127 and 250: the micro-kernel with a one-hot
+// activation row returns w(k, :) itself, which must be the scalar decoder's value to the bit.
+TEST_P(QuantFormatTest, MicroKernelsDecodeEveryCodeExactly) {
+  for (WeightFormat format : kFormats) {
+    const GemmFormat* f = ik_->format(format);
+    ASSERT_NE(f, nullptr) << weight_format_operands(format);
+    const int nr = f->nr, mr = f->mr;
+    const int64_t k = is_fp8(format) ? 256 : 64;
+    QuantMatrix q;
+    q.view = MatrixView{nullptr, DType::kF32, WeightLayout::kOutIn, k, nr};
+    if (is_fp8(format)) {
+      q.codes.resize(static_cast<size_t>(nr * k));
+      for (size_t i = 0; i < q.codes.size(); ++i) q.codes[i] = static_cast<uint8_t>(i % 254 < 127 ? i % 254 : i % 254 + 1);
+      q.scales = {0.75f, 0x1p-3f};  // block (0, 0) and (0, 1)
+      q.view.quant = {QuantScheme::kFp8Block, 0, q.scales.data(), 128, 128};
+    } else {
+      q.codes.resize(static_cast<size_t>(nr * k / 2));
+      for (size_t i = 0; i < q.codes.size(); ++i) q.codes[i] = static_cast<uint8_t>(i * 37 + 11);
+      const uint8_t scales[] = {0, 1, 127, 250};  // 6 * 2^(254-127) would overflow f32
+      q.scale_bytes.resize(static_cast<size_t>(nr * k / 32));
+      for (size_t i = 0; i < q.scale_bytes.size(); ++i) q.scale_bytes[i] = scales[i % 4];
+      q.view.quant.scheme = QuantScheme::kMxfp4;
+      q.view.quant.scales = q.scale_bytes.data();
+    }
+    q.view.data = q.codes.data();
+    const PackedMatrix b = pack_matrix(q.view, nr, format);
+    std::vector<float> a(static_cast<size_t>(k * mr)), c(static_cast<size_t>(nr));
+    for (int64_t kk = 0; kk < k; ++kk) {
+      std::fill(a.begin(), a.end(), 0.0f);
+      a[static_cast<size_t>(kk * mr)] = 1.0f;  // row 0 of the (k, mr) micro-panel is e_kk
+      f->gemm(1, k, a.data(), b.data(), c.data(), nr, false, nullptr, 0);
+      for (int j = 0; j < nr; ++j) {
+        const float want = q.view.at(kk, j);
+        ASSERT_EQ(std::memcmp(&c[static_cast<size_t>(j)], &want, 4) == 0 || (c[j] == 0 && want == 0), true)
+            << f->name << " k " << kk << " column " << j << ": " << c[static_cast<size_t>(j)] << " vs " << want;
+      }
+    }
+  }
+}
+
+// Every m in 1..MR, K around and across the units, with and without accumulate; the prefetch hint changes nothing.
+TEST_P(QuantFormatTest, MicroKernelsMatchTheirReferences) {
+  Rng rng(21);
+  for (WeightFormat format : kFormats) {
+    const GemmFormat* f = ik_->format(format);
+    const int mr = f->mr, nr = f->nr;
+    const std::vector<int64_t> kcs = is_fp8(format) ? std::vector<int64_t>{1, 5, 127, 128, 129, 256, 300}
+                                                    : std::vector<int64_t>{32, 64, 96, 128, 256};
+    for (int64_t kc : kcs) {
+      const QuantMatrix q = random_quant(format, rng, nr, kc);
+      const PackedMatrix b = pack_matrix(q.view, nr, format);
+      const int64_t ldc = nr + 3;
+      const auto a = random_values(rng, kc * mr);  // already a (kc, mr) micro-panel
+      const auto c0 = random_values(rng, mr * ldc);
+      for (int m = 1; m <= mr; ++m)
+        for (bool acc : {false, true}) {
+          std::vector<float> got = c0, want = c0, hinted = c0;
+          f->gemm(m, kc, a.data(), b.data(), got.data(), ldc, acc, nullptr, 0);
+          f->gemm(m, kc, a.data(), b.data(), hinted.data(), ldc, acc, b.data(), static_cast<int64_t>(b.bytes()));
+          ASSERT_EQ(hinted, got) << f->name << " m=" << m << " kc=" << kc;
+          if (is_fp8(format)) gemm_fp8w_f32__ref(m, mr, nr, kc, a.data(), b.data(), want.data(), ldc, acc);
+          else gemm_mxfp4w_f32__ref(m, mr, nr, kc, a.data(), b.data(), want.data(), ldc, acc);
+          for (int i = 0; i < mr; ++i)
+            for (int64_t j = 0; j < ldc; ++j) {
+              const size_t at = static_cast<size_t>(i * ldc + j);
+              if (i >= m || j >= nr) {
+                ASSERT_EQ(got[at], c0[at]) << f->name << " wrote outside its tile";
+                continue;
+              }
+              double abs_sum = acc ? std::abs(c0[at]) : 0.0;
+              for (int64_t kk = 0; kk < kc; ++kk)
+                abs_sum += std::abs(static_cast<double>(a[static_cast<size_t>(kk * mr + i)]) * q.view.at(kk, j));
+              ASSERT_NEAR(got[at], want[at], dot_error_bound(kc + 1, abs_sum))
+                  << f->name << " m=" << m << " kc=" << kc << " acc=" << acc << " at " << i << "," << j;
+            }
+        }
+    }
+  }
+}
+
+// A ragged problem in one quantized format; y = scale * ffn(x).
+struct QuantProblem {
+  GroupedFfnShape shape;
+  std::vector<int64_t> offsets;
+  std::vector<float> x, scale;
+  std::vector<QuantMatrix> mats;
+  std::vector<MlpWeightsView> views;
+
+  QuantProblem(WeightFormat format, int64_t dim, int64_t hidden, const std::vector<int64_t>& rows, uint64_t seed) {
+    shape = {static_cast<int64_t>(rows.size()), dim, hidden, Activation::kSwiGLU};
+    offsets.assign(1, 0);
+    for (int64_t r : rows) offsets.push_back(offsets.back() + r);
+    Rng rng(seed);
+    x = random_values(rng, offsets.back() * dim);
+    scale = random_values(rng, offsets.back());
+    mats.reserve(rows.size() * 3);
+    for (size_t e = 0; e < rows.size(); ++e) {
+      mats.push_back(random_quant(format, rng, hidden, dim));
+      mats.push_back(random_quant(format, rng, hidden, dim));
+      mats.push_back(random_quant(format, rng, dim, hidden));
+      const size_t m = mats.size();
+      views.push_back({mats[m - 3].view, mats[m - 2].view, mats[m - 1].view});
+    }
+  }
+};
+
+struct Outputs {
+  std::vector<float> y, gate, up;
+};
+
+Outputs run_ffn(const GroupedFfn& ffn, const QuantProblem& p) {
+  const int64_t R = p.offsets.back();
+  Outputs o;
+  o.y.assign(static_cast<size_t>(R * p.shape.dim), -7.0f);
+  o.gate.assign(static_cast<size_t>(R * p.shape.hidden), -7.0f);
+  o.up = o.gate;
+  GroupedFfnArgs args;
+  args.offsets = p.offsets.data();
+  args.x = p.x.data();
+  args.scale = p.scale.data();
+  args.y = o.y.data();
+  args.saved_gate = o.gate.data();
+  args.saved_up = o.up.data();
+  ffn.run(args);
+  return o;
+}
+
+// got against the reference: gate and up within the f32 bound of their dot products; y within the f32 bound of
+// the down projection plus the hidden values' own error carried through |w_down| (silu(g) u moves by at most
+// 1.1 |u| dg + |silu(g)| du).
+void expect_matches_reference(const QuantProblem& p, const Outputs& got, const Outputs& want, const std::string& what) {
+  const int64_t D = p.shape.dim, H = p.shape.hidden;
+  for (int64_t e = 0; e < p.shape.num_groups; ++e) {
+    const MlpWeightsView& w = p.views[static_cast<size_t>(e)];
+    for (int64_t r = p.offsets[e]; r < p.offsets[e + 1]; ++r) {
+      std::vector<double> h(static_cast<size_t>(H)), dh(static_cast<size_t>(H));
+      for (int64_t j = 0; j < H; ++j) {
+        double sg = 0, su = 0;
+        for (int64_t d = 0; d < D; ++d) {
+          const double xv = std::abs(p.x[static_cast<size_t>(r * D + d)]);
+          sg += xv * std::abs(w.gate.at(d, j));
+          su += xv * std::abs(w.up.at(d, j));
+        }
+        const size_t at = static_cast<size_t>(r * H + j);
+        const double eg = dot_error_bound(D, sg), eu = dot_error_bound(D, su);
+        ASSERT_NEAR(got.gate[at], want.gate[at], eg) << what << " gate row " << r << " column " << j;
+        ASSERT_NEAR(got.up[at], want.up[at], eu) << what << " up row " << r << " column " << j;
+        const double g = want.gate[at], u = want.up[at];
+        h[static_cast<size_t>(j)] = silu(g) * u;
+        dh[static_cast<size_t>(j)] = 1.1 * std::abs(u) * eg + std::abs(silu(g)) * eu + 8 * test::kF32Eps * std::abs(h[j]);
+      }
+      const double s = std::abs(p.scale[static_cast<size_t>(r)]);
+      for (int64_t d = 0; d < D; ++d) {
+        double mag = 0, prop = 0;
+        for (int64_t j = 0; j < H; ++j) {
+          const double wd = std::abs(w.down.at(j, d));
+          mag += (std::abs(h[static_cast<size_t>(j)]) + dh[static_cast<size_t>(j)]) * wd;
+          prop += dh[static_cast<size_t>(j)] * wd;
+        }
+        const double bound = s * (dot_error_bound(H + 1, mag) + prop) + 1e-30;
+        ASSERT_NEAR(got.y[static_cast<size_t>(r * D + d)], want.y[static_cast<size_t>(r * D + d)], bound)
+            << what << " y row " << r << " column " << d;
+      }
+    }
+  }
+}
+
+// N = 1, primes, K of 128/256/384 and unaligned ones (fp8 pads K to its 128-unit; mxfp4 needs K % 32 == 0, so its
+// N = 1 case is the micro-kernel's), zero-token experts, 1-row and 50-row groups.
+TEST_P(QuantFormatTest, GroupedFfnMatchesTheReference) {
+  const std::vector<std::vector<int64_t>> batches = {{1}, {0, 50, 0, 1}, {3, 0, 7}};
+  uint64_t seed = 500;
+  for (WeightFormat format : kFormats) {
+    const std::vector<std::pair<int64_t, int64_t>> dims =
+        is_fp8(format) ? std::vector<std::pair<int64_t, int64_t>>{{128, 1}, {256, 13}, {384, 131}, {131, 256}}
+                       : std::vector<std::pair<int64_t, int64_t>>{{32, 32}, {128, 224}, {384, 96}, {96, 256}};
+    for (auto [dim, hidden] : dims)
+      for (const auto& rows : batches) {
+        const QuantProblem p(format, dim, hidden, rows, seed++);
+        const auto fast = make_grouped_ffn(p.shape, p.views, GetParam());
+        ASSERT_NE(std::string(fast->name()).find(weight_format_operands(format)), std::string::npos) << fast->name();
+        const auto ref = make_grouped_ffn_ref(p.shape, p.views);
+        expect_matches_reference(p, run_ffn(*fast, p), run_ffn(*ref, p),
+                                 std::string(fast->name()) + " dim " + std::to_string(dim) + " hidden " + std::to_string(hidden));
+      }
+  }
+}
+
+TEST_P(QuantFormatTest, IdenticalBitsForOneAndTwoThreads) {
+  const int before = num_threads();
+  for (WeightFormat format : kFormats) {
+    const QuantProblem p(format, 256, 160, {5, 0, 50, 1, 120, 9}, 77);
+    const auto fast = make_grouped_ffn(p.shape, p.views, GetParam());
+    set_num_threads(1);
+    const Outputs one = run_ffn(*fast, p);
+    set_num_threads(2);
+    const Outputs two = run_ffn(*fast, p);
+    ASSERT_EQ(0, std::memcmp(one.y.data(), two.y.data(), one.y.size() * sizeof(float))) << fast->name();
+  }
+  set_num_threads(before);
+}
+
+INSTANTIATE_TEST_SUITE_P(Isas, QuantFormatTest,
+                         ::testing::Values(Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Vnni, Isa::kAvx512Bf16),
+                         test::isa_param_name);
+
+// Bytes per weight as documented: fp8 (128 + 4) / 128 = 1.03125, mxfp4 (16 + 1) / 32 = 0.53125, for N a multiple of
+// the panel width and K of the unit.
+TEST(QuantFormatPack, BytesPerWeightAsDocumented) {
+  Rng rng(3);
+  const QuantMatrix fp8 = random_fp8(rng, 64, 512), mx = random_mxfp4(rng, 64, 512);
+  const PackedMatrix a = pack_matrix(fp8.view, 16, WeightFormat::kFp8Block128);
+  const PackedMatrix b = pack_matrix(mx.view, 16, WeightFormat::kMxfp4Block32);
+  EXPECT_DOUBLE_EQ(static_cast<double>(a.bytes()) / (64 * 512), 1.03125);
+  EXPECT_DOUBLE_EQ(static_cast<double>(b.bytes()) / (64 * 512), 0.53125);
+}
+
+// NaN codes are refused at load with the code and its place named; so is the E8M0 NaN scale.
+TEST(QuantFormatPack, NanCodesAreRefused) {
+  Rng rng(4);
+  QuantMatrix fp8 = random_fp8(rng, 20, 256);
+  fp8.codes[static_cast<size_t>(3 * 256 + 200)] = 0xff;
+  try {
+    pack_matrix(fp8.view, 16, WeightFormat::kFp8Block128);
+    FAIL() << "a NaN code was packed";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("0xff (NaN in e4m3fn) at output row 3, input 200"), std::string::npos) << m;
+  }
+  QuantMatrix mx = random_mxfp4(rng, 20, 64);
+  mx.scale_bytes[5] = 255;  // row 2, group 1
+  try {
+    pack_matrix(mx.view, 16, WeightFormat::kMxfp4Block32);
+    FAIL() << "a NaN scale was packed";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("E8M0 scale 255 (NaN) at output row 2, group 1"), std::string::npos) << e.what();
+  }
+}
+
+// gpt-oss's gate_up_proj: (2I, K/32, 16) blocks, gate in the even output rows and up in the odd ones. Two views of
+// row_step 2 read the same elements as de-interleaved copies, and the packed FFN built from them gives the same
+// bits as the one built from the copies.
+TEST(QuantFormatPack, InterleavedGateUpByRowStep) {
+  Rng rng(5);
+  const int64_t I = 64, D = 96;
+  const QuantMatrix gu = random_mxfp4(rng, 2 * I, D);
+  const QuantMatrix dn = random_mxfp4(rng, D, I);
+  MatrixView gate = gu.view, up = gu.view;
+  gate.n = up.n = I;
+  gate.quant.row_step = up.quant.row_step = 2;
+  up.data = gu.codes.data() + D / 2;
+  up.quant.scales = gu.scale_bytes.data() + D / 32;
+  // The de-interleaved copies.
+  QuantMatrix g2, u2;
+  for (int64_t i = 0; i < I; ++i)
+    for (auto [q, r] : {std::pair{&g2, 2 * i}, std::pair{&u2, 2 * i + 1}}) {
+      q->codes.insert(q->codes.end(), gu.codes.begin() + r * D / 2, gu.codes.begin() + (r + 1) * D / 2);
+      q->scale_bytes.insert(q->scale_bytes.end(), gu.scale_bytes.begin() + r * D / 32, gu.scale_bytes.begin() + (r + 1) * D / 32);
+    }
+  for (QuantMatrix* q : {&g2, &u2}) {
+    q->view = MatrixView{q->codes.data(), DType::kF32, WeightLayout::kOutIn, D, I};
+    q->view.quant.scheme = QuantScheme::kMxfp4;
+    q->view.quant.scales = q->scale_bytes.data();
+  }
+  for (int64_t i = 0; i < I; ++i)
+    for (int64_t kk = 0; kk < D; ++kk) {
+      ASSERT_EQ(gate.at(kk, i), mxfp4_value_ref(gu.codes.data(), gu.scale_bytes.data(), D, 2 * i, kk));
+      ASSERT_EQ(up.at(kk, i), mxfp4_value_ref(gu.codes.data(), gu.scale_bytes.data(), D, 2 * i + 1, kk));
+    }
+  std::vector<float> row(static_cast<size_t>(D)), row2(static_cast<size_t>(D));
+  up.decode_quantized_row(7, row.data());
+  u2.view.decode_quantized_row(7, row2.data());
+  EXPECT_EQ(row, row2);
+  EXPECT_EQ(pack_gate_up(gate, up, 16, WeightFormat::kMxfp4Block32).buffer,
+            pack_gate_up(g2.view, u2.view, 16, WeightFormat::kMxfp4Block32).buffer);
+  // The FFN from the strided views: the same bits as from the copies, and the reference's values.
+  QuantProblem p(WeightFormat::kMxfp4Block32, D, I, {3, 0, 6}, 12);
+  QuantProblem copies = p;
+  for (auto& v : p.views) v = {gate, up, dn.view};
+  for (auto& v : copies.views) v = {g2.view, u2.view, dn.view};
+  const Outputs strided = run_ffn(*make_grouped_ffn(p.shape, p.views), p);
+  EXPECT_EQ(strided.y, run_ffn(*make_grouped_ffn(copies.shape, copies.views), copies).y);
+  expect_matches_reference(p, strided, run_ffn(*make_grouped_ffn_ref(p.shape, p.views), p), "row_step 2");
+}
+
+// The scalar ISA runs quantized views through the portable path (decoded to f32 rows), and so do fp8 blocks whose
+// k extent is not a multiple of 128 on any ISA (the conformance checkpoint's [16, 16] blocks).
+TEST(QuantFormatFallback, PortablePathRunsOtherViews) {
+  const QuantProblem p(WeightFormat::kMxfp4Block32, 64, 96, {2, 0, 5}, 9);
+  const auto scalar = make_grouped_ffn(p.shape, p.views, Isa::kScalar);
+  EXPECT_NE(std::string(scalar->name()).find("portable"), std::string::npos) << scalar->name();
+  const auto ref = make_grouped_ffn_ref(p.shape, p.views);
+  expect_matches_reference(p, run_ffn(*scalar, p), run_ffn(*ref, p), scalar->name());
+
+  QuantProblem q(WeightFormat::kFp8Block128, 64, 48, {3, 1}, 10);
+  Rng rng(11);
+  for (auto& m : q.mats) m = random_fp8(rng, m.view.n, m.view.k, 16, 16);
+  for (size_t e = 0; e < q.views.size(); ++e) q.views[e] = {q.mats[3 * e].view, q.mats[3 * e + 1].view, q.mats[3 * e + 2].view};
+  const auto fast = make_grouped_ffn(q.shape, q.views, active_isa());
+  EXPECT_NE(std::string(fast->name()).find("portable"), std::string::npos) << fast->name();
+  const auto ref16 = make_grouped_ffn_ref(q.shape, q.views);
+  expect_matches_reference(q, run_ffn(*fast, q), run_ffn(*ref16, q), fast->name());
+}
+
+}  // namespace
+}  // namespace hymoe::kernels
