@@ -67,6 +67,18 @@ struct V {
     lo = _mm256_and_si256(wide, _mm256_set1_epi32(15));
     hi = _mm256_srli_epi32(wide, 4);
   }
+  // 5- and 6-bit codes: the nibbles, then B high bits per column (2 or 4 bytes) moved over bit 4 lane by lane.
+  template <int B>
+  static void codes_u4_high(const uint8_t* p, ivec& lo, ivec& hi) {
+    codes_u4(p, lo, hi);
+    uint32_t plane = 0;
+    __builtin_memcpy(&plane, p + 8, 2 * B);
+    const __m256i bits = _mm256_set1_epi32(static_cast<int>(plane)), mask = _mm256_set1_epi32((1 << B) - 1);
+    const __m256i shift_lo = _mm256_setr_epi32(0, B, 2 * B, 3 * B, 4 * B, 5 * B, 6 * B, 7 * B);
+    const __m256i shift_hi = _mm256_add_epi32(shift_lo, _mm256_set1_epi32(8 * B));
+    lo = _mm256_or_si256(lo, _mm256_slli_epi32(_mm256_and_si256(_mm256_srlv_epi32(bits, shift_lo), mask), 4));
+    hi = _mm256_or_si256(hi, _mm256_slli_epi32(_mm256_and_si256(_mm256_srlv_epi32(bits, shift_hi), mask), 4));
+  }
   static ivec sub_i32(ivec v, int x) { return _mm256_sub_epi32(v, _mm256_set1_epi32(x)); }
 };
 

@@ -50,8 +50,10 @@ constexpr int kNumWeightFormats = 11;
 const char* weight_format_operands(WeightFormat format);
 
 // The panel layout of a GGUF format (docs/kernels.md, "Formats"), per k unit of `k_unit` k (one GGUF sub-block):
-//   codes   (k_unit, nr) of code_bits each: 8 bits, byte j of a k row = column j (signed); 4 bits, byte j of a k
-//           row holds column j (low nibble) and column j + nr/2 (high nibble), stored as code + code_bias
+//   codes   (k_unit, nr) of code_bits each, a k row after another: 8 bits, byte j of a row = column j (signed);
+//           4-6 bits, stored as code + code_bias: byte j of the row's first nr/2 bytes holds the low four bits of
+//           column j (low nibble) and column j + nr/2 (high nibble), then (5, 6 bits) a plane of the high bits,
+//           code_bits - 4 of them per column, column j's at bit j * (code_bits - 4) (little-endian)
 //   scales  nr f32, the sub-block's scale of each column
 //   offsets nr f32 (Q4_K, Q5_K): -(dmin * m) of each column
 // Weight (k, j) = fmaf(scale[j], code, offset[j]), or scale[j] * code without offsets: the reference's bits.
@@ -65,8 +67,8 @@ constexpr GgufPanelLayout gguf_panel_layout(WeightFormat format) {
     case WeightFormat::kGgmlQ8_0: return {8, 32, 8, 0, false};
     case WeightFormat::kGgmlQ4_0: return {2, 32, 4, 8, false};
     case WeightFormat::kGgmlQ4_K: return {12, 32, 4, 0, true};
-    case WeightFormat::kGgmlQ5_K: return {13, 32, 8, 0, true};
-    case WeightFormat::kGgmlQ6_K: return {14, 16, 8, 0, false};
+    case WeightFormat::kGgmlQ5_K: return {13, 32, 5, 0, true};
+    case WeightFormat::kGgmlQ6_K: return {14, 16, 6, 32, false};
     default: return {0, 0, 0, 0, false};
   }
 }

@@ -78,11 +78,12 @@ void fill_gguf_panel(WeightFormat format, int64_t k, int nr, uint8_t* panel,
         uint8_t* row = unit + kk * row_bytes;
         if (l.code_bits == 8) {
           row[j] = static_cast<uint8_t>(stored);
-        } else if (j < half) {
-          row[j] = static_cast<uint8_t>((row[j] & 0xf0) | (stored & 15));
-        } else {
-          row[j - half] = static_cast<uint8_t>((row[j - half] & 0x0f) | ((stored & 15) << 4));
+          continue;
         }
+        if (j < half) row[j] = static_cast<uint8_t>((row[j] & 0xf0) | (stored & 15));
+        else row[j - half] = static_cast<uint8_t>((row[j - half] & 0x0f) | ((stored & 15) << 4));
+        const int high_bits = l.code_bits - 4, bit = j * high_bits;  // the high plane after the nibbles
+        if (high_bits > 0) row[half + bit / 8] |= static_cast<uint8_t>((stored >> 4) << (bit % 8));
       }
       const float scale = col >= 0 ? col_codes.scale[static_cast<size_t>(u)] : 0.0f;
       std::memcpy(unit + code_bytes + 4 * j, &scale, sizeof scale);
@@ -100,8 +101,13 @@ float gguf_panel_weight(WeightFormat format, const uint8_t* panel, int nr, int64
   const uint8_t* unit = panel + kk / l.k_unit * weight_unit_bytes(format, nr);
   const uint8_t* row = unit + kk % l.k_unit * row_bytes;
   int code;
-  if (l.code_bits == 8) code = static_cast<int8_t>(row[j]);
-  else code = (j < nr / 2 ? row[j] & 15 : row[j - nr / 2] >> 4) - l.code_bias;
+  if (l.code_bits == 8) {
+    code = static_cast<int8_t>(row[j]);
+  } else {
+    const int half = nr / 2, high_bits = l.code_bits - 4, bit = j * high_bits;
+    const int high = high_bits > 0 ? (row[half + bit / 8] >> (bit % 8)) & ((1 << high_bits) - 1) : 0;
+    code = ((j < half ? row[j] & 15 : row[j - half] >> 4) | (high << 4)) - l.code_bias;
+  }
   const float scale = load_f32(unit + code_bytes + 4 * j);
   if (!l.offsets) return scale * static_cast<float>(code);
   return std::fma(scale, static_cast<float>(code), load_f32(unit + code_bytes + 4 * (nr + j)));

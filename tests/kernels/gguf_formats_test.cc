@@ -153,11 +153,11 @@ TEST(GgufEncode, SimpleQuantizersRoundTripWithinTheirStep) {
 }
 
 // Panels hold every weight exactly (padding columns zero), the bytes the layout says: per weight (N a multiple
-// of NR) Q8_0 1.125, Q4_0 0.625, Q4_K 0.75, Q5_K 1.25, Q6_K 1.25 (docs/kernels.md, "Formats").
+// of NR) Q8_0 1.125, Q4_0 0.625, Q4_K 0.75, Q5_K 0.875, Q6_K 1.0 (docs/kernels.md, "Formats").
 TEST(GgufPack, PanelsHoldTheExactWeightsInTheDocumentedBytes) {
   Rng rng(3);
   const int nr = 16;
-  const double documented[] = {1.125, 0.625, 0.75, 1.25, 1.25};
+  const double documented[] = {1.125, 0.625, 0.75, 0.875, 1.0};
   for (size_t fi = 0; fi < std::size(kGgufFormats); ++fi) {
     const WeightFormat f = kGgufFormats[fi];
     for (int64_t blocks : {1, 3})

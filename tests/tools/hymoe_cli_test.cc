@@ -490,7 +490,7 @@ TEST_F(BenchCli, JsonRowsCarryTheDocumentedFieldsAndCounts) {
 }
 
 // GGUF dtypes: the weights encoded into GGUF blocks and run from their panel formats; weight_bytes counts the
-// panels' bytes per weight (docs/kernels.md, "Formats"): Q4_0 0.625, Q4_K 0.75, Q6_K 1.25.
+// panels' bytes per weight (docs/kernels.md, "Formats"): Q4_0 0.625, Q4_K 0.75, Q6_K 1.0.
 TEST_F(BenchCli, GgufDtypesRunTheirFormatsAndCountTheirBytes) {
   write_shape("tiny256.json",
               R"({"name": "tiny256", "model": "Tiny", "dim": 256, "expert_hidden": 256, "experts": 4, "top_k": 2, )"
@@ -508,7 +508,7 @@ TEST_F(BenchCli, GgufDtypesRunTheirFormatsAndCountTheirBytes) {
   const int64_t D = 256, H = 256, E = 4, K = 2;
   const std::map<std::string, std::pair<double, std::string>> want = {
       {"q4_0", {0.625, "grouped_ffn_q4_0w_f32"}}, {"q4_k", {0.75, "grouped_ffn_q4_kw_f32"}},
-      {"q6_k", {1.25, "grouped_ffn_q6_kw_f32"}}};
+      {"q6_k", {1.0, "grouped_ffn_q6_kw_f32"}}};
   for (const auto& [dtype, expected] : want) {
     const nlohmann::json& r = rows[dtype];
     const std::string kernel = r["kernel"];
