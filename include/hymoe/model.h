@@ -7,7 +7,7 @@
 //                 layers are MoE, names layer N's tensors, sets the router and expert-MLP options (MoELayerSpec,
 //                 plain data)
 //   ModelMoELayer an inference layer holding the experts in their stored precision (bf16 stays bf16; FP8 and
-//                 MXFP4 are decoded to bf16 at load), run by the shared dispatch and grouped expert kernels
+//                 MXFP4 stay in compact panels of their codes), run by the shared dispatch and grouped expert kernels
 //
 // docs/models.md states each family's semantics; docs/architecture.md shows where this layer sits.
 #pragma once
@@ -203,7 +203,7 @@ std::unique_ptr<ModelFamily> make_model_family(const HfConfig& config);
 // ---- The inference layer ----
 
 // One MoE layer of a checkpoint, ready to run: weights in the kernels' packed layout at their stored precision
-// (f32 or bf16; FP8 and MXFP4 decoded to bf16), router weights and biases in float32. Compute is float32 with
+// (f32 or bf16; FP8 and MXFP4 as compact panels of their codes, decoded exactly in registers), router weights and biases in float32. Compute is float32 with
 // float32 accumulation (docs/models.md: how that compares with transformers' bf16 rounding).
 class ModelMoELayer {
  public:

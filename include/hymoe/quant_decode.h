@@ -1,4 +1,5 @@
-// Decoding of the quantized weight formats released checkpoints use, into bf16 (the format the kernels run).
+// Decoding of the quantized weight formats released checkpoints use. The kernels run them natively from panels of
+// their codes; the whole-matrix bf16 decoders remain for tests and tools.
 // Each format has a one-element scalar reference beside its row decoder; the references are the ground truth the
 // tests and any native quantized kernel are checked against. Core layer: depends on nothing but dtype.h.
 #pragma once

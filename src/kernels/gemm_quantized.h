@@ -16,7 +16,7 @@ inline constexpr int kFp8PanelBlock = 128;
 // One k unit of the mxfp4 format: (16, NR) u8 code pairs, then NR u8 E8M0 scales (as stored).
 inline constexpr int kMxfp4PanelGroup = 32;
 
-// The panel format that runs a quantized view natively, or nullopt-like false where none does: fp8 blocks whose
+// Whether a panel format runs the quantized view natively, and which (into *format): fp8 blocks whose
 // k extent is a multiple of 128 (every 128-k unit lies in one block; block_n is free) and every mxfp4 view.
 bool quantized_panel_format(const MatrixView& b, WeightFormat* format);
 

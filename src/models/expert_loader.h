@@ -1,8 +1,8 @@
 // Turns a layer's checkpoint tensors into the grouped kernels' weight views: per-expert nn.Linear matrices are
-// viewed in place in the mapping (f32, bf16), converted (f16 -> f32), or decoded (block FP8 -> bf16); gpt-oss's
-// fused, interleaved tensors are split into gate and up (MXFP4 decoded to bf16); GGUF's fused (E, out, in) tensors
-// are sliced by rows, one expert each (ggml blocks decoded to f32). Anything converted lives in the ExpertWeights'
-// buffers only until the kernels have packed it.
+// viewed in place in the mapping (f32, bf16, block FP8 codes as quantized views) or converted (f16 -> f32);
+// gpt-oss's fused, interleaved tensors are split into gate and up (MXFP4 viewed in place with a row step of 2);
+// GGUF's fused (E, out, in) tensors are sliced by rows, one expert each (ggml block types viewed in place, F16/BF16
+// widened to f32). Anything converted lives in the ExpertWeights' buffers only until the kernels have packed it.
 #pragma once
 
 #include <cstdint>

@@ -10,6 +10,7 @@
 
 #include "hymoe/dtype.h"
 #include "hymoe/rng.h"
+#include "kernels/grouped_ffn.h"
 #include "kernels/isa.h"
 
 namespace hymoe::test {
@@ -42,6 +43,30 @@ inline std::vector<float> random_values(Rng& rng, int64_t n, bool bf16_exact = f
     if (bf16_exact) x = bf16_to_float(float_to_bf16(x));
   }
   return v;
+}
+
+// A grouped FFN's outputs with the saved pre-activation gate and up rows (every element first set to -7, so an
+// element left unwritten shows).
+struct FfnOutputs {
+  std::vector<float> y, gate, up;
+};
+inline FfnOutputs run_ffn_saving(const kernels::GroupedFfn& ffn, const std::vector<int64_t>& offsets,
+                                 const std::vector<float>& x, const std::vector<float>& scale) {
+  const int64_t R = offsets.back();
+  const kernels::GroupedFfnShape& shape = ffn.shape();
+  FfnOutputs o;
+  o.y.assign(static_cast<size_t>(R * shape.dim), -7.0f);
+  o.gate.assign(static_cast<size_t>(R * shape.hidden), -7.0f);
+  o.up = o.gate;
+  kernels::GroupedFfnArgs args;
+  args.offsets = offsets.data();
+  args.x = x.data();
+  args.scale = scale.data();
+  args.y = o.y.data();
+  args.saved_gate = o.gate.data();
+  args.saved_up = o.up.data();
+  ffn.run(args);
+  return o;
 }
 
 }  // namespace hymoe::test

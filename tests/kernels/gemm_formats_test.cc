@@ -232,25 +232,9 @@ struct FormatProblem {
   }
 };
 
-struct FormatOutputs {
-  std::vector<float> y, gate, up;
-};
-
+using FormatOutputs = test::FfnOutputs;
 FormatOutputs run_ffn(const GroupedFfn& ffn, const FormatProblem& p) {
-  const int64_t R = p.offsets.back();
-  FormatOutputs o;
-  o.y.assign(static_cast<size_t>(R * p.shape.dim), -7.0f);
-  o.gate.assign(static_cast<size_t>(R * p.shape.hidden), -7.0f);
-  o.up = o.gate;
-  GroupedFfnArgs args;
-  args.offsets = p.offsets.data();
-  args.x = p.x.data();
-  args.scale = p.scale.data();
-  args.y = o.y.data();
-  args.saved_gate = o.gate.data();
-  args.saved_up = o.up.data();
-  ffn.run(args);
-  return o;
+  return test::run_ffn_saving(ffn, p.offsets, p.x, p.scale);
 }
 
 RoundingModel rounding_of(WeightFormat format) {

@@ -182,26 +182,8 @@ struct QuantProblem {
   }
 };
 
-struct Outputs {
-  std::vector<float> y, gate, up;
-};
-
-Outputs run_ffn(const GroupedFfn& ffn, const QuantProblem& p) {
-  const int64_t R = p.offsets.back();
-  Outputs o;
-  o.y.assign(static_cast<size_t>(R * p.shape.dim), -7.0f);
-  o.gate.assign(static_cast<size_t>(R * p.shape.hidden), -7.0f);
-  o.up = o.gate;
-  GroupedFfnArgs args;
-  args.offsets = p.offsets.data();
-  args.x = p.x.data();
-  args.scale = p.scale.data();
-  args.y = o.y.data();
-  args.saved_gate = o.gate.data();
-  args.saved_up = o.up.data();
-  ffn.run(args);
-  return o;
-}
+using Outputs = test::FfnOutputs;
+Outputs run_ffn(const GroupedFfn& ffn, const QuantProblem& p) { return test::run_ffn_saving(ffn, p.offsets, p.x, p.scale); }
 
 // got against the reference: gate and up within the f32 bound of their dot products; y within the f32 bound of
 // the down projection plus the hidden values' own error carried through |w_down| (silu(g) u moves by at most
