@@ -59,7 +59,8 @@ def test_in_sample_evaluation_equals_the_planners_hit_rate():
     assert evaluation["routed"] == pytest.approx(counts.sum())
     assert len(evaluation["layer_hit_rates"]) == counts.shape[0]
     assert evaluation["predicted_step_seconds"] < evaluation["predicted_all_cpu_seconds"]
-    assert report["predicted_step_seconds"] > 0 and report["gpu_bytes"] is None
+    assert report["predicted_step_seconds"] > 0 and "gpu_bytes" not in report
+    assert hp.plan(counts, 4, expert_bytes=1000)[1]["gpu_bytes"] == 4000
     np.testing.assert_array_equal(scores, counts.astype(np.float32))
 
 
