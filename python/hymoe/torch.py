@@ -370,7 +370,7 @@ def grouped_expert_forward(x_sorted: torch.Tensor, tokens_per_expert: list[int],
     mats = [(_np_f32(_as_f32(e.gate_proj.weight, "gate_proj")) if swiglu else None,
              _np_f32(_as_f32(e.up_proj.weight, "up_proj")), _np_f32(_as_f32(e.down_proj.weight, "down_proj")))
             for e in experts]
-    y = _core.grouped_expert_forward(_np_f32(_as_f32(x_sorted, "x_sorted")), [int(c) for c in tokens_per_expert],
+    y = _core.moe_grouped_expert_forward(_np_f32(_as_f32(x_sorted, "x_sorted")), [int(c) for c in tokens_per_expert],
                                      mats, activation)
     return torch.from_numpy(y).to(x_sorted.dtype)
 
@@ -381,7 +381,7 @@ def grouped_expert_forward_packed(x_sorted: torch.Tensor, tokens_per_expert: lis
     (activation is then ignored, as there), else ``activation`` (F.gelu / F.relu / F.silu or its name)."""
     _no_grad_needed("grouped_expert_forward_packed", x_sorted, up_w, down_w, gate_w)
     name = "silu" if gate_w is not None else _activation_name(activation)
-    y = _core.grouped_expert_forward_packed(
+    y = _core.moe_grouped_expert_forward_packed(
         _np_f32(_as_f32(x_sorted, "x_sorted")), [int(c) for c in tokens_per_expert],
         _np_f32(_as_f32(up_w, "up_w")), _np_f32(_as_f32(down_w, "down_w")),
         None if gate_w is None else _np_f32(_as_f32(gate_w, "gate_w")), name)
@@ -392,7 +392,7 @@ def scale_by_expert_load(expert_out: torch.Tensor, tokens_per_expert: list[int],
     """The gradient-scale rule of MoEMLP in train mode: each expert's rows of expert_out (sorted by expert) times
     avg / max(count, 1), avg = total rows / num_experts."""
     _no_grad_needed("scale_by_expert_load", expert_out)
-    y = _core.scale_by_expert_load(_np_f32(_as_f32(expert_out, "expert_out")), [int(c) for c in tokens_per_expert],
+    y = _core.moe_scale_by_expert_load(_np_f32(_as_f32(expert_out, "expert_out")), [int(c) for c in tokens_per_expert],
                                    int(num_experts))
     return torch.from_numpy(y).to(expert_out.dtype)
 
@@ -431,4 +431,4 @@ class HfMoELayer(nn.Module):
 def load_moe_layer(model_dir, layer: int) -> HfMoELayer:
     """MoE layer ``layer`` of the Hugging Face model directory ``model_dir`` (config.json and safetensors, as
     downloaded; docs/models.md lists the families and formats)."""
-    return HfMoELayer(_core.load_model_layer(str(model_dir), int(layer)))
+    return HfMoELayer(_core.moe_load_model_layer(str(model_dir), int(layer)))

@@ -16,7 +16,7 @@ import torch.nn.functional as F  # noqa: E402
 
 import hymoe.torch as hmoe  # noqa: E402
 
-DATA = Path(__file__).resolve().parents[2] / "tests" / "data" / "conformance"
+DATA = Path(__file__).resolve().parents[3] / "tests" / "data" / "conformance"
 MOE_CASES = sorted(p.name for p in (DATA / "moe").iterdir() if p.is_dir())
 CONFIG_KEYS = ("dim", "hidden_dim", "num_experts", "top_k", "activation", "router_type", "shared_experts",
                "capacity_factor", "gradient_scale", "sequence_aux_loss_weight", "bias_schedule", "packed_experts")
