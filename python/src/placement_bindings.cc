@@ -1,0 +1,367 @@
+// The placement layer's half of hymoe._core: the planner, statistics files, evaluation and replay, as functions
+// taking numpy arrays and plain values and returning numpy arrays, dicts and lists (python/hymoe/placement.py
+// wraps them with kt-kernel's signatures). The GIL is released while the library runs.
+#include <pybind11/stl.h>
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <string>
+
+#include "arrays.h"
+#include "bindings.h"
+#include "hymoe/error.h"
+#include "hymoe/placement.h"
+
+namespace hymoe::python {
+namespace {
+
+using namespace placement;
+
+CostModel cost_from(const py::dict& d) {
+  CostModel c;
+  for (auto [key, value] : d) {
+    const std::string k = py::str(key);
+    const double v = value.cast<double>();
+    if (k == "cpu_seconds_per_token_expert") c.cpu_seconds_per_token_expert = v;
+    else if (k == "gpu_seconds_per_token_expert") c.gpu_seconds_per_token_expert = v;
+    else if (k == "cpu_layer_overhead_seconds") c.cpu_layer_overhead_seconds = v;
+    else if (k == "gpu_layer_overhead_seconds") c.gpu_layer_overhead_seconds = v;
+    else if (k == "routed_per_step") c.routed_per_step = v;
+    else throw py::key_error("unknown cost model field '" + k + "'");
+  }
+  return c;
+}
+
+// kt-kernel's report, key for key and in its order; hymoe's additions after them when `extras`.
+py::dict report_dict(const PlacementReport& r, bool extras) {
+  py::dict d;
+  d["strategy"] = r.strategy;
+  d["num_layers"] = r.num_layers;
+  d["num_experts_per_layer"] = r.num_experts_per_layer;
+  d["requested_num_gpu_experts"] = r.requested_num_gpu_experts;
+  d["actual_num_gpu_experts"] = r.actual_num_gpu_experts;
+  d["expected_hit_rate"] = r.expected_hit_rate;
+  d["selected_score"] = r.selected_score;
+  d["total_score"] = r.total_score;
+  d["per_layer_counts"] = r.per_layer_counts;
+  d["layer_min"] = r.layer_min;
+  d["layer_max"] = r.layer_max;
+  d["layer_mean"] = r.layer_mean;
+  d["layer_std"] = r.layer_std;
+  d["min_experts_per_layer"] = r.min_experts_per_layer;
+  d["max_experts_per_layer"] = r.max_experts_per_layer ? py::object(py::int_(*r.max_experts_per_layer)) : py::none();
+  d["alpha"] = r.alpha;
+  d["previous_scores_provided"] = r.previous_scores_provided;
+  if (extras) {
+    d["gpu_bytes"] = r.gpu_bytes ? py::object(py::int_(*r.gpu_bytes)) : py::none();
+    d["predicted_step_seconds"] = r.predicted_step_seconds;
+    d["predicted_all_cpu_seconds"] = r.predicted_all_cpu_seconds;
+    d["dense_layers"] = r.dense_layers;
+  }
+  return d;
+}
+
+py::tuple plan(const py::array& scores, int64_t num_gpu_experts, const std::string& strategy,
+               int64_t min_experts_per_layer, std::optional<int64_t> max_experts_per_layer,
+               std::optional<py::array> previous_scores, double alpha, uint64_t seed,
+               std::optional<uint64_t> expert_bytes, const py::dict& cost, bool extras,
+               std::optional<std::pair<int64_t, int64_t>> layout) {
+  PlanOptions options;
+  options.min_experts_per_layer = min_experts_per_layer;
+  options.max_experts_per_layer = max_experts_per_layer;
+  options.alpha = alpha;
+  options.seed = seed;
+  options.expert_bytes = expert_bytes;
+  options.cost = cost_from(cost);
+  Tensor table = to_tensor_f32(scores, "activation_freq");
+  if (previous_scores) options.previous_scores = to_tensor_f32(*previous_scores, "previous_scores");
+  Placement p;
+  {
+    py::gil_scoped_release unlocked;
+    p = layout ? plan_model_placement(table, LayerLayout{layout->first, layout->second}, num_gpu_experts, strategy,
+                                      options)
+               : plan_gpu_expert_placement(table, num_gpu_experts, strategy, options);
+  }
+  const std::vector<py::ssize_t> shape = {p.num_layers, p.num_experts};
+  py::dict report = report_dict(p.report, extras);
+  return py::make_tuple(mask_to_numpy(std::move(p.mask), shape), report, tensor_to_numpy(std::move(p.scores)));
+}
+
+// A (L, E) table of routed-token counts from a numeric array: finite, non-negative, within the planner's range.
+CountTable table_from(const py::array& array, const char* name) {
+  const Tensor values = to_tensor_f32(array, name);  // shape and dtype checks; the values are re-read as double
+  if (values.rank() != 2)
+    fail(name, " must be a 2D array of shape (num_layers, num_experts), got shape ", shape_to_string(values.shape()));
+  const auto f64 = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(array);
+  CountTable t(values.dim(0), values.dim(1));
+  std::copy_n(f64.data(), t.counts.size(), t.counts.begin());
+  for (size_t i = 0; i < t.counts.size(); ++i)
+    if (!std::isfinite(t.counts[i]) || t.counts[i] < 0)
+      fail(name, "[", static_cast<int64_t>(i) / t.num_experts, ", ", static_cast<int64_t>(i) % t.num_experts,
+           "] = ", t.counts[i], ": counts must be finite and non-negative");
+  if (!(t.total() <= kMaxCountTotal)) fail(name, " sums to ", t.total(), ", beyond ", kMaxCountTotal);
+  return t;
+}
+
+std::vector<uint8_t> mask_from(const py::array& array, const char* name) {
+  const auto bytes = py::array_t<uint8_t, py::array::c_style | py::array::forcecast>::ensure(array);
+  if (!bytes) throw py::error_already_set();
+  std::vector<uint8_t> mask(bytes.data(), bytes.data() + bytes.size());
+  for (uint8_t& v : mask) {
+    if (v > 1) fail(name, " must hold 0/1 (or bool) values, found ", static_cast<int>(v));
+  }
+  return mask;
+}
+
+py::array_t<double> table_to_numpy(CountTable&& t) {
+  return to_numpy(std::move(t.counts), {t.num_layers, t.num_experts});
+}
+
+py::dict trace_dict(RoutingTrace&& t) {
+  py::dict d;
+  d["num_experts"] = t.num_experts;
+  d["layer_ids"] = to_numpy(std::move(t.layer_ids), {t.num_layers});
+  d["steps"] = to_numpy(std::move(t.steps), {t.num_tokens});
+  d["experts"] = to_numpy(std::move(t.experts), {t.num_tokens, t.num_layers, t.top_k});
+  if (t.weights.empty()) d["weights"] = py::none();
+  else d["weights"] = to_numpy(std::move(t.weights), {t.num_tokens, t.num_layers, t.top_k});
+  return d;
+}
+
+// A trace from read_trace's dict (or one built by hand): experts (T, L, K) ids with -1 for none, optional weights
+// (T, L, K), steps (T) and layer_ids (L), and num_experts.
+RoutingTrace trace_from(const py::dict& d) {
+  RoutingTrace t;
+  const auto experts = py::array_t<int32_t, py::array::c_style | py::array::forcecast>::ensure(d["experts"]);
+  if (!experts || experts.ndim() != 3) fail("trace['experts'] must be a (tokens, layers, top_k) integer array");
+  t.num_tokens = experts.shape(0);
+  t.num_layers = experts.shape(1);
+  t.top_k = experts.shape(2);
+  if (t.num_tokens * t.num_layers * t.top_k > kMaxTraceEntries)
+    fail("trace['experts'] holds more than ", kMaxTraceEntries, " entries");
+  t.experts.assign(experts.data(), experts.data() + experts.size());
+  t.num_experts = d.contains("num_experts") && !d["num_experts"].is_none() ? d["num_experts"].cast<int64_t>() : 0;
+  for (int32_t id : t.experts) {
+    if (id < -1) fail("trace['experts'] holds id ", id, "; ids are >= 0, or -1 for none");
+    if (!d.contains("num_experts") || d["num_experts"].is_none()) t.num_experts = std::max<int64_t>(t.num_experts, id + 1);
+    else if (id >= t.num_experts) fail("trace['experts'] holds id ", id, " but num_experts is ", t.num_experts);
+  }
+  if (d.contains("weights") && !d["weights"].is_none()) {
+    const auto w = py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(d["weights"]);
+    if (!w || w.size() != experts.size()) fail("trace['weights'] must have the shape of trace['experts']");
+    t.weights.assign(w.data(), w.data() + w.size());
+  }
+  if (d.contains("steps") && !d["steps"].is_none()) {
+    const auto s = py::array_t<int64_t, py::array::c_style | py::array::forcecast>::ensure(d["steps"]);
+    if (!s || s.size() != t.num_tokens) fail("trace['steps'] must hold one step per token (", t.num_tokens, ")");
+    t.steps.assign(s.data(), s.data() + s.size());
+  } else {
+    t.steps.assign(static_cast<size_t>(t.num_tokens), -1);
+  }
+  if (d.contains("layer_ids") && !d["layer_ids"].is_none()) {
+    const auto l = py::array_t<int64_t, py::array::c_style | py::array::forcecast>::ensure(d["layer_ids"]);
+    if (!l || l.size() != t.num_layers) fail("trace['layer_ids'] must hold one id per layer (", t.num_layers, ")");
+    t.layer_ids.assign(l.data(), l.data() + l.size());
+  } else {
+    for (int64_t l = 0; l < t.num_layers; ++l) t.layer_ids.push_back(l);
+  }
+  return t;
+}
+
+RoutingTrace trace_arg(const py::object& trace) {
+  if (py::isinstance<py::dict>(trace)) return trace_from(trace.cast<py::dict>());
+  const std::string path = py::str(trace);
+  py::gil_scoped_release unlocked;
+  return read_trace_csv(path);
+}
+
+py::dict summary_dict(const StatsSummary& s) {
+  py::list layers;
+  for (const LayerSummary& l : s.layers) {
+    py::dict d;
+    d["total"] = l.total;
+    d["top10_share"] = l.top10_share;
+    d["top25_share"] = l.top25_share;
+    d["top50_share"] = l.top50_share;
+    d["gini"] = l.gini;
+    d["balancedness"] = l.balancedness;
+    layers.append(d);
+  }
+  py::dict d;
+  d["layers"] = layers;
+  d["mean_top10"] = s.mean_top10;
+  d["mean_top25"] = s.mean_top25;
+  d["mean_top50"] = s.mean_top50;
+  d["mean_gini"] = s.mean_gini;
+  d["mean_balancedness"] = s.mean_balancedness;
+  d["mean_count_per_expert"] = s.mean_count_per_expert;
+  d["in_sample_cpu_saving"] = s.in_sample_cpu_saving;
+  d["verdict"] = s.verdict;
+  return d;
+}
+
+py::dict evaluation_dict(const Evaluation& e) {
+  py::dict d;
+  d["hit_rate"] = e.hit_rate;
+  d["layer_hit_rates"] = e.layer_hit_rates;
+  d["routed"] = e.routed;
+  d["predicted_step_seconds"] = e.predicted_step_seconds;
+  d["predicted_all_cpu_seconds"] = e.predicted_all_cpu_seconds;
+  return d;
+}
+
+py::dict sweep_row_dict(const SweepRow& r) {
+  py::dict d, hit, seconds;
+  const auto& names = strategy_names();
+  for (size_t i = 0; i < names.size(); ++i) {
+    hit[py::str(names[i])] = r.hit_rate[i];
+    seconds[py::str(names[i])] = r.predicted_seconds[i];
+  }
+  d["ratio"] = r.ratio;
+  d["budget"] = r.budget;
+  d["hit_rate"] = hit;
+  d["oracle_hit_rate"] = r.oracle;
+  d["predicted_step_seconds"] = seconds;
+  return d;
+}
+
+PlanOptions plan_options(int64_t min_per_layer, std::optional<int64_t> max_per_layer, uint64_t seed,
+                         std::optional<uint64_t> expert_bytes, const py::dict& cost) {
+  PlanOptions o;
+  o.min_experts_per_layer = min_per_layer;
+  o.max_experts_per_layer = max_per_layer;
+  o.seed = seed;
+  o.expert_bytes = expert_bytes;
+  o.cost = cost_from(cost);
+  return o;
+}
+
+py::dict replay_dict(ReplayResult&& r, int64_t layers, int64_t experts) {
+  py::dict d;
+  d["hit_rate"] = r.hit_rate;
+  d["routed"] = r.routed;
+  d["moves"] = r.moves;
+  d["replans"] = r.replans;
+  d["scored_from"] = r.scored_from;
+  d["warmup_steps"] = r.warmup_steps;
+  d["scored_steps"] = r.scored_steps;
+  d["warmup_moves"] = r.warmup_moves;
+  d["scored_moves"] = r.scored_moves;
+  d["warmup_moves_per_layer_per_step"] = r.warmup_moves_per_layer_per_step;
+  d["scored_moves_per_layer_per_step"] = r.scored_moves_per_layer_per_step;
+  d["initial_experts"] = r.initial_experts;
+  d["bytes_moved"] = r.bytes_moved ? py::object(py::int_(*r.bytes_moved)) : py::none();
+  py::list windows;
+  for (const ReplayWindow& w : r.windows) {
+    py::dict wd;
+    wd["begin"] = w.begin;
+    wd["end"] = w.end;
+    wd["hit_rate"] = w.hit_rate;
+    wd["moves"] = w.moves;
+    windows.append(wd);
+  }
+  d["windows"] = windows;
+  d["final_mask"] = mask_to_numpy(std::move(r.final_mask), {layers, experts});
+  return d;
+}
+
+}  // namespace
+
+void register_placement(py::module_& m) {
+  m.def("placement_strategy_names", &strategy_names);
+  m.def("placement_plan", &plan, py::arg("scores"), py::arg("num_gpu_experts"), py::arg("strategy"),
+        py::arg("min_experts_per_layer"), py::arg("max_experts_per_layer"), py::arg("previous_scores"),
+        py::arg("alpha"), py::arg("seed"), py::arg("expert_bytes"), py::arg("cost"), py::arg("extras"),
+        py::arg("layout"),
+        "(mask bool (L, E), report dict, ranked float32 scores (L, E)); layout = (first_k_dense_replace, "
+        "moe_layer_freq) plans a whole model's table");
+
+  m.def("placement_read_counts", [](const std::string& path, std::optional<int64_t> num_experts) {
+    CountTable t;
+    {
+      py::gil_scoped_release unlocked;
+      t = read_counts_or_trace(path, num_experts);
+    }
+    return table_to_numpy(std::move(t));
+  });
+  m.def("placement_write_counts", [](const std::string& path, const py::array& counts) {
+    const CountTable t = table_from(counts, "counts");
+    py::gil_scoped_release unlocked;
+    write_counts(path, t);
+  });
+  m.def("placement_read_trace", [](const std::string& path, std::optional<int64_t> num_experts) {
+    RoutingTrace t;
+    {
+      py::gil_scoped_release unlocked;
+      t = read_trace_csv(path, num_experts);
+    }
+    return trace_dict(std::move(t));
+  });
+  m.def("placement_trace_counts", [](const py::object& trace, int64_t begin, std::optional<int64_t> end) {
+    const RoutingTrace t = trace_arg(trace);
+    const int64_t stop = end.value_or(t.num_tokens);
+    if (begin < 0 || stop < begin || stop > t.num_tokens)
+      fail("token range [", begin, ", ", stop, ") is outside the trace's ", t.num_tokens, " tokens");
+    return table_to_numpy(t.counts(begin, stop));
+  });
+  m.def("placement_summarize", [](const py::array& counts) {
+    const CountTable t = table_from(counts, "counts");
+    StatsSummary s;
+    {
+      py::gil_scoped_release unlocked;
+      s = summarize(t);
+    }
+    return summary_dict(s);
+  });
+  m.def("placement_evaluate", [](const py::array& mask, const py::array& counts, const py::dict& cost) {
+    const std::vector<uint8_t> m8 = mask_from(mask, "mask");
+    const CountTable t = table_from(counts, "heldout");
+    const CostModel c = cost_from(cost);
+    Evaluation e;
+    {
+      py::gil_scoped_release unlocked;
+      e = evaluate_mask(m8, t, c);
+    }
+    return evaluation_dict(e);
+  });
+  m.def("placement_sweep", [](const py::array& train, const py::array& heldout, const std::vector<double>& ratios,
+                              uint64_t seed, std::optional<uint64_t> expert_bytes, const py::dict& cost) {
+    const CountTable a = table_from(train, "train"), b = table_from(heldout, "heldout");
+    const PlanOptions o = plan_options(0, std::nullopt, seed, expert_bytes, cost);
+    std::vector<SweepRow> rows;
+    {
+      py::gil_scoped_release unlocked;
+      rows = sweep_static(a, b, ratios, o);
+    }
+    py::list out;
+    for (const SweepRow& r : rows) out.append(sweep_row_dict(r));
+    return out;
+  });
+  m.def("placement_replay",
+        [](const py::object& trace, int64_t budget, const std::string& strategy, int64_t replan_every,
+           double ema_alpha, double hysteresis, int64_t max_moves_per_replan, int64_t score_from,
+           std::optional<py::array> initial_mask, std::optional<uint64_t> expert_bytes, int64_t min_per_layer,
+           std::optional<int64_t> max_per_layer, uint64_t seed, const py::dict& cost) {
+          const RoutingTrace t = trace_arg(trace);
+          ReplayOptions o;
+          o.strategy = strategy;
+          o.budget = budget;
+          o.replan_every = replan_every;
+          o.ema_alpha = ema_alpha;
+          o.hysteresis = hysteresis;
+          o.max_moves_per_replan = max_moves_per_replan;
+          o.score_from = score_from;
+          if (initial_mask) o.initial_mask = mask_from(*initial_mask, "initial_mask");
+          o.expert_bytes = expert_bytes;
+          o.plan = plan_options(min_per_layer, max_per_layer, seed, expert_bytes, cost);
+          ReplayResult r;
+          {
+            py::gil_scoped_release unlocked;
+            r = replay(t, o);
+          }
+          return replay_dict(std::move(r), t.num_layers, t.num_experts);
+        });
+}
+
+}  // namespace hymoe::python
