@@ -151,7 +151,7 @@ class _MoEFunction(torch.autograd.Function):
         grad_x, grads = layer.backward(ctx.forward_id, _np_f32(gy), float(grad_aux), float(grad_z))
         out = [None, torch.from_numpy(grad_x).to(ctx.x_dtype)]
         for g, dtype, needed in zip(grads, ctx.param_dtypes, ctx.needs_input_grad[2:]):
-            out.append(torch.from_numpy(g).to(dtype) if needed else None)
+            out.append(torch.from_numpy(g).to(dtype) if needed and g is not None else None)
         return tuple(out)
 
 

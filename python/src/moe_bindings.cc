@@ -54,9 +54,16 @@ struct Layer {
   std::mutex mutex;
   int64_t forwards = 0;        // forwards run so far; a forward's id is the count after it
   int64_t saved_forward = 0;   // id of the train forward whose state the layer holds (0: none)
+  double last_call_ms = 0.0;   // time the last forward or backward spent in C++ (python -m hymoe.bench)
 };
 
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
 py::tuple layer_forward(Layer& self, const py::array& x, bool train, int64_t step, int64_t max_steps) {
+  const auto start = Clock::now();
   const Tensor xt = to_tensor_f32(x, "x");
   Tensor y, counts;
   float aux = 0.0f, z = 0.0f;
@@ -71,15 +78,26 @@ py::tuple layer_forward(Layer& self, const py::array& x, bool train, int64_t ste
     id = ++self.forwards;
     self.saved_forward = train ? id : 0;
   }
-  return py::make_tuple(id, tensor_to_numpy(std::move(y)), aux, z, tensor_to_numpy(std::move(counts)));
+  py::tuple out = py::make_tuple(id, tensor_to_numpy(std::move(y)), aux, z, tensor_to_numpy(std::move(counts)));
+  self.last_call_ms = ms_since(start);
+  return out;
+}
+
+// The routed expert a parameter name belongs to ("experts.<e>.…"), or -1.
+int64_t routed_expert_of(const std::string& name) {
+  static const std::string kPrefix = "experts.";
+  if (name.compare(0, kPrefix.size(), kPrefix) != 0) return -1;
+  return std::stoll(name.substr(kPrefix.size()));
 }
 
 // Gradients of sum(y * grad_y) + aux_weight * aux_loss + z_weight * z_loss for forward `forward_id`:
-// (grad_x, [grad of each parameter in parameter_names() order]).
+// (grad_x, [grad of each parameter in parameter_names() order, or None]). None for the weights of a routed expert
+// that got no token, as PyTorch's autograd leaves them, which also spares copying all the idle experts' zeros.
 py::tuple layer_backward(Layer& self, int64_t forward_id, const py::array& grad_y, float aux_weight, float z_weight) {
+  const auto start = Clock::now();
   const Tensor gy = to_tensor_f32(grad_y, "grad_y");
   Tensor grad_x;
-  std::vector<Tensor> grads;
+  std::vector<std::optional<Tensor>> grads;
   {
     py::gil_scoped_release release;
     std::lock_guard lock(self.mutex);
@@ -89,11 +107,27 @@ py::tuple layer_backward(Layer& self, int64_t forward_id, const py::array& grad_
            "; run backward before the layer's next train forward (or recompute that forward, as activation "
            "checkpointing does)");
     grad_x = self.layer.backward(gy, aux_weight, z_weight);
-    for (const auto& [name, g] : self.layer.named_gradients()) grads.push_back(*g);  // the next backward overwrites
+    const Tensor& counts = self.layer.expert_counts();  // of the forward just differentiated
+    for (const auto& [name, g] : self.layer.named_gradients()) {
+      const int64_t e = routed_expert_of(name);
+      if (e >= 0 && counts[e] == 0.0f) {
+        grads.emplace_back(std::nullopt);
+      } else {
+        grads.emplace_back(*g);  // a copy: the next backward overwrites the layer's gradients
+      }
+    }
   }
   py::list out;
-  for (Tensor& g : grads) out.append(tensor_to_numpy(std::move(g)));
-  return py::make_tuple(tensor_to_numpy(std::move(grad_x)), out);
+  for (std::optional<Tensor>& g : grads) {
+    if (g) {
+      out.append(tensor_to_numpy(std::move(*g)));
+    } else {
+      out.append(py::none());
+    }
+  }
+  py::tuple result = py::make_tuple(tensor_to_numpy(std::move(grad_x)), out);
+  self.last_call_ms = ms_since(start);
+  return result;
 }
 
 std::vector<std::string> names_of(const std::vector<std::pair<std::string, Tensor*>>& named) {
@@ -110,10 +144,10 @@ std::vector<double> time_forward(Layer& self, const py::array& x, bool train, in
   std::lock_guard lock(self.mutex);
   std::vector<double> ms;
   for (int64_t i = 0; i < repeats; ++i) {
-    const auto start = std::chrono::steady_clock::now();
+    const auto start = Clock::now();
     const Tensor y = self.layer.forward(xt, train ? Mode::kTrain : Mode::kEval);
     if (train) self.layer.backward(y);
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+    ms.push_back(ms_since(start));
   }
   self.saved_forward = 0;  // the timed forwards replaced whatever state a Python forward had saved
   return ms;
@@ -181,6 +215,8 @@ void register_moe(py::module_& m) {
              std::lock_guard lock(self.mutex);
              return self.layer.saved_for_backward_bytes();
            })
+      .def_property_readonly("last_call_ms", [](const Layer& self) { return self.last_call_ms; },
+                             "Milliseconds the last forward or backward spent in the binding (copies included).")
       .def("time_forward", &time_forward, py::arg("x"), py::arg("train"), py::arg("repeats"),
            "Milliseconds per call of `repeats` back-to-back forwards (forward+backward when train), run in C++.");
 
