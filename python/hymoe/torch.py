@@ -14,6 +14,7 @@ dtype after ``.to(torch.bfloat16)``, or a plain assignment) is copied into the l
 from __future__ import annotations
 
 import json
+import operator
 from dataclasses import dataclass
 
 import numpy as np
@@ -81,13 +82,35 @@ class SoftmaxTopKRouter(nn.Module):
         self.top_k = top_k
         self._step = 0
         self._max_steps = 1
-        self.aux_loss = torch.tensor(0.0)
-        self.z_loss = torch.tensor(0.0)
+        self._aux_loss = 0.0  # a float or a tensor; the properties hand out tensors
+        self._z_loss = 0.0
         self.expert_counts = torch.zeros(num_experts)
 
     def set_step(self, step: int, max_steps: int) -> None:
         self._step = step
         self._max_steps = max(max_steps, 1)
+
+    # The last forward's losses: 0-d tensors (part of the autograd graph after a train forward with autograd on).
+    # Kept as floats after other forwards and made tensors when read, which keeps the per-call cost low.
+    @property
+    def aux_loss(self) -> torch.Tensor:
+        if not isinstance(self._aux_loss, torch.Tensor):
+            self._aux_loss = torch.tensor(self._aux_loss)
+        return self._aux_loss
+
+    @aux_loss.setter
+    def aux_loss(self, value) -> None:
+        self._aux_loss = value
+
+    @property
+    def z_loss(self) -> torch.Tensor:
+        if not isinstance(self._z_loss, torch.Tensor):
+            self._z_loss = torch.tensor(self._z_loss)
+        return self._z_loss
+
+    @z_loss.setter
+    def z_loss(self, value) -> None:
+        self._z_loss = value
 
 
 class SigmoidTopKRouter(SoftmaxTopKRouter):
@@ -185,6 +208,9 @@ class MoEMLP(nn.Module):
             self.experts = experts
         self._layer = _core.MoELayer(json.dumps(config))
         self._slots = self._alias_tensors()
+        self._dicts = self._tensor_dicts()
+        self._seen_tensors = [d[a] for d, a in self._dicts]
+        self._seen_versions = [t._version for t in self._seen_tensors]
         self._parameter_slots = [self._slot_by_name[n] for n in self._layer.parameter_names()]
 
     def _alias_tensors(self) -> list:
@@ -205,14 +231,33 @@ class MoEMLP(nn.Module):
         self._layer.mark_weights_changed()
         return slots
 
+    def _tensor_dicts(self) -> list:
+        """(the owner's _parameters or _buffers dict, attribute) per slot: dict look-ups, far cheaper per forward
+        than nn.Module.__getattr__."""
+        return [(s.owner._parameters if s.attr in s.owner._parameters else s.owner._buffers, s.attr) for s in self._slots]
+
+    def weights_changed(self) -> None:
+        """Makes the next forward re-read every weight. Needed only after writes that bypass torch's version
+        counter (``p.data.copy_(...)``, writes through numpy views); in-place ops on the parameters themselves,
+        optimizers, ``load_state_dict`` and ``.to()`` are seen on their own."""
+        self._seen_tensors = [None] * len(self._slots)
+
+    def _apply(self, *args, **kwargs):
+        out = super()._apply(*args, **kwargs)  # .to(), .float(), .bfloat16(): may swap the tensors' data
+        self._dicts = self._tensor_dicts()
+        self.weights_changed()
+        return out
+
     def _sync_weights(self) -> None:
         """Brings the C++ layer up to date with the torch tensors: nothing to copy for the ones that alias it, a
-        copy for the others whose data changed, and a re-pack of the kernels' weights if anything changed."""
-        changed = False
-        for slot in self._slots:
-            t = getattr(slot.owner, slot.attr)
-            state = (t.data_ptr(), t._version)
-            if state == slot.seen:
+        copy for the others whose data changed, and a re-pack of the kernels' weights if anything changed. The
+        common case (nothing changed) costs one identity and one version comparison per tensor."""
+        tensors = [d[a] for d, a in self._dicts]
+        versions = [t._version for t in tensors]
+        if versions == self._seen_versions and not any(map(operator.is_not, tensors, self._seen_tensors)):
+            return
+        for slot, t, version, seen in zip(self._slots, tensors, versions, self._seen_tensors):
+            if t is seen and version == slot.seen[1] and t.data_ptr() == slot.seen[0]:
                 continue
             if t.data_ptr() != slot.view.data_ptr() or t.dtype != torch.float32:
                 if tuple(t.shape) != tuple(slot.view.shape):
@@ -220,10 +265,10 @@ class MoEMLP(nn.Module):
                                      f"{tuple(slot.view.shape)}")
                 with torch.no_grad():
                     slot.view.copy_(_as_f32(t, slot.name))
-            slot.seen = state
-            changed = True
-        if changed:
-            self._layer.mark_weights_changed()
+            slot.seen = (t.data_ptr(), version)
+        self._seen_tensors = tensors
+        self._seen_versions = versions
+        self._layer.mark_weights_changed()
 
     def _copy_back_router_state(self) -> None:
         """A train forward of the sigmoid router moves expert_bias and expert_ema inside the layer; torch tensors
@@ -237,24 +282,27 @@ class MoEMLP(nn.Module):
             with torch.no_grad():
                 t.copy_(slot.view)
             slot.seen = (t.data_ptr(), t._version)
+            self._seen_versions[self._slots.index(slot)] = t._version
 
     def _run_forward(self, x: torch.Tensor, train: bool):
         if x.dim() != 3:
             raise ValueError(f"hymoe.torch: x must be (batch, seq_len, dim), got shape {tuple(x.shape)}")
-        x32 = _as_f32(x, "x")
+        if x.dtype is torch.float32 and x.is_cpu and not x.requires_grad and x.is_contiguous():
+            x_np = x.numpy()  # read in place by the binding
+        else:
+            x_np = _as_f32(x, "x").numpy()
         self._sync_weights()
-        step = getattr(self.router, "_step", 0)
-        max_steps = getattr(self.router, "_max_steps", 1)
-        forward_id, y, aux, z, counts = self._layer.forward(_np_f32(x32), train, step, max_steps)
+        router = self._modules["router"].__dict__
+        forward_id, y, aux, z, counts = self._layer.forward(x_np, train, router.get("_step", 0),
+                                                            router.get("_max_steps", 1))
         if train:
             self._copy_back_router_state()
-        return forward_id, torch.from_numpy(y).to(x.dtype), aux, z, counts
+        y = torch.from_numpy(y)
+        return forward_id, (y if x.dtype is torch.float32 else y.to(x.dtype)), aux, z, counts
 
     def _record_losses(self, aux: float | torch.Tensor, z: float | torch.Tensor, counts: np.ndarray) -> None:
-        r = self.router
-        r.aux_loss = aux if isinstance(aux, torch.Tensor) else torch.tensor(aux)
-        r.z_loss = z if isinstance(z, torch.Tensor) else torch.tensor(z)
-        r.expert_counts = torch.from_numpy(counts)
+        state = self._modules["router"].__dict__  # plain attributes: no nn.Module.__setattr__ per call
+        state["_aux_loss"], state["_z_loss"], state["expert_counts"] = aux, z, torch.from_numpy(counts)
 
     @property
     def aux_loss(self) -> torch.Tensor:
@@ -271,12 +319,12 @@ class MoEMLP(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x (batch, seq_len, dim) -> (batch, seq_len, dim), in x's dtype. In train mode with autograd on, y,
         ``aux_loss`` and ``z_loss`` are differentiable through hymoe's C++ backward."""
-        params = [getattr(s.owner, s.attr) for s in self._parameter_slots]
-        needs_graph = torch.is_grad_enabled() and (x.requires_grad or any(p.requires_grad for p in params))
-        if self.training and needs_graph:
-            y, aux, z = _MoEFunction.apply(self, x, *params)
-            self.router.aux_loss, self.router.z_loss = aux, z
-            return y
+        if self.training and torch.is_grad_enabled():
+            params = [getattr(s.owner, s.attr) for s in self._parameter_slots]
+            if x.requires_grad or any(p.requires_grad for p in params):
+                y, aux, z = _MoEFunction.apply(self, x, *params)
+                self.router.aux_loss, self.router.z_loss = aux, z
+                return y
         _, y, aux, z, counts = self._run_forward(x, train=self.training)
         self._record_losses(aux, z, counts)
         return y

@@ -263,6 +263,10 @@ def test_in_place_and_replaced_weights_reach_the_layer():
         for e in range(4):  # replaced: a new tensor, copied in on the next forward
             m.experts[e].up_proj.weight = torch.nn.Parameter(m.experts[e].up_proj.weight / 2.0)
         assert_matches(m(x), y0, "y after restoring")
+        for e in range(4):  # through .data, which bypasses the version counter: weights_changed() says so
+            m.experts[e].up_proj.weight.data.mul_(2.0)
+        m.weights_changed()
+        assert_matches(m(x), y1, "y after .data writes")
 
 
 def test_bfloat16_input_and_parameters():
