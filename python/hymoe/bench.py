@@ -85,6 +85,7 @@ def main(argv=None) -> int:
     p.add_argument("--tokens", default="1,128", help="comma-separated token counts (default 1,128)")
     p.add_argument("--repeats", type=int, default=20)
     p.add_argument("--threads", type=int, default=0, help="threads for hymoe and torch (default: hymoe's default)")
+    p.add_argument("--packed", action="store_true", help="packed expert weights (build_moe's packed_experts)")
     p.add_argument("--backward", action="store_true", help="also time forward+backward (train mode)")
     p.add_argument("--no-eager", action="store_true", help="skip PyTorch's eager reference")
     p.add_argument("--json", help="write the results to this file")
@@ -101,8 +102,10 @@ def main(argv=None) -> int:
     torch.set_num_threads(threads)
     shape = SHAPES[args.shape]
     torch.manual_seed(0)
-    m = hmoe.build_moe(**shape)
-    print(f"shape {args.shape}: {json.dumps(shape)}; threads {threads}; torch {torch.__version__}; "
+    m = hmoe.build_moe(**shape, packed_experts=args.packed)
+    if args.packed and not args.no_eager:
+        p.error("--packed: the eager reference loops over unpacked experts; add --no-eager")
+    print(f"shape {args.shape}: {json.dumps(shape)}; packed {args.packed}; threads {threads}; torch {torch.__version__}; "
           f"median of {args.repeats}")
     results = []
 
