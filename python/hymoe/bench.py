@@ -24,6 +24,7 @@ SHAPES = {
     "deepseek-v2-lite": dict(dim=2048, hidden_dim=1408, num_experts=64, top_k=6, shared_experts=2),
     "olmoe-1b-7b": dict(dim=2048, hidden_dim=1024, num_experts=64, top_k=8, shared_experts=0),
     "qwen3-30b-a3b": dict(dim=2048, hidden_dim=768, num_experts=128, top_k=8, shared_experts=0),
+    "tiny": dict(dim=64, hidden_dim=32, num_experts=8, top_k=2, shared_experts=1),  # the bench's own test
 }
 
 
@@ -109,8 +110,20 @@ def main(argv=None) -> int:
           f"median of {args.repeats}")
     results = []
 
-    def record(tokens, mode, who, ms, **extra):
-        results.append(dict(shape=args.shape, tokens=tokens, mode=mode, who=who, ms=ms, threads=threads, **extra))
+    def measure(tokens, mode, x_np, train, module_call, eager_call):
+        """One line: the C++ loop, the module (with its per-call overhead) and, unless --no-eager, eager torch."""
+        cpp = cpp_median_ms(m, x_np, train, args.repeats)
+        mod, over = module_median_ms(module_call, args.repeats)
+        common = dict(shape=args.shape, tokens=tokens, mode=mode, threads=threads, packed=args.packed)
+        results.append(dict(common, who="cpp", ms=cpp))
+        results.append(dict(common, who="module", ms=mod, overhead_ms=over))
+        line = (f"T={tokens:4d} {mode:17s} cpp {cpp:9.3f} ms  module {mod:9.3f} ms  overhead "
+                f"{over:.3f} ms/call ({100 * over / cpp:.2f}%)")
+        if not args.no_eager:
+            eager = median_ms(eager_call, args.repeats)
+            results.append(dict(common, who="eager", ms=eager))
+            line += f"  eager torch {eager:9.3f} ms ({eager / mod:.1f}x)"
+        print(line, flush=True)
 
     for tokens in [int(t) for t in args.tokens.split(",")]:
         x = torch.randn(1, tokens, shape["dim"])
@@ -121,17 +134,7 @@ def main(argv=None) -> int:
                 m(x)
                 return m._layer.last_call_ms
 
-            cpp = cpp_median_ms(m, x_np, False, args.repeats)
-            mod, over = module_median_ms(module_forward, args.repeats)
-            record(tokens, "forward", "cpp", cpp)
-            record(tokens, "forward", "module", mod, overhead_ms=over)
-            line = (f"T={tokens:4d} forward           cpp {cpp:9.3f} ms  module {mod:9.3f} ms  overhead "
-                    f"{over:.3f} ms/call ({100 * over / cpp:.2f}%)")
-            if not args.no_eager:
-                eager = median_ms(lambda: eager_forward(torch, F, m, x), args.repeats)
-                record(tokens, "forward", "eager", eager)
-                line += f"  eager torch {eager:9.3f} ms ({eager / mod:.1f}x)"
-            print(line, flush=True)
+            measure(tokens, "forward", x_np, False, module_forward, lambda: eager_forward(torch, F, m, x))
         if args.backward:
             m.train()
             g = torch.randn_like(x)
@@ -150,17 +153,7 @@ def main(argv=None) -> int:
                 eager_forward(torch, F, m, xr).backward(g)
                 m.zero_grad(set_to_none=True)
 
-            cpp = cpp_median_ms(m, x_np, True, args.repeats)
-            mod, over = module_median_ms(module_step, args.repeats)
-            record(tokens, "forward+backward", "cpp", cpp)
-            record(tokens, "forward+backward", "module", mod, overhead_ms=over)
-            line = (f"T={tokens:4d} forward+backward  cpp {cpp:9.3f} ms  module {mod:9.3f} ms  overhead "
-                    f"{over:.3f} ms/call ({100 * over / cpp:.2f}%)")
-            if not args.no_eager:
-                eager = median_ms(eager_step, args.repeats)
-                record(tokens, "forward+backward", "eager", eager)
-                line += f"  eager torch {eager:9.3f} ms ({eager / mod:.1f}x)"
-            print(line, flush=True)
+            measure(tokens, "forward+backward", x_np, True, module_step, eager_step)
     if args.json:
         with open(args.json, "w") as f:
             for r in results:

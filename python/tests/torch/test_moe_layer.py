@@ -398,3 +398,16 @@ def test_an_idle_expert_gets_no_gradient_as_under_torch():
         else:
             assert all(g is None for g in grads), e
     assert m.router.gate.weight.grad is not None
+
+
+def test_bench_runs_and_reports_every_measurement(tmp_path, capsys):
+    from hymoe import bench
+
+    out = tmp_path / "bench.jsonl"
+    assert bench.main(["--shape", "tiny", "--tokens", "1,3", "--repeats", "2", "--backward", "--json", str(out)]) == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert {(r["tokens"], r["mode"], r["who"]) for r in rows} == {
+        (t, mode, who) for t in (1, 3) for mode in ("forward", "forward+backward") for who in ("cpp", "module", "eager")}
+    assert all(r["ms"] > 0 for r in rows)
+    assert all(r["overhead_ms"] < r["ms"] for r in rows if r["who"] == "module")
+    assert "overhead" in capsys.readouterr().out
