@@ -12,6 +12,7 @@ statistics files (`read_counts`, `write_counts`, `read_trace`, `summarize`), eva
 (`evaluate`, `sweep`) and trace replay (`replay`), all returning plain Python and numpy values.
 """
 
+import json
 import operator
 
 from . import _core
@@ -33,6 +34,12 @@ __all__ = [
 ]
 
 _INT64_MAX = (1 << 63) - 1
+# kt-kernel's report keys; hymoe's report adds its own after them.
+_KT_REPORT_KEYS = (
+    "strategy", "num_layers", "num_experts_per_layer", "requested_num_gpu_experts", "actual_num_gpu_experts",
+    "expected_hit_rate", "selected_score", "total_score", "per_layer_counts", "layer_min", "layer_max",
+    "layer_mean", "layer_std", "min_experts_per_layer", "max_experts_per_layer", "alpha",
+    "previous_scores_provided")
 
 
 def strategy_names():
@@ -100,9 +107,11 @@ def plan_gpu_expert_placement(
     alpha * activation_freq + (1 - alpha) * previous_scores in float32; `score_aware_layer_balanced` honours the
     per-layer bounds."""
     table, previous, from_torch = _check_tables(activation_freq, previous_scores, alpha)
-    mask, report, _ = _core.placement_plan(
+    mask, report_json, _ = _core.placement_plan(
         table, _budget(num_gpu_experts), strategy, int(min_experts_per_layer),
-        _optional_int(max_experts_per_layer), previous, float(alpha), 42, None, {}, False, None)
+        _optional_int(max_experts_per_layer), previous, float(alpha), 42, None, {}, None)
+    full = json.loads(report_json)
+    report = {key: full[key] for key in _KT_REPORT_KEYS}
     report["requested_num_gpu_experts"] = int(num_gpu_experts)
     report["max_experts_per_layer"] = max_experts_per_layer
     return like_input(mask, from_torch), report
@@ -150,15 +159,16 @@ def plan(
 ):
     """hymoe's planner: (mask, report, scores). The report adds to kt-kernel's fields `gpu_bytes` (when
     `expert_bytes` is given), `predicted_step_seconds` and `predicted_all_cpu_seconds` (the cost model `cost`, a
-    dict of CostModel fields, docs/placement.md) and `dense_layers`. With `first_k_dense_replace` the table covers
+    dict of CostModel fields, docs/placement.md) and `dense_layers` (with `first_k_dense_replace`). With `first_k_dense_replace` the table covers
     every model layer and only its MoE layers (i >= first_k_dense_replace, i % moe_layer_freq == 0) are planned;
     dense rows are all-GPU. `scores` are the float32 scores that were ranked."""
     table, previous, from_torch = _check_tables(activation_freq, previous_scores, alpha)
     layout = None if first_k_dense_replace is None else (int(first_k_dense_replace), int(moe_layer_freq))
-    mask, report, scores = _core.placement_plan(
+    mask, report_json, scores = _core.placement_plan(
         table, _budget(num_gpu_experts), strategy, int(min_experts_per_layer),
         _optional_int(max_experts_per_layer), previous, float(alpha), int(seed), _optional_int(expert_bytes),
-        dict(cost or {}), True, layout)
+        dict(cost or {}), layout)
+    report = json.loads(report_json)
     report["requested_num_gpu_experts"] = int(num_gpu_experts)
     return like_input(mask, from_torch), report, like_input(scores, from_torch)
 

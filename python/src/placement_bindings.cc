@@ -33,39 +33,10 @@ CostModel cost_from(const py::dict& d) {
   return c;
 }
 
-// kt-kernel's report, key for key and in its order; hymoe's additions after them when `extras`.
-py::dict report_dict(const PlacementReport& r, bool extras) {
-  py::dict d;
-  d["strategy"] = r.strategy;
-  d["num_layers"] = r.num_layers;
-  d["num_experts_per_layer"] = r.num_experts_per_layer;
-  d["requested_num_gpu_experts"] = r.requested_num_gpu_experts;
-  d["actual_num_gpu_experts"] = r.actual_num_gpu_experts;
-  d["expected_hit_rate"] = r.expected_hit_rate;
-  d["selected_score"] = r.selected_score;
-  d["total_score"] = r.total_score;
-  d["per_layer_counts"] = r.per_layer_counts;
-  d["layer_min"] = r.layer_min;
-  d["layer_max"] = r.layer_max;
-  d["layer_mean"] = r.layer_mean;
-  d["layer_std"] = r.layer_std;
-  d["min_experts_per_layer"] = r.min_experts_per_layer;
-  d["max_experts_per_layer"] = r.max_experts_per_layer ? py::object(py::int_(*r.max_experts_per_layer)) : py::none();
-  d["alpha"] = r.alpha;
-  d["previous_scores_provided"] = r.previous_scores_provided;
-  if (extras) {
-    d["gpu_bytes"] = r.gpu_bytes ? py::object(py::int_(*r.gpu_bytes)) : py::none();
-    d["predicted_step_seconds"] = r.predicted_step_seconds;
-    d["predicted_all_cpu_seconds"] = r.predicted_all_cpu_seconds;
-    d["dense_layers"] = r.dense_layers;
-  }
-  return d;
-}
-
 py::tuple plan(const py::array& scores, int64_t num_gpu_experts, const std::string& strategy,
                int64_t min_experts_per_layer, std::optional<int64_t> max_experts_per_layer,
                std::optional<py::array> previous_scores, double alpha, uint64_t seed,
-               std::optional<uint64_t> expert_bytes, const py::dict& cost, bool extras,
+               std::optional<uint64_t> expert_bytes, const py::dict& cost,
                std::optional<std::pair<int64_t, int64_t>> layout) {
   PlanOptions options;
   options.min_experts_per_layer = min_experts_per_layer;
@@ -84,7 +55,9 @@ py::tuple plan(const py::array& scores, int64_t num_gpu_experts, const std::stri
                : plan_gpu_expert_placement(table, num_gpu_experts, strategy, options);
   }
   const std::vector<py::ssize_t> shape = {p.num_layers, p.num_experts};
-  py::dict report = report_dict(p.report, extras);
+  // The report as plan files hold it (kt-kernel's keys in its order, then hymoe's): JSON text, which
+  // python/hymoe/placement.py parses; doubles are written to round-trip exactly.
+  std::string report = report_to_json(p.report);
   return py::make_tuple(mask_to_numpy(std::move(p.mask), shape), report, tensor_to_numpy(std::move(p.scores)));
 }
 
@@ -272,9 +245,8 @@ void register_placement(py::module_& m) {
   m.def("placement_strategy_names", &strategy_names);
   m.def("placement_plan", &plan, py::arg("scores"), py::arg("num_gpu_experts"), py::arg("strategy"),
         py::arg("min_experts_per_layer"), py::arg("max_experts_per_layer"), py::arg("previous_scores"),
-        py::arg("alpha"), py::arg("seed"), py::arg("expert_bytes"), py::arg("cost"), py::arg("extras"),
-        py::arg("layout"),
-        "(mask bool (L, E), report dict, ranked float32 scores (L, E)); layout = (first_k_dense_replace, "
+        py::arg("alpha"), py::arg("seed"), py::arg("expert_bytes"), py::arg("cost"), py::arg("layout"),
+        "(mask bool (L, E), report JSON text, ranked float32 scores (L, E)); layout = (first_k_dense_replace, "
         "moe_layer_freq) plans a whole model's table");
 
   m.def("placement_read_counts", [](const std::string& path, std::optional<int64_t> num_experts) {
