@@ -1,9 +1,307 @@
-// The MoE layer's half of hymoe._core, behind hymoe.torch (issue 15: build_moe, the autograd Function,
-// grouped_expert_forward, load_moe_layer). Registered by module.cc; functions are named moe_*.
+// The MoE layer's half of hymoe._core (python/src/bindings.h): the C++ MoE layer (include/hymoe/moe.h) and the
+// Hugging Face layer loader (include/hymoe/model.h), what hymoe.torch builds KempnerForge's MoEMLP on. Arrays come
+// in as numpy arrays (arrays.h: float32 C-contiguous ones are read in place, once copied into the layer's input);
+// results leave as numpy arrays owning their C++ buffers, and the layer's weights as numpy views of its C++
+// tensors, so torch parameters alias them with no copy.
+// The GIL is released while C++ runs; each layer serializes its own calls with a mutex (a layer keeps the state of
+// its last forward for the backward, so two threads cannot share one call sequence anyway).
+// Depends on the library's public headers only.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <chrono>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "arrays.h"
 #include "bindings.h"
+#include "hymoe/error.h"
+#include "hymoe/model.h"
+#include "hymoe/moe.h"
 
 namespace hymoe::python {
+namespace {
 
-void register_moe(pybind11::module_& m) { (void)m; }
+using OutArray = py::array_t<float>;
+
+// A numpy view of `t`, keeping `owner` (the Python object holding the C++ tensor) alive.
+OutArray view_of(Tensor& t, py::handle owner) {
+  std::vector<py::ssize_t> shape(t.shape().begin(), t.shape().end());
+  return OutArray(shape, t.data(), owner);
+}
+
+std::vector<int64_t> counts_of(const std::vector<int64_t>& tokens_per_expert, const char* who) {
+  for (size_t e = 0; e < tokens_per_expert.size(); ++e)
+    if (tokens_per_expert[e] < 0) fail(who, ": tokens_per_expert[", e, "]=", tokens_per_expert[e], " is negative");
+  return tokens_per_expert;
+}
+
+MlpActivation activation_of(const std::string& name, const char* who) {
+  if (name == "silu" || name == "swiglu") return MlpActivation::kSwiGLU;
+  if (name == "gelu") return MlpActivation::kGelu;
+  if (name == "relu") return MlpActivation::kRelu;
+  fail(who, ": activation '", name, "' is not one of silu, gelu, relu");
+}
+
+// A MoELayer with the bookkeeping the autograd Function needs: which forward the layer's saved state belongs to.
+struct Layer {
+  explicit Layer(const MoEConfig& config) : layer(config) {}
+  MoELayer layer;
+  std::mutex mutex;
+  int64_t forwards = 0;        // forwards run so far; a forward's id is the count after it
+  int64_t saved_forward = 0;   // id of the train forward whose state the layer holds (0: none)
+  double last_call_ms = 0.0;   // time the last forward or backward spent in C++ (python -m hymoe.bench)
+};
+
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+py::tuple layer_forward(Layer& self, const py::array& x, bool train, int64_t step, int64_t max_steps) {
+  const auto start = Clock::now();
+  const Tensor xt = to_tensor_f32(x, "x");
+  Tensor y, counts;
+  float aux = 0.0f, z = 0.0f;
+  int64_t id = 0;
+  {
+    py::gil_scoped_release release;
+    std::lock_guard lock(self.mutex);
+    y = self.layer.forward(xt, train ? Mode::kTrain : Mode::kEval, step, max_steps);
+    aux = self.layer.aux_loss();
+    z = self.layer.z_loss();
+    counts = self.layer.expert_counts();
+    id = ++self.forwards;
+    self.saved_forward = train ? id : 0;
+  }
+  py::tuple out = py::make_tuple(id, tensor_to_numpy(std::move(y)), aux, z, tensor_to_numpy(std::move(counts)));
+  self.last_call_ms = ms_since(start);
+  return out;
+}
+
+// The routed expert a parameter name belongs to ("experts.<e>.…"), or -1.
+int64_t routed_expert_of(const std::string& name) {
+  static const std::string kPrefix = "experts.";
+  if (name.compare(0, kPrefix.size(), kPrefix) != 0) return -1;
+  return std::stoll(name.substr(kPrefix.size()));
+}
+
+// Gradients of sum(y * grad_y) + aux_weight * aux_loss + z_weight * z_loss for forward `forward_id`:
+// (grad_x, [grad of each parameter in parameter_names() order, or None]). None for the weights of a routed expert
+// that got no token, as PyTorch's autograd leaves them, which also spares copying all the idle experts' zeros.
+py::tuple layer_backward(Layer& self, int64_t forward_id, const py::array& grad_y, float aux_weight, float z_weight) {
+  const auto start = Clock::now();
+  const Tensor gy = to_tensor_f32(grad_y, "grad_y");
+  Tensor grad_x;
+  std::vector<std::optional<Tensor>> grads;
+  {
+    py::gil_scoped_release release;
+    std::lock_guard lock(self.mutex);
+    if (forward_id != self.saved_forward || forward_id == 0)
+      fail("backward: the layer holds the saved state of forward ", self.saved_forward,
+           " (0: none; eval forwards save nothing), not of forward ", forward_id,
+           "; run backward before the layer's next train forward (or recompute that forward, as activation "
+           "checkpointing does)");
+    grad_x = self.layer.backward(gy, aux_weight, z_weight);
+    const Tensor& counts = self.layer.expert_counts();  // of the forward just differentiated
+    for (const auto& [name, g] : self.layer.named_gradients()) {
+      const int64_t e = routed_expert_of(name);
+      if (e >= 0 && counts[e] == 0.0f) {
+        grads.emplace_back(std::nullopt);
+      } else {
+        grads.emplace_back(*g);  // a copy: the next backward overwrites the layer's gradients
+      }
+    }
+  }
+  py::list out;
+  for (std::optional<Tensor>& g : grads) {
+    if (g) {
+      out.append(tensor_to_numpy(std::move(*g)));
+    } else {
+      out.append(py::none());
+    }
+  }
+  py::tuple result = py::make_tuple(tensor_to_numpy(std::move(grad_x)), out);
+  self.last_call_ms = ms_since(start);
+  return result;
+}
+
+std::vector<std::string> names_of(const std::vector<std::pair<std::string, Tensor*>>& named) {
+  std::vector<std::string> out;
+  for (const auto& [name, t] : named) out.push_back(name);
+  return out;
+}
+
+// Milliseconds of each of `repeats` calls run back to back in C++ (forward, or forward+backward when `train`):
+// the layer's own time, without Python.
+std::vector<double> time_forward(Layer& self, const py::array& x, bool train, int64_t repeats) {
+  const Tensor xt = to_tensor_f32(x, "x");
+  py::gil_scoped_release release;
+  std::lock_guard lock(self.mutex);
+  std::vector<double> ms;
+  for (int64_t i = 0; i < repeats; ++i) {
+    const auto start = Clock::now();
+    const Tensor y = self.layer.forward(xt, train ? Mode::kTrain : Mode::kEval);
+    if (train) self.layer.backward(y);
+    ms.push_back(ms_since(start));
+  }
+  self.saved_forward = 0;  // the timed forwards replaced whatever state a Python forward had saved
+  return ms;
+}
+
+// (gate or None, up, down) in nn.Linear (out, in) layout.
+using ExpertArrays = std::tuple<std::optional<py::array>, py::array, py::array>;
+
+ExpertMlp expert_of(const ExpertArrays& arrays, MlpActivation activation) {
+  const auto& [gate, up, down] = arrays;
+  ExpertMlp m;
+  m.activation = activation;
+  if (activation == MlpActivation::kSwiGLU) {
+    if (!gate) fail("grouped_expert_forward: a SwiGLU expert needs gate_proj");
+    m.gate_proj = to_tensor_f32(*gate, "gate_proj");
+  }
+  m.up_proj = to_tensor_f32(up, "up_proj");
+  m.down_proj = to_tensor_f32(down, "down_proj");
+  return m;
+}
+
+// One MoE layer of a Hugging Face model directory (inference).
+struct HfLayer {
+  explicit HfLayer(ModelMoELayer l) : layer(std::move(l)) {}
+  ModelMoELayer layer;
+  std::mutex mutex;
+};
+
+}  // namespace
+
+void register_moe(py::module_& m) {
+  py::class_<Layer>(m, "MoELayer", "hymoe's C++ MoE layer (include/hymoe/moe.h); hymoe.torch wraps it.")
+      .def(py::init([](const std::string& config_json) {
+             return std::make_unique<Layer>(parse_moe_config(config_json, "build_moe"));
+           }),
+           py::arg("config_json"), "A layer from build_moe's arguments as a JSON object; weights are zero.")
+      .def("tensor_names", [](Layer& self) { return names_of(self.layer.named_tensors()); },
+           "Every parameter and buffer under its PyTorch state_dict name.")
+      .def("parameter_names", [](Layer& self) { return names_of(self.layer.named_parameters()); },
+           "The trainable subset, in the order backward returns gradients.")
+      .def(
+          "tensor",
+          [](py::object self_obj, const std::string& name) {
+            Layer& self = self_obj.cast<Layer&>();
+            std::lock_guard lock(self.mutex);
+            for (auto& [n, t] : self.layer.named_tensors())
+              if (n == name) return view_of(*t, self_obj);
+            fail("tensor: the layer has no tensor '", name, "'");
+          },
+          py::arg("name"),
+          "A float32 numpy view of the C++ tensor (no copy). After writing through it call mark_weights_changed().")
+      .def(
+          "mark_weights_changed",
+          [](Layer& self) {
+            std::lock_guard lock(self.mutex);
+            self.layer.named_tensors();  // non-const access is the layer's signal to re-pack
+          },
+          "Re-prepare the kernels' packed weights on the next forward.")
+      .def("forward", &layer_forward, py::arg("x"), py::arg("train"), py::arg("step") = 0, py::arg("max_steps") = 1,
+           "x (B, L, dim) -> (forward_id, y, aux_loss, z_loss, expert_counts).")
+      .def("backward", &layer_backward, py::arg("forward_id"), py::arg("grad_y"), py::arg("aux_loss_weight") = 0.0f,
+           py::arg("z_loss_weight") = 0.0f, "-> (grad_x, [grad of each parameter in parameter_names() order]).")
+      .def("saved_for_backward_bytes",
+           [](Layer& self) {
+             std::lock_guard lock(self.mutex);
+             return self.layer.saved_for_backward_bytes();
+           })
+      .def_property_readonly("last_call_ms", [](const Layer& self) { return self.last_call_ms; },
+                             "Milliseconds the last forward or backward spent in the binding (copies included).")
+      .def("time_forward", &time_forward, py::arg("x"), py::arg("train"), py::arg("repeats"),
+           "Milliseconds per call of `repeats` back-to-back forwards (forward+backward when train), run in C++.");
+
+  m.def(
+      "moe_grouped_expert_forward",
+      [](const py::array& x_sorted, const std::vector<int64_t>& tokens_per_expert,
+         const std::vector<ExpertArrays>& experts, const std::string& activation) {
+        const MlpActivation act = activation_of(activation, "grouped_expert_forward");
+        const Tensor x = to_tensor_f32(x_sorted, "x_sorted");
+        std::vector<ExpertMlp> mlps;
+        for (const ExpertArrays& e : experts) mlps.push_back(expert_of(e, act));
+        const std::vector<int64_t> counts = counts_of(tokens_per_expert, "grouped_expert_forward");
+        Tensor y;
+        {
+          py::gil_scoped_release release;
+          y = grouped_expert_forward(x, counts, mlps);
+        }
+        return tensor_to_numpy(std::move(y));
+      },
+      py::arg("x_sorted"), py::arg("tokens_per_expert"), py::arg("experts"), py::arg("activation"));
+  m.def(
+      "moe_grouped_expert_forward_packed",
+      [](const py::array& x_sorted, const std::vector<int64_t>& tokens_per_expert, const py::array& up_w,
+         const py::array& down_w, const std::optional<py::array>& gate_w, const std::string& activation) {
+        const MlpActivation act =
+            gate_w ? MlpActivation::kSwiGLU : activation_of(activation, "grouped_expert_forward_packed");
+        const Tensor x = to_tensor_f32(x_sorted, "x_sorted");
+        const Tensor up = to_tensor_f32(up_w, "up_w"), down = to_tensor_f32(down_w, "down_w");
+        const Tensor gate = gate_w ? to_tensor_f32(*gate_w, "gate_w") : Tensor();
+        const std::vector<int64_t> counts = counts_of(tokens_per_expert, "grouped_expert_forward_packed");
+        Tensor y;
+        {
+          py::gil_scoped_release release;
+          y = grouped_expert_forward_packed(x, counts, up, down, gate_w ? &gate : nullptr, act);
+        }
+        return tensor_to_numpy(std::move(y));
+      },
+      py::arg("x_sorted"), py::arg("tokens_per_expert"), py::arg("up_w"), py::arg("down_w"), py::arg("gate_w"),
+      py::arg("activation"));
+  m.def(
+      "moe_scale_by_expert_load",
+      [](const py::array& expert_out, const std::vector<int64_t>& tokens_per_expert, int64_t num_experts) {
+        const Tensor out = to_tensor_f32(expert_out, "expert_out");
+        const std::vector<int64_t> counts = counts_of(tokens_per_expert, "scale_by_expert_load");
+        Tensor y;
+        {
+          py::gil_scoped_release release;
+          y = scale_by_expert_load(out, counts, num_experts);
+        }
+        return tensor_to_numpy(std::move(y));
+      },
+      py::arg("expert_out"), py::arg("tokens_per_expert"), py::arg("num_experts"));
+
+  py::class_<HfLayer>(m, "ModelMoELayer", "One MoE layer of a Hugging Face model directory (inference).")
+      .def_property_readonly("family", [](HfLayer& s) { return s.layer.spec().family; })
+      .def_property_readonly("dim", [](HfLayer& s) { return s.layer.spec().dim; })
+      .def_property_readonly("hidden", [](HfLayer& s) { return s.layer.spec().hidden; })
+      .def_property_readonly("num_experts", [](HfLayer& s) { return s.layer.spec().num_experts; })
+      .def_property_readonly("top_k", [](HfLayer& s) { return s.layer.spec().top_k; })
+      .def_property_readonly("layer", [](HfLayer& s) { return s.layer.spec().layer; })
+      .def(
+          "forward",
+          [](HfLayer& self, const py::array& x) {
+            const Tensor xt = to_tensor_f32(x, "x");
+            Tensor y, counts;
+            {
+              py::gil_scoped_release release;
+              std::lock_guard lock(self.mutex);
+              y = self.layer.forward(xt);
+              counts = self.layer.expert_counts();
+            }
+            return py::make_tuple(tensor_to_numpy(std::move(y)), tensor_to_numpy(std::move(counts)));
+          },
+          py::arg("x"), "x (B, L, dim) -> (y, expert_counts).");
+  m.def(
+      "moe_load_model_layer",
+      [](const std::string& dir, int64_t layer) {
+        std::optional<ModelMoELayer> loaded;
+        {
+          py::gil_scoped_release release;
+          loaded.emplace(load_model_layer(dir, layer));
+        }
+        return std::make_unique<HfLayer>(std::move(*loaded));
+      },
+      py::arg("model_dir"), py::arg("layer"), "MoE layer `layer` of a Hugging Face model directory.");
+}
 
 }  // namespace hymoe::python
