@@ -10,6 +10,7 @@
 
 #include "hymoe/dtype.h"
 #include "hymoe/rng.h"
+#include "kernels/gemm_kernels.h"
 #include "kernels/grouped_ffn.h"
 #include "kernels/isa.h"
 
@@ -68,5 +69,17 @@ inline FfnOutputs run_ffn_saving(const kernels::GroupedFfn& ffn, const std::vect
   ffn.run(args);
   return o;
 }
+
+// A suite run once per ISA (instantiated over kernels::Isa): skipped where the CPU lacks the ISA; ik_ holds its
+// kernels.
+class IsaKernelsTest : public ::testing::TestWithParam<kernels::Isa> {
+ protected:
+  void SetUp() override {
+    if (!isa_supported(GetParam())) GTEST_SKIP() << "CPU lacks " << kernels::isa_name(GetParam());
+    ik_ = kernels::isa_kernels(GetParam());
+    ASSERT_NE(ik_, nullptr);
+  }
+  const kernels::IsaKernels* ik_ = nullptr;
+};
 
 }  // namespace hymoe::test

@@ -139,15 +139,7 @@ TEST(FormatPackTest, ActivationPanelsRoundRowsAndCarryTheQ8Correction) {
     }
 }
 
-class FormatKernelTest : public ::testing::TestWithParam<Isa> {
- protected:
-  void SetUp() override {
-    if (!test::isa_supported(GetParam())) GTEST_SKIP() << "CPU lacks " << isa_name(GetParam());
-    ik_ = isa_kernels(GetParam());
-    ASSERT_NE(ik_, nullptr);
-  }
-  const IsaKernels* ik_ = nullptr;
-};
+class FormatKernelTest : public test::IsaKernelsTest {};
 
 // Every m in 1..MR, K around the units and the K block and primes, with and without accumulate: the micro-kernel
 // against its reference on the same packed operands, within the f32 accumulation bound (bf16 products are exact in

@@ -24,15 +24,7 @@ std::vector<uint16_t> bf16_bits(const std::vector<float>& v) {
   return bits;
 }
 
-class MicroKernelTest : public ::testing::TestWithParam<Isa> {
- protected:
-  void SetUp() override {
-    if (!test::isa_supported(GetParam())) GTEST_SKIP() << "CPU lacks " << isa_name(GetParam());
-    ik_ = isa_kernels(GetParam());
-    ASSERT_NE(ik_, nullptr);
-  }
-  const IsaKernels* ik_ = nullptr;
-};
+class MicroKernelTest : public test::IsaKernelsTest {};
 
 // Row panels hold A transposed in MR-row groups, zero past the last row.
 TEST(PackTest, RowPanelsHoldTheRowsAndZeroPadding) {

@@ -65,15 +65,7 @@ QuantMatrix random_quant(WeightFormat f, Rng& rng, int64_t n, int64_t k) {
 
 constexpr WeightFormat kFormats[] = {WeightFormat::kFp8Block128, WeightFormat::kMxfp4Block32};
 
-class QuantFormatTest : public ::testing::TestWithParam<Isa> {
- protected:
-  void SetUp() override {
-    if (!test::isa_supported(GetParam())) GTEST_SKIP() << "CPU lacks " << isa_name(GetParam());
-    ik_ = isa_kernels(GetParam());
-    ASSERT_NE(ik_, nullptr);
-  }
-  const IsaKernels* ik_ = nullptr;
-};
+class QuantFormatTest : public test::IsaKernelsTest {};
 
 // Every finite e4m3 code (both signs, the subnormals 0x01-0x07 and 0x81-0x87, +-0) under two scales, and every
 // E2M1 code under the E8M0 scales 0 (2^-127, subnormal results), 1, 127 and 250: the micro-kernel with a one-hot
