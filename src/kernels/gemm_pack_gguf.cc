@@ -1,6 +1,6 @@
-// The GGUF panel formats' ISA-free parts (gemm_kernels.h, GgufPanelLayout): the repacking of a kGgml weight view
-// into compact panels (once, at load), the exact decoding of a panel's weight and the micro-kernels' scalar
-// reference. Built without ISA flags.
+// The GGUF panel formats' ISA-free parts (gemm_kernels.h, GgufPanelLayout, gguf_int8_layout): the repacking of a
+// kGgml weight view into compact panels (once, at load) for the exact and the integer-dot kernels, the exact
+// decoding of a panel's weight and the exact kernels' scalar reference. Built without ISA flags.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -20,6 +20,26 @@ bool gguf_weight_format(uint32_t type, WeightFormat* format) {
       return true;
     }
   return false;
+}
+
+WeightFormat gguf_int8_twin(WeightFormat exact) {
+  switch (exact) {
+    case WeightFormat::kGgmlQ8_0: return WeightFormat::kGgmlQ8_0I8;
+    case WeightFormat::kGgmlQ4_0: return WeightFormat::kGgmlQ4_0I8;
+    case WeightFormat::kGgmlQ4_K: return WeightFormat::kGgmlQ4_KI8;
+    case WeightFormat::kGgmlQ5_K: return WeightFormat::kGgmlQ5_KI8;
+    case WeightFormat::kGgmlQ6_K: return WeightFormat::kGgmlQ6_KI8;
+    default: HYMOE_CHECK(false, weight_format_operands(exact), " is not an exact GGUF format");
+  }
+  return exact;
+}
+
+WeightFormat gguf_exact_twin(WeightFormat int8) {
+  for (WeightFormat f : {WeightFormat::kGgmlQ8_0, WeightFormat::kGgmlQ4_0, WeightFormat::kGgmlQ4_K,
+                         WeightFormat::kGgmlQ5_K, WeightFormat::kGgmlQ6_K})
+    if (gguf_int8_twin(f) == int8) return f;
+  HYMOE_CHECK(false, weight_format_operands(int8), " is not a GGUF int8 format");
+  return int8;
 }
 
 namespace {
@@ -95,7 +115,68 @@ void fill_gguf_panel(WeightFormat format, int64_t k, int nr, uint8_t* panel,
   }
 }
 
+void fill_gguf_int8_panel(WeightFormat format, int64_t k, int nr, uint8_t* panel,
+                          const std::function<std::pair<int, int64_t>(int)>& column_of, const MatrixView& gate,
+                          const MatrixView& up) {
+  const GgufPanelLayout l = gguf_int8_layout(format);
+  HYMOE_CHECK(l.ggml_type != 0 && nr % 2 == 0);
+  const int64_t units = (k + l.k_unit - 1) / l.k_unit, unit_bytes = weight_unit_bytes(format, nr);
+  const int64_t code_bytes = int64_t{l.k_unit} * nr * l.code_bits / 8;
+  const int groups = l.k_unit / 4, high_bits = l.code_bits - 4;
+  ColumnCodes col_codes;
+  for (int j = 0; j < nr; ++j) {
+    const auto [which, col] = column_of(j);
+    if (col >= 0) {
+      const MatrixView& src = which == 0 ? gate : up;
+      HYMOE_CHECK(src.quant.scheme == QuantScheme::kGgml && src.quant.ggml_type == l.ggml_type && src.k == k);
+      split_column(src, col, col_codes);
+    }
+    for (int64_t u = 0; u < units; ++u) {
+      uint8_t* unit = panel + u * unit_bytes;
+      for (int kk = 0; kk < l.k_unit; ++kk) {
+        // Padding columns store code 0 (u = code_bias) with scale 0.
+        const int code = col >= 0 ? col_codes.code[static_cast<size_t>(u * l.k_unit + kk)] : 0;
+        const int stored = code + l.code_bias, g = kk / 4, t = kk % 4;
+        HYMOE_CHECK(stored >= 0 && stored < (1 << l.code_bits));
+        if (l.code_bits == 8) {
+          unit[(g * nr + j) * 4 + t] = static_cast<uint8_t>(stored);
+          continue;
+        }
+        const int h = g % (groups / 2), nibble_shift = g < groups / 2 ? 0 : 4;
+        unit[(h * nr + j) * 4 + t] |= static_cast<uint8_t>((stored & 15) << nibble_shift);
+        if (high_bits > 0)
+          unit[(groups / 2 * nr + j) * 4 + t] |= static_cast<uint8_t>((stored >> 4) << (g * high_bits));
+      }
+      const float scale = col >= 0 ? col_codes.scale[static_cast<size_t>(u)] : 0.0f;
+      std::memcpy(unit + code_bytes + 4 * j, &scale, sizeof scale);
+      if (l.offsets) {
+        const float offset = col >= 0 ? col_codes.offset[static_cast<size_t>(u)] : 0.0f;
+        std::memcpy(unit + code_bytes + 4 * (nr + j), &offset, sizeof offset);
+      }
+    }
+  }
+}
+
+int gguf_int8_panel_code(WeightFormat format, const uint8_t* panel, int nr, int64_t kk, int j) {
+  const GgufPanelLayout l = gguf_int8_layout(format);
+  const uint8_t* unit = panel + kk / l.k_unit * weight_unit_bytes(format, nr);
+  const int in_unit = static_cast<int>(kk % l.k_unit), g = in_unit / 4, t = in_unit % 4;
+  if (l.code_bits == 8) return unit[(g * nr + j) * 4 + t];
+  const int groups = l.k_unit / 4, high_bits = l.code_bits - 4;
+  const int nibble = (unit[(g % (groups / 2) * nr + j) * 4 + t] >> (g < groups / 2 ? 0 : 4)) & 15;
+  const int high = high_bits > 0 ? (unit[(groups / 2 * nr + j) * 4 + t] >> (g * high_bits)) & ((1 << high_bits) - 1) : 0;
+  return nibble | (high << 4);
+}
+
 float gguf_panel_weight(WeightFormat format, const uint8_t* panel, int nr, int64_t kk, int j) {
+  if (is_gguf_int8_format(format)) {
+    const GgufPanelLayout l = gguf_int8_layout(format);
+    const uint8_t* unit = panel + kk / l.k_unit * weight_unit_bytes(format, nr);
+    const int64_t code_bytes = int64_t{l.k_unit} * nr * l.code_bits / 8;
+    const float scale = load_f32(unit + code_bytes + 4 * j);
+    const float code = static_cast<float>(gguf_int8_panel_code(format, panel, nr, kk, j) - l.code_bias);
+    return l.offsets ? std::fma(scale, code, load_f32(unit + code_bytes + 4 * (nr + j))) : scale * code;
+  }
   const GgufPanelLayout l = gguf_panel_layout(format);
   const int64_t row_bytes = int64_t{nr} * l.code_bits / 8, code_bytes = l.k_unit * row_bytes;
   const uint8_t* unit = panel + kk / l.k_unit * weight_unit_bytes(format, nr);
