@@ -73,16 +73,16 @@ float load_f32(const uint8_t* p) {
   return v;
 }
 
-}  // namespace
-
-void fill_gguf_panel(WeightFormat format, int64_t k, int nr, uint8_t* panel,
-                     const std::function<std::pair<int, int64_t>(int)>& column_of, const MatrixView& gate,
-                     const MatrixView& up) {
-  const GgufPanelLayout l = gguf_panel_layout(format);
+// The loop both GGUF panel layouts share: column j of the panel (column_of(j), or a zero column), every unit's
+// stored codes (code + code_bias) handed to put_code(unit, kk, j, stored), then the unit's scale (and offset) of
+// the column after the unit's code bytes.
+template <typename PutCode>
+void fill_panel_units(WeightFormat format, const GgufPanelLayout& l, int64_t k, int nr, uint8_t* panel,
+                      const std::function<std::pair<int, int64_t>(int)>& column_of, const MatrixView& gate,
+                      const MatrixView& up, PutCode put_code) {
   HYMOE_CHECK(l.ggml_type != 0 && nr % 2 == 0);
   const int64_t units = (k + l.k_unit - 1) / l.k_unit, unit_bytes = weight_unit_bytes(format, nr);
-  const int64_t row_bytes = int64_t{nr} * l.code_bits / 8, code_bytes = l.k_unit * row_bytes;
-  const int half = nr / 2;
+  const int64_t code_bytes = int64_t{l.k_unit} * nr * l.code_bits / 8;
   ColumnCodes col_codes;
   for (int j = 0; j < nr; ++j) {
     const auto [which, col] = column_of(j);
@@ -93,18 +93,8 @@ void fill_gguf_panel(WeightFormat format, int64_t k, int nr, uint8_t* panel,
     }
     for (int64_t u = 0; u < units; ++u) {
       uint8_t* unit = panel + u * unit_bytes;
-      for (int kk = 0; kk < l.k_unit; ++kk) {
-        const int stored = (col >= 0 ? col_codes.code[static_cast<size_t>(u * l.k_unit + kk)] : 0) + l.code_bias;
-        uint8_t* row = unit + kk * row_bytes;
-        if (l.code_bits == 8) {
-          row[j] = static_cast<uint8_t>(stored);
-          continue;
-        }
-        if (j < half) row[j] = static_cast<uint8_t>((row[j] & 0xf0) | (stored & 15));
-        else row[j - half] = static_cast<uint8_t>((row[j - half] & 0x0f) | ((stored & 15) << 4));
-        const int high_bits = l.code_bits - 4, bit = j * high_bits;  // the high plane after the nibbles
-        if (high_bits > 0) row[half + bit / 8] |= static_cast<uint8_t>((stored >> 4) << (bit % 8));
-      }
+      for (int kk = 0; kk < l.k_unit; ++kk)  // padding columns store code 0 with scale 0
+        put_code(unit, kk, j, (col >= 0 ? col_codes.code[static_cast<size_t>(u * l.k_unit + kk)] : 0) + l.code_bias);
       const float scale = col >= 0 ? col_codes.scale[static_cast<size_t>(u)] : 0.0f;
       std::memcpy(unit + code_bytes + 4 * j, &scale, sizeof scale);
       if (l.offsets) {
@@ -115,46 +105,43 @@ void fill_gguf_panel(WeightFormat format, int64_t k, int nr, uint8_t* panel,
   }
 }
 
+}  // namespace
+
+void fill_gguf_panel(WeightFormat format, int64_t k, int nr, uint8_t* panel,
+                     const std::function<std::pair<int, int64_t>(int)>& column_of, const MatrixView& gate,
+                     const MatrixView& up) {
+  const GgufPanelLayout l = gguf_panel_layout(format);
+  const int64_t row_bytes = int64_t{nr} * l.code_bits / 8;
+  const int half = nr / 2, high_bits = l.code_bits - 4;
+  fill_panel_units(format, l, k, nr, panel, column_of, gate, up, [&](uint8_t* unit, int kk, int j, int stored) {
+    uint8_t* row = unit + kk * row_bytes;
+    if (l.code_bits == 8) {
+      row[j] = static_cast<uint8_t>(stored);
+      return;
+    }
+    if (j < half) row[j] = static_cast<uint8_t>((row[j] & 0xf0) | (stored & 15));
+    else row[j - half] = static_cast<uint8_t>((row[j - half] & 0x0f) | ((stored & 15) << 4));
+    const int bit = j * high_bits;  // the high plane after the nibbles
+    if (high_bits > 0) row[half + bit / 8] |= static_cast<uint8_t>((stored >> 4) << (bit % 8));
+  });
+}
+
 void fill_gguf_int8_panel(WeightFormat format, int64_t k, int nr, uint8_t* panel,
                           const std::function<std::pair<int, int64_t>(int)>& column_of, const MatrixView& gate,
                           const MatrixView& up) {
   const GgufPanelLayout l = gguf_int8_layout(format);
-  HYMOE_CHECK(l.ggml_type != 0 && nr % 2 == 0);
-  const int64_t units = (k + l.k_unit - 1) / l.k_unit, unit_bytes = weight_unit_bytes(format, nr);
-  const int64_t code_bytes = int64_t{l.k_unit} * nr * l.code_bits / 8;
   const int groups = l.k_unit / 4, high_bits = l.code_bits - 4;
-  ColumnCodes col_codes;
-  for (int j = 0; j < nr; ++j) {
-    const auto [which, col] = column_of(j);
-    if (col >= 0) {
-      const MatrixView& src = which == 0 ? gate : up;
-      HYMOE_CHECK(src.quant.scheme == QuantScheme::kGgml && src.quant.ggml_type == l.ggml_type && src.k == k);
-      split_column(src, col, col_codes);
+  fill_panel_units(format, l, k, nr, panel, column_of, gate, up, [&](uint8_t* unit, int kk, int j, int stored) {
+    HYMOE_CHECK(stored >= 0 && stored < (1 << l.code_bits));
+    const int g = kk / 4, t = kk % 4;
+    if (l.code_bits == 8) {
+      unit[(g * nr + j) * 4 + t] = static_cast<uint8_t>(stored);
+      return;
     }
-    for (int64_t u = 0; u < units; ++u) {
-      uint8_t* unit = panel + u * unit_bytes;
-      for (int kk = 0; kk < l.k_unit; ++kk) {
-        // Padding columns store code 0 (u = code_bias) with scale 0.
-        const int code = col >= 0 ? col_codes.code[static_cast<size_t>(u * l.k_unit + kk)] : 0;
-        const int stored = code + l.code_bias, g = kk / 4, t = kk % 4;
-        HYMOE_CHECK(stored >= 0 && stored < (1 << l.code_bits));
-        if (l.code_bits == 8) {
-          unit[(g * nr + j) * 4 + t] = static_cast<uint8_t>(stored);
-          continue;
-        }
-        const int h = g % (groups / 2), nibble_shift = g < groups / 2 ? 0 : 4;
-        unit[(h * nr + j) * 4 + t] |= static_cast<uint8_t>((stored & 15) << nibble_shift);
-        if (high_bits > 0)
-          unit[(groups / 2 * nr + j) * 4 + t] |= static_cast<uint8_t>((stored >> 4) << (g * high_bits));
-      }
-      const float scale = col >= 0 ? col_codes.scale[static_cast<size_t>(u)] : 0.0f;
-      std::memcpy(unit + code_bytes + 4 * j, &scale, sizeof scale);
-      if (l.offsets) {
-        const float offset = col >= 0 ? col_codes.offset[static_cast<size_t>(u)] : 0.0f;
-        std::memcpy(unit + code_bytes + 4 * (nr + j), &offset, sizeof offset);
-      }
-    }
-  }
+    const int h = g % (groups / 2), nibble_shift = g < groups / 2 ? 0 : 4;
+    unit[(h * nr + j) * 4 + t] |= static_cast<uint8_t>((stored & 15) << nibble_shift);
+    if (high_bits > 0) unit[(groups / 2 * nr + j) * 4 + t] |= static_cast<uint8_t>((stored >> 4) << (g * high_bits));
+  });
 }
 
 int gguf_int8_panel_code(WeightFormat format, const uint8_t* panel, int nr, int64_t kk, int j) {

@@ -209,17 +209,7 @@ TEST_P(GgufInt8KernelTest, MicroKernelsMatchTheReference) {
                 p.buffer.data() + half_k / unit * f->b_unit_bytes(), split.data(), nr, true, p.data(), 64);
         EXPECT_EQ(0, std::memcmp(split.data(), got.data(), got.size() * sizeof(float))) << f->name;
       }
-      // One row over 4 panels (decode) = 4 one-row calls, bit for bit.
-      ASSERT_EQ(f->few_rows_max, 1);
-      const std::vector<float> x = hymoe::test::random_values(rng, k);
-      std::vector<uint8_t> a(static_cast<size_t>(f->units(k) * f->a_unit_bytes()));
-      f->pack_a(x.data(), k, nullptr, 1, k, mr, a.data());
-      std::vector<float> few(static_cast<size_t>(panels * nr)), one(few.size());
-      f->gemm_few(1, k, a.data(), p.data(), p.panel_bytes(), few.data(), panels * nr, false);
-      for (int q = 0; q < panels; ++q)
-        f->gemm(1, k, a.data(), p.buffer.data() + q * p.panel_bytes(), one.data() + q * nr, panels * nr, false, nullptr,
-                0);
-      EXPECT_EQ(0, std::memcmp(few.data(), one.data(), few.size() * sizeof(float))) << f->name;
+      expect_few_rows_equal_one_row_calls(*f, p, k, rng);
     }
   }
 }

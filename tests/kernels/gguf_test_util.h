@@ -6,12 +6,15 @@
 #include <cstring>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include "hymoe/dtype.h"
 #include "hymoe/ggml_type.h"
 #include "hymoe/quant_formats.h"
 #include "hymoe/rng.h"
 #include "kernels/gemm_kernels.h"
 #include "kernels/grouped_ffn.h"
+#include "fast_kernel_test_util.h"
 
 namespace hymoe::test::gguf {
 
@@ -94,5 +97,22 @@ struct GgufExperts {
     }
   }
 };
+
+// A GGUF format's one row over kFewRowsPanels[1] panels (decode) gives the bits of that many one-row calls; p has
+// that many panels of K = k.
+inline void expect_few_rows_equal_one_row_calls(const kernels::GemmFormat& f, const kernels::PackedMatrix& p,
+                                                int64_t k, Rng& rng) {
+  const int nr = f.nr, panels = kernels::kFewRowsPanels[1];
+  ASSERT_EQ(f.few_rows_max, 1);
+  ASSERT_EQ(p.panels, panels);
+  const std::vector<float> x = random_values(rng, k);
+  std::vector<uint8_t> a(static_cast<size_t>(f.units(k) * f.a_unit_bytes()));
+  f.pack_a(x.data(), k, nullptr, 1, k, f.mr, a.data());
+  std::vector<float> few(static_cast<size_t>(panels * nr)), one(few.size());
+  f.gemm_few(1, k, a.data(), p.data(), p.panel_bytes(), few.data(), panels * nr, false);
+  for (int q = 0; q < panels; ++q)
+    f.gemm(1, k, a.data(), p.buffer.data() + q * p.panel_bytes(), one.data() + q * nr, panels * nr, false, nullptr, 0);
+  EXPECT_EQ(0, std::memcmp(few.data(), one.data(), few.size() * sizeof(float))) << f.name;
+}
 
 }  // namespace hymoe::test::gguf
