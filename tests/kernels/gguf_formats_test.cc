@@ -265,17 +265,7 @@ void expect_ffn_matches_ref(Isa isa, const FfnCase& c) {
   EXPECT_LE(worst_ratio, 1.0) << ffn->name();
   EXPECT_GT(max_y, 0.0) << ffn->name();
 
-  // Same bits on 1 and 2 threads.
-  const int before = num_threads();
-  std::vector<float> y1(y.size()), y2(y.size());
-  set_num_threads(1);
-  args.y = y1.data();
-  ffn->run(args);
-  set_num_threads(2);
-  args.y = y2.data();
-  ffn->run(args);
-  set_num_threads(before);
-  EXPECT_EQ(0, std::memcmp(y1.data(), y2.data(), y1.size() * sizeof(float))) << ffn->name();
+  expect_same_bits_on_1_and_2_threads(*ffn, args, y.size());
 }
 
 const FfnCase kFfnCases[] = {

@@ -274,16 +274,7 @@ void expect_int8_ffn_matches_ref(Isa isa, const Int8FfnCase& c) {
   EXPECT_LE(worst, tol) << ffn->name();
   EXPECT_GT(worst_exact, 10 * tol) << "the rounding model makes no difference";
 
-  const int before = num_threads();
-  std::vector<float> y1(y.size()), y2(y.size());
-  set_num_threads(1);
-  args.y = y1.data();
-  ffn->run(args);
-  set_num_threads(2);
-  args.y = y2.data();
-  ffn->run(args);
-  set_num_threads(before);
-  EXPECT_EQ(0, std::memcmp(y1.data(), y2.data(), y1.size() * sizeof(float))) << ffn->name();
+  expect_same_bits_on_1_and_2_threads(*ffn, args, y.size());
 }
 
 TEST_P(GgufInt8KernelTest, GroupedFfnMatchesTheReference) {

@@ -15,6 +15,7 @@
 #include "kernels/gemm_kernels.h"
 #include "kernels/grouped_ffn.h"
 #include "fast_kernel_test_util.h"
+#include "hymoe/threads.h"
 
 namespace hymoe::test::gguf {
 
@@ -113,6 +114,21 @@ inline void expect_few_rows_equal_one_row_calls(const kernels::GemmFormat& f, co
   for (int q = 0; q < panels; ++q)
     f.gemm(1, k, a.data(), p.buffer.data() + q * p.panel_bytes(), one.data() + q * nr, panels * nr, false, nullptr, 0);
   EXPECT_EQ(0, std::memcmp(few.data(), one.data(), few.size() * sizeof(float))) << f.name;
+}
+
+// A grouped FFN gives the same bits on 1 and 2 threads (args.y is replaced; outputs of `outputs` floats).
+inline void expect_same_bits_on_1_and_2_threads(const kernels::GroupedFfn& ffn, kernels::GroupedFfnArgs args,
+                                                size_t outputs) {
+  const int before = num_threads();
+  std::vector<float> y1(outputs), y2(outputs);
+  set_num_threads(1);
+  args.y = y1.data();
+  ffn.run(args);
+  set_num_threads(2);
+  args.y = y2.data();
+  ffn.run(args);
+  set_num_threads(before);
+  EXPECT_EQ(0, std::memcmp(y1.data(), y2.data(), y1.size() * sizeof(float))) << ffn.name();
 }
 
 }  // namespace hymoe::test::gguf
