@@ -66,6 +66,12 @@ struct V512 {
     return _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(u, x), _mm512_set1_epi16(1)));
   }
   static ivec set1_i32(int v) { return _mm512_set1_epi32(v); }
+  static constexpr bool kPairSums = true;
+  static ivec pair_sums(ivec u, ivec x) { return _mm512_maddubs_epi16(u, x); }
+  static ivec add_i16(ivec a, ivec b) { return _mm512_add_epi16(a, b); }
+  static ivec add_pairs(ivec acc, ivec pairs) {
+    return _mm512_add_epi32(acc, _mm512_madd_epi16(pairs, _mm512_set1_epi16(1)));
+  }
 };
 
 // With AVX512_VNNI: vpdpbusd takes the biased weights w + 128 as its unsigned operand and the activations as the
@@ -77,4 +83,5 @@ struct V512Vnni : V512 {
   static ivec q8_start(const uint8_t* correction) { return broadcast4(correction); }
   static ivec q8_dot4(ivec acc, q8w w, ivec x) { return _mm512_dpbusd_epi32(acc, w, x); }
   static ivec u_dot4(ivec acc, ivec u, ivec x) { return _mm512_dpbusd_epi32(acc, u, x); }
+  static constexpr bool kPairSums = false;  // vpdpbusd sums in int32 directly
 };

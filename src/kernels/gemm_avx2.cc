@@ -96,6 +96,12 @@ struct V {
     return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, x), _mm256_set1_epi16(1)));
   }
   static ivec set1_i32(int v) { return _mm256_set1_epi32(v); }
+  static constexpr bool kPairSums = true;
+  static ivec pair_sums(ivec u, ivec x) { return _mm256_maddubs_epi16(u, x); }
+  static ivec add_i16(ivec a, ivec b) { return _mm256_add_epi16(a, b); }
+  static ivec add_pairs(ivec acc, ivec pairs) {
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+  }
 };
 
 constexpr int kMr = 6;  // 6 rows x 2 ymm = 12 accumulators (see the register budget in the -inl header)

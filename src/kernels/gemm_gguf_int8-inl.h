@@ -9,7 +9,9 @@
 // V provides, beyond gemm_microkernel-inl.h's: load_bytes(const uint8_t*) (4 * kWidth bytes), and_bytes(ivec,
 // int mask) (bytewise and), shift_bytes<S>(ivec) (16-bit lanes shifted left by S, right by -S: the bytewise shift
 // for the bits a mask then keeps), or_bytes, u_dot4(ivec acc, ivec u, ivec x) (acc + the lane's four u * x, u
-// unsigned: exact for u <= 63 with vpmaddubsw, for any u with vpdpbusd), set1_i32(int). Q8_0 uses q8_weights,
+// unsigned: exact for u <= 63 with vpmaddubsw, for any u with vpdpbusd), set1_i32(int), kPairSums (true where
+// u_dot4 is the vpmaddubsw idiom) and its parts pair_sums(u, x) (int16 sums of pairs), add_i16, add_pairs(acc,
+// pairs) (acc + the int32 sums of adjacent pairs). Q8_0 uses q8_weights,
 // q8_start and q8_dot4 (the sign idiom where VNNI is missing). The including unit defines kIntMr.
 //
 // Register budget (AVX2, 2 rows): 4 f32 and 4 int32 accumulators, 2 weight vectors and their unpacking
@@ -50,9 +52,49 @@ inline typename V::ivec int8_dot(typename V::ivec acc, const auto& w, typename V
   else return V::u_dot4(acc, w, x);
 }
 
+// Groups whose vpmaddubsw pair sums can be added in int16 before one vpmaddwd widens them (the idiom's second
+// and third instruction once per chunk instead of once per group): a pair sum is at most 2 * umax * 127, so 8 of
+// them for 4-bit codes, 4 for 5-bit and 2 for 6-bit stay below 2^15. 1 (no chunks) where V has vpdpbusd or for
+// Q8_0's sign idiom.
+template <WeightFormat F>
+constexpr int kPairChunk = !V::kPairSums ? 1 : gguf_int8_layout(F).code_bits == 4 ? 8
+                                             : gguf_int8_layout(F).code_bits == 5 ? 4
+                                             : gguf_int8_layout(F).code_bits == 6 ? 2
+                                                                                  : 1;
+
+// Groups [G, End) of a chunk into the int16 pair sums p.
+template <WeightFormat F, int M, int G, int End>
+inline void int8_pair_chunk(const uint8_t* au, const uint8_t* bu, typename V::ivec (&p)[M][2]) {
+  if constexpr (G < End) {
+    const auto w0 = int8_weights<F, G, 0>(bu);
+    const auto w1 = int8_weights<F, G, 1>(bu);
+#pragma GCC unroll 8
+    for (int i = 0; i < M; ++i) {
+      const typename V::ivec x = V::broadcast4(au + (G * kIntMr + i) * 4);
+      if constexpr (G % kPairChunk<F> == 0) {
+        p[i][0] = V::pair_sums(w0, x);
+        p[i][1] = V::pair_sums(w1, x);
+      } else {
+        p[i][0] = V::add_i16(p[i][0], V::pair_sums(w0, x));
+        p[i][1] = V::add_i16(p[i][1], V::pair_sums(w1, x));
+      }
+    }
+    int8_pair_chunk<F, M, G + 1, End>(au, bu, p);
+  }
+}
+
 template <WeightFormat F, int M, int G>
 inline void int8_groups(const uint8_t* au, const uint8_t* bu, typename V::ivec (&s)[M][2]) {
-  if constexpr (G < Int8Layout<F>::kGroups) {
+  if constexpr (G < Int8Layout<F>::kGroups && kPairChunk<F> > 1) {
+    typename V::ivec p[M][2];
+    int8_pair_chunk<F, M, G, G + kPairChunk<F>>(au, bu, p);
+#pragma GCC unroll 8
+    for (int i = 0; i < M; ++i) {
+      s[i][0] = V::add_pairs(s[i][0], p[i][0]);
+      s[i][1] = V::add_pairs(s[i][1], p[i][1]);
+    }
+    int8_groups<F, M, G + kPairChunk<F>>(au, bu, s);
+  } else if constexpr (G < Int8Layout<F>::kGroups) {
     const auto w0 = int8_weights<F, G, 0>(bu);
     const auto w1 = int8_weights<F, G, 1>(bu);
 #pragma GCC unroll 8
