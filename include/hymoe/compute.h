@@ -1,5 +1,6 @@
-// How the expert kernels multiply bf16 weights (docs/semantics.md, "bf16 weights"). A process-wide setting, like
-// the thread count, so every layer built afterwards follows it without threading an option through each API.
+// How the expert kernels multiply bf16 weights and GGUF block weights (docs/semantics.md, "bf16 weights", "GGUF
+// block weights"). Process-wide settings, like the thread count, so every layer built afterwards follows them
+// without threading an option through each API.
 #pragma once
 
 #include <string_view>
@@ -21,5 +22,20 @@ Bf16Compute bf16_compute();
 std::string_view bf16_compute_name(Bf16Compute mode);
 // "auto", "widen" or "native"; any other name is an error naming `what` (e.g. "--bf16-compute").
 Bf16Compute bf16_compute_from_name(std::string_view name, std::string_view what);
+
+enum class QuantCompute {
+  kAuto,   // kInt8: llama.cpp's behaviour, and the faster one
+  kExact,  // the exactly decoded weights times f32 activations, f32 FMA: the reference `y` of the GGUF cases
+  kInt8,   // activations quantized per block as ggml's CPU backend does (q8_0 for Q8_0/Q4_0 weights, q8_K for
+           // Q4_K/Q5_K/Q6_K), integer dot products: the reference `y.act_rounded`
+};
+
+// The default: HYMOE_QUANT_COMPUTE=auto|exact|int8 if set, else kAuto.
+QuantCompute default_quant_compute();
+void set_quant_compute(QuantCompute mode);
+QuantCompute quant_compute();
+std::string_view quant_compute_name(QuantCompute mode);
+// "auto", "exact" or "int8"; any other name is an error naming `what` (e.g. "--quant-compute").
+QuantCompute quant_compute_from_name(std::string_view name, std::string_view what);
 
 }  // namespace hymoe

@@ -52,6 +52,26 @@ struct V512 {
     const __m512i pairs = _mm512_maddubs_epi16(w.magnitude, signed_x);
     return _mm512_add_epi32(acc, _mm512_madd_epi16(pairs, _mm512_set1_epi16(1)));
   }
+  // GGUF int8 panels (gemm_gguf_int8-inl.h): unsigned codes u <= 63 by vpmaddubsw (pair sums <= 2 * 63 * 128).
+  static ivec load_bytes(const uint8_t* p) { return _mm512_loadu_si512(p); }
+  static ivec and_bytes(ivec v, int mask) { return _mm512_and_si512(v, _mm512_set1_epi8(static_cast<char>(mask))); }
+  static ivec or_bytes(ivec a, ivec b) { return _mm512_or_si512(a, b); }
+  template <int S>
+  static ivec shift_bytes(ivec v) {
+    if constexpr (S > 0) return _mm512_slli_epi16(v, S);
+    else if constexpr (S < 0) return _mm512_srli_epi16(v, -S);
+    else return v;
+  }
+  static ivec u_dot4(ivec acc, ivec u, ivec x) {
+    return _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(u, x), _mm512_set1_epi16(1)));
+  }
+  static ivec set1_i32(int v) { return _mm512_set1_epi32(v); }
+  static constexpr bool kPairSums = true;
+  static ivec pair_sums(ivec u, ivec x) { return _mm512_maddubs_epi16(u, x); }
+  static ivec add_i16(ivec a, ivec b) { return _mm512_add_epi16(a, b); }
+  static ivec add_pairs(ivec acc, ivec pairs) {
+    return _mm512_add_epi32(acc, _mm512_madd_epi16(pairs, _mm512_set1_epi16(1)));
+  }
 };
 
 // With AVX512_VNNI: vpdpbusd takes the biased weights w + 128 as its unsigned operand and the activations as the
@@ -62,4 +82,6 @@ struct V512Vnni : V512 {
   static q8w q8_weights(const uint8_t* p) { return _mm512_loadu_si512(p); }
   static ivec q8_start(const uint8_t* correction) { return broadcast4(correction); }
   static ivec q8_dot4(ivec acc, q8w w, ivec x) { return _mm512_dpbusd_epi32(acc, w, x); }
+  static ivec u_dot4(ivec acc, ivec u, ivec x) { return _mm512_dpbusd_epi32(acc, u, x); }
+  static constexpr bool kPairSums = false;  // vpdpbusd sums in int32 directly
 };

@@ -1,4 +1,4 @@
-// The process-wide bf16 compute setting (include/hymoe/compute.h). Read by make_grouped_ffn when it picks a
+// The process-wide bf16 and GGUF compute settings (include/hymoe/compute.h). Read by make_grouped_ffn when it picks a
 // weight format; it never changes kernels already built.
 #include "hymoe/compute.h"
 
@@ -11,6 +11,7 @@
 namespace hymoe {
 namespace {
 std::atomic<int> g_bf16_compute{-1};  // -1: not set yet, use the default
+std::atomic<int> g_quant_compute{-1};
 }  // namespace
 
 std::string_view bf16_compute_name(Bf16Compute mode) {
@@ -41,6 +42,37 @@ Bf16Compute bf16_compute() {
   if (v >= 0) return static_cast<Bf16Compute>(v);
   const Bf16Compute d = default_bf16_compute();
   g_bf16_compute.store(static_cast<int>(d));
+  return d;
+}
+
+std::string_view quant_compute_name(QuantCompute mode) {
+  switch (mode) {
+    case QuantCompute::kAuto: return "auto";
+    case QuantCompute::kExact: return "exact";
+    case QuantCompute::kInt8: return "int8";
+  }
+  return "?";
+}
+
+QuantCompute quant_compute_from_name(std::string_view name, std::string_view what) {
+  for (QuantCompute mode : {QuantCompute::kAuto, QuantCompute::kExact, QuantCompute::kInt8})
+    if (quant_compute_name(mode) == name) return mode;
+  fail(what, "=", name, " is not one of auto, exact, int8");
+}
+
+QuantCompute default_quant_compute() {
+  const char* env = std::getenv("HYMOE_QUANT_COMPUTE");
+  if (!env || !*env) return QuantCompute::kAuto;
+  return quant_compute_from_name(env, "HYMOE_QUANT_COMPUTE");
+}
+
+void set_quant_compute(QuantCompute mode) { g_quant_compute.store(static_cast<int>(mode)); }
+
+QuantCompute quant_compute() {
+  const int v = g_quant_compute.load();
+  if (v >= 0) return static_cast<QuantCompute>(v);
+  const QuantCompute d = default_quant_compute();
+  g_quant_compute.store(static_cast<int>(d));
   return d;
 }
 

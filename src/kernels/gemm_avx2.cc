@@ -1,5 +1,6 @@
 // AVX2+FMA micro-kernels: gemm_f32w_f32_6x16__avx2, gemm_bf16w_f32_6x16__avx2, gemm_q8w_q8_2x16__avx2 (the
-// vpmaddubsw idiom), the GGUF formats' gemm_{q8_0,q4_0,q4_k,q5_k,q6_k}w_f32_4x16__avx2 and the SwiGLU epilogue. Compiled
+// vpmaddubsw idiom), the GGUF formats' gemm_{q8_0,q4_0,q4_k,q5_k,q6_k}w_f32_4x16__avx2, their integer-dot twins
+// gemm_{q8_0,q4_0}w_q8_0_2x16__avx2 and gemm_{q4_k,q5_k,q6_k}w_q8_k_2x16__avx2, and the SwiGLU epilogue. Compiled
 // with -mavx2 -mfma (and only this file): callers reach it through isa_kernels(), chosen at run time.
 #include <immintrin.h>
 
@@ -80,14 +81,37 @@ struct V {
     hi = _mm256_or_si256(hi, _mm256_slli_epi32(_mm256_and_si256(_mm256_srlv_epi32(bits, shift_hi), mask), 4));
   }
   static ivec sub_i32(ivec v, int x) { return _mm256_sub_epi32(v, _mm256_set1_epi32(x)); }
+  // GGUF int8 panels (gemm_gguf_int8-inl.h): unsigned codes u <= 63 times int8 activations by vpmaddubsw, whose
+  // pair sums (<= 2 * 63 * 128) cannot saturate; vpmaddwd by ones widens them to int32.
+  static ivec load_bytes(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+  static ivec and_bytes(ivec v, int mask) { return _mm256_and_si256(v, _mm256_set1_epi8(static_cast<char>(mask))); }
+  static ivec or_bytes(ivec a, ivec b) { return _mm256_or_si256(a, b); }
+  template <int S>
+  static ivec shift_bytes(ivec v) {
+    if constexpr (S > 0) return _mm256_slli_epi16(v, S);
+    else if constexpr (S < 0) return _mm256_srli_epi16(v, -S);
+    else return v;
+  }
+  static ivec u_dot4(ivec acc, ivec u, ivec x) {
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, x), _mm256_set1_epi16(1)));
+  }
+  static ivec set1_i32(int v) { return _mm256_set1_epi32(v); }
+  static constexpr bool kPairSums = true;
+  static ivec pair_sums(ivec u, ivec x) { return _mm256_maddubs_epi16(u, x); }
+  static ivec add_i16(ivec a, ivec b) { return _mm256_add_epi16(a, b); }
+  static ivec add_pairs(ivec acc, ivec pairs) {
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+  }
 };
 
 constexpr int kMr = 6;  // 6 rows x 2 ymm = 12 accumulators (see the register budget in the -inl header)
 constexpr int kQ8Mr = 2;  // 2 rows x 2 ymm x (float + int32) = 8 accumulators, 4 weight vectors, 4 temporaries
 constexpr int kGgufMr = 4;  // see the register budget in gemm_gguf-inl.h
+constexpr int kIntMr = 2;   // see the register budget in gemm_gguf_int8-inl.h
 
 #include "kernels/gemm_microkernel-inl.h"
 #include "kernels/gemm_gguf-inl.h"
+#include "kernels/gemm_gguf_int8-inl.h"
 
 static_assert(kNr == 16);
 
@@ -109,6 +133,15 @@ HYMOE_GGUF_FORMAT(WeightFormat::kGgmlQ4_K, gemm_q4_kw_f32_4x16__avx2)
 HYMOE_GGUF_FORMAT(WeightFormat::kGgmlQ5_K, gemm_q5_kw_f32_4x16__avx2)
 HYMOE_GGUF_FORMAT(WeightFormat::kGgmlQ6_K, gemm_q6_kw_f32_4x16__avx2)
 #undef HYMOE_GGUF_FORMAT
+#define HYMOE_GGUF_INT8_FORMAT(format, name) \
+  const GemmFormat name{format, #name, kIntMr, kNr, int8_pack_a<format>(), gemm_format_gguf_int8<format>, \
+                        gemm_format_gguf_int8_few<format>, 1};
+HYMOE_GGUF_INT8_FORMAT(WeightFormat::kGgmlQ8_0I8, gemm_q8_0w_q8_0_2x16__avx2)
+HYMOE_GGUF_INT8_FORMAT(WeightFormat::kGgmlQ4_0I8, gemm_q4_0w_q8_0_2x16__avx2)
+HYMOE_GGUF_INT8_FORMAT(WeightFormat::kGgmlQ4_KI8, gemm_q4_kw_q8_k_2x16__avx2)
+HYMOE_GGUF_INT8_FORMAT(WeightFormat::kGgmlQ5_KI8, gemm_q5_kw_q8_k_2x16__avx2)
+HYMOE_GGUF_INT8_FORMAT(WeightFormat::kGgmlQ6_KI8, gemm_q6_kw_q8_k_2x16__avx2)
+#undef HYMOE_GGUF_INT8_FORMAT
 
 namespace {
 
@@ -118,7 +151,9 @@ const IsaKernels kKernels{Isa::kAvx2, kMr, kNr, gemm_f32w, gemm_bf16w, gemm_f32w
                           sum_probe_streams,
                           {&kF32, &kBf16Widen, nullptr, &kQ8, &gemm_q8_0w_f32_4x16__avx2, &gemm_q4_0w_f32_4x16__avx2,
                            &gemm_q4_kw_f32_4x16__avx2, &gemm_q5_kw_f32_4x16__avx2, &gemm_q6_kw_f32_4x16__avx2,
-                           &kGemmFp8wF32Avx2, &kGemmMxfp4wF32Avx2},
+                           &kGemmFp8wF32Avx2, &kGemmMxfp4wF32Avx2, &gemm_q8_0w_q8_0_2x16__avx2,
+                           &gemm_q4_0w_q8_0_2x16__avx2, &gemm_q4_kw_q8_k_2x16__avx2, &gemm_q5_kw_q8_k_2x16__avx2,
+                           &gemm_q6_kw_q8_k_2x16__avx2},
                           nullptr, int8_dot_probe};
 
 }  // namespace

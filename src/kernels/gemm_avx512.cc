@@ -37,7 +37,9 @@ const IsaKernels kKernels{Isa::kAvx512, kMr, kNr, gemm_f32w, gemm_bf16w, gemm_f3
                           sum_probe_streams, {&kF32, &kBf16Widen, nullptr, &kQ8,
                            &gemm_q8_0w_f32_4x16__avx2, &gemm_q4_0w_f32_4x16__avx2, &gemm_q4_kw_f32_4x16__avx2,
                            &gemm_q5_kw_f32_4x16__avx2, &gemm_q6_kw_f32_4x16__avx2,
-                           &kGemmFp8wF32Avx2, &kGemmMxfp4wF32Avx2}, nullptr, int8_dot_probe};
+                           &kGemmFp8wF32Avx2, &kGemmMxfp4wF32Avx2,
+                           &gemm_q8_0w_q8_0_2x16__avx2, &gemm_q4_0w_q8_0_2x16__avx2, &gemm_q4_kw_q8_k_2x16__avx2,
+                           &gemm_q5_kw_q8_k_2x16__avx2, &gemm_q6_kw_q8_k_2x16__avx2}, nullptr, int8_dot_probe};
 
 }  // namespace
 

@@ -37,14 +37,17 @@ const GemmFormat kQ8{WeightFormat::kQ8Block32, "gemm_q8w_q8_6x32__avx512bf16", k
 const GemmFormat kBf16Dot{WeightFormat::kBf16Dot, "gemm_bf16w_bf16_12x32__avx512bf16", kMr, kNr,
                          pack_activations_bf16_pairs, gemm_format_bf16_dot<>, nullptr, 0};
 
-// The GGUF formats run the AVX2 kernels (see gemm_avx512.cc).
+// The exact GGUF formats run the AVX2 kernels (see gemm_avx512.cc); their int8 twins the AVX512_VNNI ones.
 const IsaKernels kKernels{Isa::kAvx512Bf16, kMr, kNr, gemm_f32w, gemm_bf16w, gemm_f32w_few, gemm_bf16w_few, swiglu,
                           dot_rows,
                           "gemm_f32w_f32_12x32__avx512bf16", "gemm_bf16w_f32_12x32__avx512bf16", fma_probe, sum_probe,
                           sum_probe_streams, {&kF32, &kBf16Widen, &kBf16Dot, &kQ8,
                            &gemm_q8_0w_f32_4x16__avx2, &gemm_q4_0w_f32_4x16__avx2, &gemm_q4_kw_f32_4x16__avx2,
                            &gemm_q5_kw_f32_4x16__avx2, &gemm_q6_kw_f32_4x16__avx2,
-                           &kGemmFp8wF32Avx2, &kGemmMxfp4wF32Avx2}, bf16_dot_probe<>, int8_dot_probe};
+                           &kGemmFp8wF32Avx2, &kGemmMxfp4wF32Avx2,
+                           &gemm_q8_0w_q8_0_4x32__avx512vnni, &gemm_q4_0w_q8_0_4x32__avx512vnni,
+                           &gemm_q4_kw_q8_k_4x32__avx512vnni, &gemm_q5_kw_q8_k_4x32__avx512vnni,
+                           &gemm_q6_kw_q8_k_4x32__avx512vnni}, bf16_dot_probe<>, int8_dot_probe};
 
 }  // namespace
 

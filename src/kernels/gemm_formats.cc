@@ -23,6 +23,11 @@ const char* weight_format_operands(WeightFormat format) {
     case WeightFormat::kGgmlQ6_K: return "q6_kw_f32";
     case WeightFormat::kFp8Block128: return "fp8w_f32";
     case WeightFormat::kMxfp4Block32: return "mxfp4w_f32";
+    case WeightFormat::kGgmlQ8_0I8: return "q8_0w_q8_0";
+    case WeightFormat::kGgmlQ4_0I8: return "q4_0w_q8_0";
+    case WeightFormat::kGgmlQ4_KI8: return "q4_kw_q8_k";
+    case WeightFormat::kGgmlQ5_KI8: return "q5_kw_q8_k";
+    case WeightFormat::kGgmlQ6_KI8: return "q6_kw_q8_k";
   }
   return "?";
 }

@@ -15,6 +15,11 @@
 //   GGUF       Q8_0, Q4_0, Q4_K, Q5_K, Q6_K repacked from their blocks (GgufPanelLayout below): per panel and
 //              sub-block of 32 (Q6_K: 16) k, the columns' codes (4 or 8 bits) then their f32 scales (and
 //              offsets); decoded to the exact f32 weights in registers; f32 FMA.
+//   GGUF int8  the same five types repacked for integer dot products (GgufPanelLayout, gguf_int8_layout): per
+//              panel and unit of 32 (Q6_K: 16) k, groups of four consecutive k of a column (the (k/4, NR, 4)
+//              operand vpdpbusd / vpmaddubsw consume), codes unsigned with a bias, two 4-bit codes per byte, then
+//              the columns' f32 scales (and offsets). Activations quantized per block as ggml's CPU backend does
+//              (q8_0 or q8_K) when packed; per unit an exact integer dot, then one float FMA per C element.
 //   fp8 block  per panel, per k block of 128: (128, NR) u8 float8 e4m3fn codes, then NR f32 multipliers (the
 //              checkpoint's block scale times 2^8, see gemm_quantized.cc); decoded exactly in registers; f32 FMA.
 //   mxfp4      per panel, per k group of 32: (16, NR) u8 (k pair t of column j: low nibble k = 2t, high 2t + 1,
@@ -43,10 +48,14 @@ enum class WeightFormat {
   // Checkpoint FP8 (DeepSeek-V3) and MXFP4 (gpt-oss) codes kept compact (gemm_quantized.cc): exact weights, f32
   // activations.
   kFp8Block128, kMxfp4Block32,
+  // The GGUF blocks repacked for integer dot products with activations quantized as ggml's CPU backend does
+  // (QuantCompute::kInt8): Q8_0 and Q4_0 against q8_0 activations, the K-quants against q8_K.
+  kGgmlQ8_0I8, kGgmlQ4_0I8, kGgmlQ4_KI8, kGgmlQ5_KI8, kGgmlQ6_KI8,
 };
-constexpr int kNumWeightFormats = 11;
+constexpr int kNumWeightFormats = 16;
 // The kernel-name spelling of a format's operands (docs/kernels.md): "f32w_f32", "bf16w_f32", "bf16w_bf16",
-// "q8w_q8", "q8_0w_f32", "q4_0w_f32", "q4_kw_f32", "q5_kw_f32", "q6_kw_f32".
+// "q8w_q8", "q8_0w_f32", "q4_0w_f32", "q4_kw_f32", "q5_kw_f32", "q6_kw_f32", "fp8w_f32", "mxfp4w_f32",
+// "q8_0w_q8_0", "q4_0w_q8_0", "q4_kw_q8_k", "q5_kw_q8_k", "q6_kw_q8_k".
 const char* weight_format_operands(WeightFormat format);
 
 // The panel layout of a GGUF format (docs/kernels.md, "Formats"), per k unit of `k_unit` k (one GGUF sub-block):
@@ -73,9 +82,38 @@ constexpr GgufPanelLayout gguf_panel_layout(WeightFormat format) {
   }
 }
 constexpr bool is_gguf_format(WeightFormat format) { return gguf_panel_layout(format).ggml_type != 0; }
+// The integer-dot layout of a GGUF type (docs/kernels.md, "Formats"), per k unit of `k_unit` k (a GGUF sub-block),
+// with G = k_unit / 4 groups of four consecutive k; every code is stored unsigned, u = code + code_bias:
+//   codes   8 bits: G blocks (nr, 4) u8, block g's byte (j, t) = u of k 4g + t, column j.
+//           4-6 bits: G/2 blocks (nr, 4) of nibbles, block h's byte (j, t) holding group h's low four bits (low
+//           nibble) and group h + G/2's (high nibble); then (5, 6 bits) one plane (nr, 4) u8 of the high bits,
+//           group g's code_bits - 4 of them at bit g * (code_bits - 4).
+//   scales  nr f32, the sub-block's scale of each column
+//   offsets nr f32 (Q4_K, Q5_K): -(dmin * m) of each column
+// Weight (k, j) = fmaf(scale[j], u - code_bias, offset[j]) (or scale[j] * (u - code_bias)): the same values as
+// gguf_panel_layout's. The AVX2 idiom needs u <= 63 except for Q8_0 (vpmaddubsw's pair sums saturate at 2^15).
+constexpr GgufPanelLayout gguf_int8_layout(WeightFormat format) {
+  switch (format) {
+    case WeightFormat::kGgmlQ8_0I8: return {8, 32, 8, 128, false};
+    case WeightFormat::kGgmlQ4_0I8: return {2, 32, 4, 8, false};
+    case WeightFormat::kGgmlQ4_KI8: return {12, 32, 4, 0, true};
+    case WeightFormat::kGgmlQ5_KI8: return {13, 32, 5, 0, true};
+    case WeightFormat::kGgmlQ6_KI8: return {14, 16, 6, 32, false};
+    default: return {0, 0, 0, 0, false};
+  }
+}
+constexpr bool is_gguf_int8_format(WeightFormat format) { return gguf_int8_layout(format).ggml_type != 0; }
+// The ggml type a GGUF format (exact or int8) repacks; 0 for the others.
+constexpr uint32_t gguf_format_type(WeightFormat format) {
+  return gguf_panel_layout(format).ggml_type | gguf_int8_layout(format).ggml_type;
+}
+// Whether an int8 format's activations are q8_K (256-value blocks, f32 d: the K-quants) rather than q8_0.
+constexpr bool gguf_int8_q8_k(WeightFormat format) { return gguf_int8_layout(format).ggml_type >= 12; }
+constexpr int kQ8KBlock = 256;
 // k granularity of the format's packed panels: K is padded with zeros to a multiple of it.
 constexpr int k_unit(WeightFormat format) {
   return is_gguf_format(format)                   ? gguf_panel_layout(format).k_unit
+         : is_gguf_int8_format(format)            ? gguf_int8_layout(format).k_unit
          : format == WeightFormat::kBf16Dot       ? 2
          : format == WeightFormat::kQ8Block32     ? 32
          : format == WeightFormat::kFp8Block128   ? 128
@@ -84,8 +122,8 @@ constexpr int k_unit(WeightFormat format) {
 }
 // Bytes of one k unit of a packed weight panel of nr columns, and of a packed activation micro-panel of mr rows.
 constexpr int64_t weight_unit_bytes(WeightFormat format, int nr) {
-  if (is_gguf_format(format)) {
-    const GgufPanelLayout l = gguf_panel_layout(format);
+  if (is_gguf_format(format) || is_gguf_int8_format(format)) {
+    const GgufPanelLayout l = is_gguf_format(format) ? gguf_panel_layout(format) : gguf_int8_layout(format);
     return int64_t{l.k_unit} * nr * l.code_bits / 8 + 4 * nr * (l.offsets ? 2 : 1);
   }
   return format == WeightFormat::kF32 ? 4 * nr : format == WeightFormat::kQ8Block32 ? 36 * nr
@@ -93,6 +131,8 @@ constexpr int64_t weight_unit_bytes(WeightFormat format, int nr) {
        : 2 * k_unit(format) * nr;
 }
 constexpr int64_t activation_unit_bytes(WeightFormat format, int mr) {
+  // GGUF int8: per unit (k_unit / 4, mr, 4) int8 codes, mr f32 scales, mr int32 sums of the unit's codes.
+  if (is_gguf_int8_format(format)) return (int64_t{gguf_int8_layout(format).k_unit} + 8) * mr;
   return format == WeightFormat::kBf16Dot ? 4 * mr : format == WeightFormat::kQ8Block32 ? 40 * mr
        : 4 * k_unit(format) * mr;  // f32 activations, k_unit of them per row (f32, bf16 widen, GGUF, fp8, mxfp4)
 }
@@ -139,6 +179,24 @@ bool gguf_weight_format(uint32_t type, WeightFormat* format);
 void fill_gguf_panel(WeightFormat format, int64_t k, int nr, uint8_t* panel,
                      const std::function<std::pair<int, int64_t>(int)>& column_of, const MatrixView& gate,
                      const MatrixView& up);
+// The integer-dot twin of an exact GGUF format (kGgmlQ4_K -> kGgmlQ4_KI8), and back.
+WeightFormat gguf_int8_twin(WeightFormat exact);
+WeightFormat gguf_exact_twin(WeightFormat int8);
+// Panel p's branch of pack_matrix / pack_gate_up for the GGUF int8 formats, as fill_gguf_panel.
+void fill_gguf_int8_panel(WeightFormat format, int64_t k, int nr, uint8_t* panel,
+                          const std::function<std::pair<int, int64_t>(int)>& column_of, const MatrixView& gate,
+                          const MatrixView& up);
+// The stored unsigned code u of weight (kk, j) of a GGUF int8 panel of nr columns.
+int gguf_int8_panel_code(WeightFormat format, const uint8_t* panel, int nr, int64_t kk, int j);
+// Activations as ggml's CPU backend quantizes them before its integer dot products (quantize_row_q8_0_ref,
+// quantize_row_q8_K_ref), shared by the packers and the reference's rounding model so all agree to the bit;
+// values past x[n) are taken as 0.
+//   q8_0: 32 values, d = amax / 127, q = roundf(x * (1 / d)) (ties away from zero); *d is d rounded to f16, the
+//         value ggml multiplies by.
+//   q8_K: 256 values, max = the value of largest magnitude (the first such), q = min(127, nearest_int(x * (-127 /
+//         max))) (ties to even); *d = 1 / (-127 / max) in f32. Both all-zero blocks give d = 0.
+void quantize_ggml_q8_0_block(const float* x, int n, int8_t* q, float* d);
+void quantize_ggml_q8_k_block(const float* x, int n, int8_t* q, float* d);
 // Weight (kk, j) of a GGUF-format panel of nr columns (the exact decoded value; for references and tests).
 float gguf_panel_weight(WeightFormat format, const uint8_t* panel, int nr, int64_t kk, int j);
 // Packs a plain row-major f32 (K, N) matrix with leading dimension ldb (the backward's activation gradients).
@@ -198,6 +256,14 @@ struct GemmFormat {
   int64_t b_unit_bytes() const { return weight_unit_bytes(format, nr); }
 };
 
+// The GGUF int8 formats' activation packings: q8_0 blocks in units of 32, q8_K blocks in units of 32 or 16 (Q6_K)
+// (activation_unit_bytes: per unit the codes, the f32 scale of the unit's block, the int32 sum of the unit's codes).
+void pack_activations_ggml_q8_0(const float* a, int64_t lda, const int64_t* row_index, int rows, int64_t k, int mr,
+                                void* out);
+void pack_activations_ggml_q8_k32(const float* a, int64_t lda, const int64_t* row_index, int rows, int64_t k, int mr,
+                                  void* out);
+void pack_activations_ggml_q8_k16(const float* a, int64_t lda, const int64_t* row_index, int rows, int64_t k, int mr,
+                                  void* out);
 // The ISA-free activation packings (pack_rows_panel for f32; rounding to bf16 pairs; q8 block quantization).
 void pack_activations_f32(const float* a, int64_t lda, const int64_t* row_index, int rows, int64_t k, int mr, void* out);
 void pack_activations_bf16_pairs(const float* a, int64_t lda, const int64_t* row_index, int rows, int64_t k, int mr,
@@ -268,6 +334,18 @@ void gemm_q8w_q8__ref(int m, int mr, int nr, int64_t kc, const void* a, const vo
 // times the panel's exactly decoded weights, double accumulation.
 void gemm_gguf_f32__ref(WeightFormat format, int m, int mr, int nr, int64_t kc, const void* a, const void* b, float* c,
                         int64_t ldc, bool accumulate);
+// Reference of the GGUF int8 micro-kernels on their packed operands: per unit the exact integer dot of the codes,
+// less code_bias times the activations' sum, times the two scales (plus offset times scale times sum), double
+// accumulation.
+void gemm_gguf_int8__ref(WeightFormat format, int m, int mr, int nr, int64_t kc, const void* a, const void* b,
+                         float* c, int64_t ldc, bool accumulate);
+// The AVX2 int8 kernels of the GGUF formats (vpmaddubsw; 2 x 16 tiles, one row over 4 panels for decode), which
+// the AVX-512 tables without VNNI share.
+extern const GemmFormat gemm_q8_0w_q8_0_2x16__avx2, gemm_q4_0w_q8_0_2x16__avx2, gemm_q4_kw_q8_k_2x16__avx2,
+    gemm_q5_kw_q8_k_2x16__avx2, gemm_q6_kw_q8_k_2x16__avx2;
+// Their AVX512_VNNI versions (vpdpbusd; 4 x 32 tiles), which the AVX512_BF16 table shares.
+extern const GemmFormat gemm_q8_0w_q8_0_4x32__avx512vnni, gemm_q4_0w_q8_0_4x32__avx512vnni,
+    gemm_q4_kw_q8_k_4x32__avx512vnni, gemm_q5_kw_q8_k_4x32__avx512vnni, gemm_q6_kw_q8_k_4x32__avx512vnni;
 // The AVX2 kernels of the GGUF formats (4 x 16 tiles; one row over 4 panels for decode), which the AVX-512
 // tables share (gemm_avx512.cc says why).
 extern const GemmFormat gemm_q8_0w_f32_4x16__avx2, gemm_q4_0w_f32_4x16__avx2, gemm_q4_kw_f32_4x16__avx2,

@@ -97,6 +97,8 @@ void pack_panels(PackedMatrix& out, const MatrixView& gate, const MatrixView& up
         return fill_panel<uint16_t>(out.k, out.nr, reinterpret_cast<uint16_t*>(panel), column, gate, up);
       default:
         if (is_gguf_format(out.format)) return fill_gguf_panel(out.format, out.k, out.nr, panel, column, gate, up);
+        if (is_gguf_int8_format(out.format))
+          return fill_gguf_int8_panel(out.format, out.k, out.nr, panel, column, gate, up);
         return fill_unit_panel(out.format, out.k, out.nr, panel, column, gate, up);
     }
   });
@@ -117,8 +119,8 @@ void check_packable(const MatrixView& b, int nr) {
 
 // The f32 and bf16-widen forms copy elements, so they keep the source's dtype; a GGUF format repacks its own type.
 void check_format(const MatrixView& b, WeightFormat format) {
-  if (is_gguf_format(format) || b.quantized()) {
-    HYMOE_CHECK(b.quant.scheme == QuantScheme::kGgml && b.quant.ggml_type == gguf_panel_layout(format).ggml_type,
+  if (gguf_format_type(format) != 0 || b.quantized()) {
+    HYMOE_CHECK(b.quant.scheme == QuantScheme::kGgml && b.quant.ggml_type == gguf_format_type(format),
                 weight_format_operands(format), " packing of other weights (ggml type ", b.quant.ggml_type, ")");
     return;
   }

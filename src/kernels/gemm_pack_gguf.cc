@@ -1,6 +1,6 @@
-// The GGUF panel formats' ISA-free parts (gemm_kernels.h, GgufPanelLayout): the repacking of a kGgml weight view
-// into compact panels (once, at load), the exact decoding of a panel's weight and the micro-kernels' scalar
-// reference. Built without ISA flags.
+// The GGUF panel formats' ISA-free parts (gemm_kernels.h, GgufPanelLayout, gguf_int8_layout): the repacking of a
+// kGgml weight view into compact panels (once, at load) for the exact and the integer-dot kernels, the exact
+// decoding of a panel's weight and the exact kernels' scalar reference. Built without ISA flags.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -20,6 +20,26 @@ bool gguf_weight_format(uint32_t type, WeightFormat* format) {
       return true;
     }
   return false;
+}
+
+WeightFormat gguf_int8_twin(WeightFormat exact) {
+  switch (exact) {
+    case WeightFormat::kGgmlQ8_0: return WeightFormat::kGgmlQ8_0I8;
+    case WeightFormat::kGgmlQ4_0: return WeightFormat::kGgmlQ4_0I8;
+    case WeightFormat::kGgmlQ4_K: return WeightFormat::kGgmlQ4_KI8;
+    case WeightFormat::kGgmlQ5_K: return WeightFormat::kGgmlQ5_KI8;
+    case WeightFormat::kGgmlQ6_K: return WeightFormat::kGgmlQ6_KI8;
+    default: HYMOE_CHECK(false, weight_format_operands(exact), " is not an exact GGUF format");
+  }
+  return exact;
+}
+
+WeightFormat gguf_exact_twin(WeightFormat int8) {
+  for (WeightFormat f : {WeightFormat::kGgmlQ8_0, WeightFormat::kGgmlQ4_0, WeightFormat::kGgmlQ4_K,
+                         WeightFormat::kGgmlQ5_K, WeightFormat::kGgmlQ6_K})
+    if (gguf_int8_twin(f) == int8) return f;
+  HYMOE_CHECK(false, weight_format_operands(int8), " is not a GGUF int8 format");
+  return int8;
 }
 
 namespace {
@@ -53,16 +73,16 @@ float load_f32(const uint8_t* p) {
   return v;
 }
 
-}  // namespace
-
-void fill_gguf_panel(WeightFormat format, int64_t k, int nr, uint8_t* panel,
-                     const std::function<std::pair<int, int64_t>(int)>& column_of, const MatrixView& gate,
-                     const MatrixView& up) {
-  const GgufPanelLayout l = gguf_panel_layout(format);
+// The loop both GGUF panel layouts share: column j of the panel (column_of(j), or a zero column), every unit's
+// stored codes (code + code_bias) handed to put_code(unit, kk, j, stored), then the unit's scale (and offset) of
+// the column after the unit's code bytes.
+template <typename PutCode>
+void fill_panel_units(WeightFormat format, const GgufPanelLayout& l, int64_t k, int nr, uint8_t* panel,
+                      const std::function<std::pair<int, int64_t>(int)>& column_of, const MatrixView& gate,
+                      const MatrixView& up, PutCode put_code) {
   HYMOE_CHECK(l.ggml_type != 0 && nr % 2 == 0);
   const int64_t units = (k + l.k_unit - 1) / l.k_unit, unit_bytes = weight_unit_bytes(format, nr);
-  const int64_t row_bytes = int64_t{nr} * l.code_bits / 8, code_bytes = l.k_unit * row_bytes;
-  const int half = nr / 2;
+  const int64_t code_bytes = int64_t{l.k_unit} * nr * l.code_bits / 8;
   ColumnCodes col_codes;
   for (int j = 0; j < nr; ++j) {
     const auto [which, col] = column_of(j);
@@ -73,18 +93,8 @@ void fill_gguf_panel(WeightFormat format, int64_t k, int nr, uint8_t* panel,
     }
     for (int64_t u = 0; u < units; ++u) {
       uint8_t* unit = panel + u * unit_bytes;
-      for (int kk = 0; kk < l.k_unit; ++kk) {
-        const int stored = (col >= 0 ? col_codes.code[static_cast<size_t>(u * l.k_unit + kk)] : 0) + l.code_bias;
-        uint8_t* row = unit + kk * row_bytes;
-        if (l.code_bits == 8) {
-          row[j] = static_cast<uint8_t>(stored);
-          continue;
-        }
-        if (j < half) row[j] = static_cast<uint8_t>((row[j] & 0xf0) | (stored & 15));
-        else row[j - half] = static_cast<uint8_t>((row[j - half] & 0x0f) | ((stored & 15) << 4));
-        const int high_bits = l.code_bits - 4, bit = j * high_bits;  // the high plane after the nibbles
-        if (high_bits > 0) row[half + bit / 8] |= static_cast<uint8_t>((stored >> 4) << (bit % 8));
-      }
+      for (int kk = 0; kk < l.k_unit; ++kk)  // padding columns store code 0 with scale 0
+        put_code(unit, kk, j, (col >= 0 ? col_codes.code[static_cast<size_t>(u * l.k_unit + kk)] : 0) + l.code_bias);
       const float scale = col >= 0 ? col_codes.scale[static_cast<size_t>(u)] : 0.0f;
       std::memcpy(unit + code_bytes + 4 * j, &scale, sizeof scale);
       if (l.offsets) {
@@ -95,7 +105,65 @@ void fill_gguf_panel(WeightFormat format, int64_t k, int nr, uint8_t* panel,
   }
 }
 
+}  // namespace
+
+void fill_gguf_panel(WeightFormat format, int64_t k, int nr, uint8_t* panel,
+                     const std::function<std::pair<int, int64_t>(int)>& column_of, const MatrixView& gate,
+                     const MatrixView& up) {
+  const GgufPanelLayout l = gguf_panel_layout(format);
+  const int64_t row_bytes = int64_t{nr} * l.code_bits / 8;
+  const int half = nr / 2, high_bits = l.code_bits - 4;
+  fill_panel_units(format, l, k, nr, panel, column_of, gate, up, [&](uint8_t* unit, int kk, int j, int stored) {
+    uint8_t* row = unit + kk * row_bytes;
+    if (l.code_bits == 8) {
+      row[j] = static_cast<uint8_t>(stored);
+      return;
+    }
+    if (j < half) row[j] = static_cast<uint8_t>((row[j] & 0xf0) | (stored & 15));
+    else row[j - half] = static_cast<uint8_t>((row[j - half] & 0x0f) | ((stored & 15) << 4));
+    const int bit = j * high_bits;  // the high plane after the nibbles
+    if (high_bits > 0) row[half + bit / 8] |= static_cast<uint8_t>((stored >> 4) << (bit % 8));
+  });
+}
+
+void fill_gguf_int8_panel(WeightFormat format, int64_t k, int nr, uint8_t* panel,
+                          const std::function<std::pair<int, int64_t>(int)>& column_of, const MatrixView& gate,
+                          const MatrixView& up) {
+  const GgufPanelLayout l = gguf_int8_layout(format);
+  const int groups = l.k_unit / 4, high_bits = l.code_bits - 4;
+  fill_panel_units(format, l, k, nr, panel, column_of, gate, up, [&](uint8_t* unit, int kk, int j, int stored) {
+    HYMOE_CHECK(stored >= 0 && stored < (1 << l.code_bits));
+    const int g = kk / 4, t = kk % 4;
+    if (l.code_bits == 8) {
+      unit[(g * nr + j) * 4 + t] = static_cast<uint8_t>(stored);
+      return;
+    }
+    const int h = g % (groups / 2), nibble_shift = g < groups / 2 ? 0 : 4;
+    unit[(h * nr + j) * 4 + t] |= static_cast<uint8_t>((stored & 15) << nibble_shift);
+    if (high_bits > 0) unit[(groups / 2 * nr + j) * 4 + t] |= static_cast<uint8_t>((stored >> 4) << (g * high_bits));
+  });
+}
+
+int gguf_int8_panel_code(WeightFormat format, const uint8_t* panel, int nr, int64_t kk, int j) {
+  const GgufPanelLayout l = gguf_int8_layout(format);
+  const uint8_t* unit = panel + kk / l.k_unit * weight_unit_bytes(format, nr);
+  const int in_unit = static_cast<int>(kk % l.k_unit), g = in_unit / 4, t = in_unit % 4;
+  if (l.code_bits == 8) return unit[(g * nr + j) * 4 + t];
+  const int groups = l.k_unit / 4, high_bits = l.code_bits - 4;
+  const int nibble = (unit[(g % (groups / 2) * nr + j) * 4 + t] >> (g < groups / 2 ? 0 : 4)) & 15;
+  const int high = high_bits > 0 ? (unit[(groups / 2 * nr + j) * 4 + t] >> (g * high_bits)) & ((1 << high_bits) - 1) : 0;
+  return nibble | (high << 4);
+}
+
 float gguf_panel_weight(WeightFormat format, const uint8_t* panel, int nr, int64_t kk, int j) {
+  if (is_gguf_int8_format(format)) {
+    const GgufPanelLayout l = gguf_int8_layout(format);
+    const uint8_t* unit = panel + kk / l.k_unit * weight_unit_bytes(format, nr);
+    const int64_t code_bytes = int64_t{l.k_unit} * nr * l.code_bits / 8;
+    const float scale = load_f32(unit + code_bytes + 4 * j);
+    const float code = static_cast<float>(gguf_int8_panel_code(format, panel, nr, kk, j) - l.code_bias);
+    return l.offsets ? std::fma(scale, code, load_f32(unit + code_bytes + 4 * (nr + j))) : scale * code;
+  }
   const GgufPanelLayout l = gguf_panel_layout(format);
   const int64_t row_bytes = int64_t{nr} * l.code_bits / 8, code_bytes = l.k_unit * row_bytes;
   const uint8_t* unit = panel + kk / l.k_unit * weight_unit_bytes(format, nr);

@@ -97,15 +97,21 @@ bool quantized_layer_format(std::span<const MlpWeightsView> weights, bool gated,
 }
 }  // namespace
 
+// A GGUF role's exact format, or its integer-dot twin when the setting asks for int8 (kAuto does).
+WeightFormat gguf_compute_format(WeightFormat exact, const GroupedFfnOptions& options) {
+  return options.quant == QuantCompute::kExact ? exact : gguf_int8_twin(exact);
+}
+
 WeightFormat choose_down_format(std::span<const MlpWeightsView> weights, Isa isa, const GroupedFfnOptions& options) {
-  if (gguf_weights(weights)) return gguf_role_format(weights, &MlpWeightsView::down, "down", options);
+  if (gguf_weights(weights))
+    return gguf_compute_format(gguf_role_format(weights, &MlpWeightsView::down, "down", options), options);
   return choose_weight_format(weights, isa, options);
 }
 
 WeightFormat choose_weight_format(std::span<const MlpWeightsView> weights, Isa isa, const GroupedFfnOptions& options) {
   const IsaKernels* ik = isa_kernels(isa);
   HYMOE_CHECK(ik, "no packed kernels for isa ", isa_name(isa));
-  if (gguf_weights(weights)) return gguf_first_format(weights, options);
+  if (gguf_weights(weights)) return gguf_compute_format(gguf_first_format(weights, options), options);
   if (WeightFormat f; !weights.empty() && weights[0].up.quantized()) {
     HYMOE_CHECK(quantized_panel_format(weights[0].up, &f), "no packed format runs this quantized view");
     return f;
@@ -123,9 +129,13 @@ WeightFormat choose_weight_format(std::span<const MlpWeightsView> weights, Isa i
 std::unique_ptr<GroupedFfn> make_grouped_ffn(const GroupedFfnShape& shape, std::span<const MlpWeightsView> weights,
                                              Isa isa, const GroupedFfnOptions& options) {
   if (gguf_weights(weights)) {  // every role checked (and its format chosen) even where the scalar path runs
-    const WeightFormat first = gguf_first_format(weights, options);
+    const WeightFormat first = gguf_compute_format(gguf_first_format(weights, options), options);
     const WeightFormat down = choose_down_format(weights, isa, options);
-    if (isa == Isa::kScalar) return make_grouped_ffn_portable(shape, weights);
+    // The scalar ISA: exact weights in f32 (the portable kernel), or ggml's activation rounding computed by the
+    // reference (double accumulation: slow, for tests and machines without AVX2).
+    if (isa == Isa::kScalar)
+      return options.quant == QuantCompute::kExact ? make_grouped_ffn_portable(shape, weights)
+                                                   : make_grouped_ffn_ref(shape, weights, RoundingModel::kGgmlActivations);
     return make_grouped_ffn_packed(shape, weights, isa, first, down);
   }
   if (isa == Isa::kScalar) {

@@ -11,9 +11,23 @@
 namespace hymoe::kernels {
 namespace {
 
-// Row x (n values) as the format's activation packing rounds it, exactly, in doubles.
-void round_row(RoundingModel rounding, const float* x, int64_t n, std::vector<double>& out) {
+// Row x (n values) as the format's activation packing rounds it, exactly, in doubles; ggml_type: the type of the
+// GGUF weights the row multiplies (kGgmlActivations).
+void round_row(RoundingModel rounding, const float* x, int64_t n, std::vector<double>& out, uint32_t ggml_type = 0) {
   out.resize(static_cast<size_t>(n));
+  if (rounding == RoundingModel::kGgmlActivations) {
+    const bool q8_k = ggml_type >= 12;  // Q4_K, Q5_K, Q6_K
+    const int block = q8_k ? kQ8KBlock : kQ8Block;
+    int8_t q[kQ8KBlock];
+    for (int64_t b = 0; b < n; b += block) {
+      const int len = static_cast<int>(std::min<int64_t>(block, n - b));
+      float d;
+      if (q8_k) quantize_ggml_q8_k_block(x + b, len, q, &d);
+      else quantize_ggml_q8_0_block(x + b, len, q, &d);
+      for (int i = 0; i < len; ++i) out[static_cast<size_t>(b + i)] = static_cast<double>(q[i]) * d;
+    }
+    return;
+  }
   if (rounding == RoundingModel::kQ8Blocks) {
     for (int64_t b = 0; b < n; b += kQ8Block) {
       const int len = static_cast<int>(std::min<int64_t>(kQ8Block, n - b));
@@ -38,7 +52,9 @@ std::vector<double> round_weights(RoundingModel rounding, const MatrixView& m) {
     if (m.quantized()) m.decode_quantized_row(nn, column.data());  // the values at() gives, a block at a time
     else
       for (int64_t kk = 0; kk < m.k; ++kk) column[static_cast<size_t>(kk)] = m.at(kk, nn);
-    round_row(rounding, column.data(), m.k, rounded);
+    // ggml rounds activations only: its weights are the exactly decoded blocks.
+    round_row(rounding == RoundingModel::kGgmlActivations ? RoundingModel::kNone : rounding, column.data(), m.k,
+              rounded);
     for (int64_t kk = 0; kk < m.k; ++kk) out[static_cast<size_t>(kk * m.n + nn)] = rounded[static_cast<size_t>(kk)];
   }
   return out;
@@ -78,7 +94,7 @@ class GroupedFfnRef final : public GroupedFfn {
       };
       for (int64_t row = args.offsets[g]; row < args.offsets[g + 1]; ++row) {
         const float* x = args.x + (args.x_rows ? args.x_rows[row] : row) * D;
-        round_row(rounding_, x, D, xr);
+        round_row(rounding_, x, D, xr, w.up.quant.ggml_type);
         for (int64_t h = 0; h < H; ++h) {
           double su = 0.0, sg = 0.0;
           for (int64_t d = 0; d < D; ++d) {
@@ -97,7 +113,7 @@ class GroupedFfnRef final : public GroupedFfn {
         // The kernels hold the hidden row in f32 before packing it for the down projection.
         if (rounding_ != RoundingModel::kNone) {
           for (int64_t h = 0; h < H; ++h) hidden_f32[static_cast<size_t>(h)] = static_cast<float>(hidden[h]);
-          round_row(rounding_, hidden_f32.data(), H, hr);
+          round_row(rounding_, hidden_f32.data(), H, hr, w.down.quant.ggml_type);
         }
         const double s = args.scale ? args.scale[row] : 1.0;
         for (int64_t d = 0; d < D; ++d) {
@@ -117,6 +133,7 @@ class GroupedFfnRef final : public GroupedFfn {
     switch (rounding_) {
       case RoundingModel::kBf16Activations: return "grouped_ffn_bf16w_bf16__ref";
       case RoundingModel::kQ8Blocks: return "grouped_ffn_q8w_q8__ref";
+      case RoundingModel::kGgmlActivations: return "grouped_ffn_ggml_q8__ref";
       case RoundingModel::kNone: break;
     }
     return "grouped_ffn_f32w_f32__ref";

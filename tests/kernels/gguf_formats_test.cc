@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "fast_kernel_test_util.h"
+#include "gguf_test_util.h"
 #include "hymoe/error.h"
 #include "hymoe/ggml_type.h"
 #include "hymoe/quant_encode.h"
@@ -25,64 +26,15 @@
 namespace hymoe::kernels {
 namespace {
 
+// These tests are of the exact formats (QuantCompute::kExact); gguf_int8_test.cc has their int8 twins'.
+GroupedFfnOptions exact() {
+  GroupedFfnOptions o;
+  o.quant = QuantCompute::kExact;
+  return o;
+}
+
 using hymoe::test::dot_error_bound;
-
-constexpr WeightFormat kGgufFormats[] = {WeightFormat::kGgmlQ8_0, WeightFormat::kGgmlQ4_0, WeightFormat::kGgmlQ4_K,
-                                         WeightFormat::kGgmlQ5_K, WeightFormat::kGgmlQ6_K};
-
-uint32_t type_of(WeightFormat f) { return gguf_panel_layout(f).ggml_type; }
-int64_t block_values(WeightFormat f) { return ggml_type_traits(type_of(f))->block_values; }
-
-// One random valid block: random bytes, then d (and dmin) a random f16 of either sign, zero in 1 of 8 blocks;
-// 1 block in 10 is all zeros.
-void random_block(Rng& rng, uint32_t type, std::byte* out) {
-  const GgmlTypeTraits& t = *ggml_type_traits(type);
-  for (uint32_t i = 0; i < t.block_bytes; ++i) out[i] = static_cast<std::byte>(rng.next_u64() & 255);
-  if (rng.uniform() < 0.1) {
-    std::memset(out, 0, t.block_bytes);
-    return;
-  }
-  // Magnitudes so that the values are about 1: codes times scales reach 127 (Q8_0), 8, 63 * 31 (K), 128 * 32 (Q6_K).
-  const double magnitude = type == 8 ? 1.0 / 64 : type == 2 ? 1.0 / 4 : type == 14 ? 1.0 / 2048 : 1.0 / 1024;
-  auto field = [&] {
-    if (rng.uniform() < 0.125) return uint16_t{0};
-    const double v = magnitude * (0.25 + rng.uniform()) * (rng.uniform() < 0.5 ? -1 : 1);
-    return float_to_f16(static_cast<float>(v));
-  };
-  const uint16_t d = field(), dmin = field();
-  const size_t d_at = type == static_cast<uint32_t>(GgmlType::kQ6_K) ? 208 : 0;
-  std::memcpy(out + d_at, &d, 2);
-  if (ggml_block_has_offsets(type)) std::memcpy(out + 2, &dmin, 2);
-}
-
-// An (n, k) kGgml matrix of random blocks (n rows, blocks along k).
-struct GgufMatrix {
-  std::vector<std::byte> bytes;
-  MatrixView view;
-  GgufMatrix(Rng& rng, WeightFormat f, int64_t k, int64_t n) {
-    const uint32_t type = type_of(f);
-    const GgmlTypeTraits& t = *ggml_type_traits(type);
-    const int64_t blocks = n * (k / t.block_values);
-    bytes.resize(static_cast<size_t>(blocks * t.block_bytes));
-    for (int64_t b = 0; b < blocks; ++b) random_block(rng, type, bytes.data() + b * t.block_bytes);
-    view.data = bytes.data();
-    view.layout = WeightLayout::kOutIn;
-    view.k = k;
-    view.n = n;
-    view.quant.scheme = QuantScheme::kGgml;
-    view.quant.ggml_type = type;
-  }
-};
-
-// B as (K, N) floats decoded by the reference.
-std::vector<float> decoded(const MatrixView& v) {
-  std::vector<float> out(static_cast<size_t>(v.k * v.n)), row(static_cast<size_t>(v.k));
-  for (int64_t nn = 0; nn < v.n; ++nn) {
-    v.decode_quantized_row(nn, row.data());
-    for (int64_t kk = 0; kk < v.k; ++kk) out[static_cast<size_t>(kk * v.n + nn)] = row[static_cast<size_t>(kk)];
-  }
-  return out;
-}
+using namespace hymoe::test::gguf;
 
 TEST(GgufBlockCodes, ScaleTimesCodeIsTheReferenceValueBitForBit) {
   Rng rng(1);
@@ -244,36 +196,10 @@ TEST_P(GgufKernelTest, MicroKernelsMatchTheReference) {
                 p.buffer.data() + half_k / unit * f->b_unit_bytes(), split.data(), nr, true, p.data(), 64);
         EXPECT_EQ(0, std::memcmp(split.data(), got.data(), got.size() * sizeof(float))) << f->name;
       }
-      // One row over 4 panels (decode) = 4 one-row calls, bit for bit.
-      ASSERT_EQ(f->few_rows_max, 1);
-      const std::vector<float> x = hymoe::test::random_values(rng, k);
-      std::vector<uint8_t> a(static_cast<size_t>(f->units(k) * f->a_unit_bytes()));
-      f->pack_a(x.data(), k, nullptr, 1, k, mr, a.data());
-      std::vector<float> few(static_cast<size_t>(panels * nr)), one(few.size());
-      f->gemm_few(1, k, a.data(), p.data(), p.panel_bytes(), few.data(), panels * nr, false);
-      for (int q = 0; q < panels; ++q)
-        f->gemm(1, k, a.data(), p.buffer.data() + q * p.panel_bytes(), one.data() + q * nr, panels * nr, false, nullptr,
-                0);
-      EXPECT_EQ(0, std::memcmp(few.data(), one.data(), few.size() * sizeof(float))) << f->name;
+      expect_few_rows_equal_one_row_calls(*f, p, k, rng);
     }
   }
 }
-
-// A layer of GGUF experts: `first` for gate/up, `down` for down.
-struct GgufExperts {
-  std::vector<GgufMatrix> matrices;
-  std::vector<MlpWeightsView> views;
-  GgufExperts(Rng& rng, int64_t G, int64_t D, int64_t H, WeightFormat first, WeightFormat down) {
-    matrices.reserve(static_cast<size_t>(3 * G));
-    for (int64_t g = 0; g < G; ++g) {
-      MlpWeightsView v;
-      v.gate = matrices.emplace_back(rng, first, D, H).view;
-      v.up = matrices.emplace_back(rng, first, D, H).view;
-      v.down = matrices.emplace_back(rng, down, H, D).view;
-      views.push_back(v);
-    }
-  }
-};
 
 struct FfnCase {
   WeightFormat first, down;
@@ -290,7 +216,7 @@ void expect_ffn_matches_ref(Isa isa, const FfnCase& c) {
   for (int64_t n : sizes) offsets.push_back(offsets.back() + n);
   const int64_t R = offsets.back();
   const std::vector<float> x = hymoe::test::random_values(rng, R * c.D), scale = hymoe::test::random_values(rng, R);
-  const auto ffn = make_grouped_ffn(shape, experts.views, isa);
+  const auto ffn = make_grouped_ffn(shape, experts.views, isa, exact());
   const auto ref = make_grouped_ffn_ref(shape, experts.views);
   std::vector<float> y(static_cast<size_t>(R * c.D)), want(y.size());
   GroupedFfnArgs args{offsets.data(), x.data(), scale.data(), want.data()};
@@ -339,17 +265,7 @@ void expect_ffn_matches_ref(Isa isa, const FfnCase& c) {
   EXPECT_LE(worst_ratio, 1.0) << ffn->name();
   EXPECT_GT(max_y, 0.0) << ffn->name();
 
-  // Same bits on 1 and 2 threads.
-  const int before = num_threads();
-  std::vector<float> y1(y.size()), y2(y.size());
-  set_num_threads(1);
-  args.y = y1.data();
-  ffn->run(args);
-  set_num_threads(2);
-  args.y = y2.data();
-  ffn->run(args);
-  set_num_threads(before);
-  EXPECT_EQ(0, std::memcmp(y1.data(), y2.data(), y1.size() * sizeof(float))) << ffn->name();
+  expect_same_bits_on_1_and_2_threads(*ffn, args, y.size());
 }
 
 const FfnCase kFfnCases[] = {
@@ -390,7 +306,7 @@ TEST(GgufGroupedFfn, UngatedLayersRunUpAlone) {
   GroupedFfnArgs args{offsets.data(), x.data(), nullptr, want.data()};
   args.saved_up = saved_want.data();
   make_grouped_ffn_ref(shape, experts.views)->run(args);
-  const auto ffn = make_grouped_ffn(shape, experts.views, Isa::kAvx2);
+  const auto ffn = make_grouped_ffn(shape, experts.views, Isa::kAvx2, exact());
   EXPECT_STREQ(ffn->name(), "grouped_ffn_q5_kw_f32+q4_0w_f32_4x16__avx2");
   args.y = y.data();
   args.saved_up = saved.data();
@@ -411,10 +327,10 @@ TEST(GgufGroupedFfn, UngatedLayersRunUpAlone) {
 TEST(GgufGroupedFfn, FormatsAreChosenPerRoleAndNamed) {
   Rng rng(7);
   const GgufExperts experts(rng, 2, 256, 256, WeightFormat::kGgmlQ4_K, WeightFormat::kGgmlQ6_K);
-  EXPECT_EQ(choose_weight_format(experts.views, Isa::kAvx2, {}), WeightFormat::kGgmlQ4_K);
-  EXPECT_EQ(choose_down_format(experts.views, Isa::kAvx2, {}), WeightFormat::kGgmlQ6_K);
+  EXPECT_EQ(choose_weight_format(experts.views, Isa::kAvx2, exact()), WeightFormat::kGgmlQ4_K);
+  EXPECT_EQ(choose_down_format(experts.views, Isa::kAvx2, exact()), WeightFormat::kGgmlQ6_K);
   if (hymoe::test::isa_supported(Isa::kAvx2)) {
-    EXPECT_STREQ(make_grouped_ffn({2, 256, 256, Activation::kSwiGLU}, experts.views, Isa::kAvx2)->name(),
+    EXPECT_STREQ(make_grouped_ffn({2, 256, 256, Activation::kSwiGLU}, experts.views, Isa::kAvx2, exact())->name(),
                  "grouped_ffn_q4_kw_f32+q6_kw_f32_4x16__avx2");
   }
 }

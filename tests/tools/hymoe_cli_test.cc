@@ -489,14 +489,21 @@ TEST_F(BenchCli, JsonRowsCarryTheDocumentedFieldsAndCounts) {
   }
 }
 
-// GGUF dtypes: the weights encoded into GGUF blocks and run from their panel formats; weight_bytes counts the
-// panels' bytes per weight (docs/kernels.md, "Formats"): Q4_0 0.625, Q4_K 0.75, Q6_K 1.0.
+// GGUF dtypes: the weights encoded into GGUF blocks and run from their panel formats, exact or int8 as
+// --quant-compute says (the int8 ones against the int8-dot peak); weight_bytes counts the panels' bytes per weight
+// (docs/kernels.md, "Formats"): Q4_0 0.625, Q4_K 0.75, Q6_K 1.0, the same in both.
 TEST_F(BenchCli, GgufDtypesRunTheirFormatsAndCountTheirBytes) {
   write_shape("tiny256.json",
               R"({"name": "tiny256", "model": "Tiny", "dim": 256, "expert_hidden": 256, "experts": 4, "top_k": 2, )"
               R"("shared_experts": 1, "activation": "swiglu", "router": "softmax"})");
+  for (const std::string mode : {"exact", "int8"}) {
+  SCOPED_TRACE(mode);
+  const bool int8 = mode == "int8";
   std::string log;
-  ASSERT_EQ(bench("--shape tiny256 --tokens 1 --dtype q4_0 q4_k q6_k --no-baseline --json", &log), 0) << log;
+  ASSERT_EQ(bench("--shape tiny256 --tokens 1 --dtype q4_0 q4_k q6_k --no-baseline --json --quant-compute " + mode,
+                  &log),
+            0)
+      << log;
   std::istringstream lines(log);
   std::map<std::string, nlohmann::json> rows;
   for (std::string line; std::getline(lines, line);)
@@ -507,15 +514,22 @@ TEST_F(BenchCli, GgufDtypesRunTheirFormatsAndCountTheirBytes) {
   ASSERT_EQ(rows.size(), 3u) << log;
   const int64_t D = 256, H = 256, E = 4, K = 2;
   const std::map<std::string, std::pair<double, std::string>> want = {
-      {"q4_0", {0.625, "grouped_ffn_q4_0w_f32"}}, {"q4_k", {0.75, "grouped_ffn_q4_kw_f32"}},
-      {"q6_k", {1.0, "grouped_ffn_q6_kw_f32"}}};
+      {"q4_0", {0.625, int8 ? "grouped_ffn_q4_0w_q8_0" : "grouped_ffn_q4_0w_f32"}},
+      {"q4_k", {0.75, int8 ? "grouped_ffn_q4_kw_q8_k" : "grouped_ffn_q4_kw_f32"}},
+      {"q6_k", {1.0, int8 ? "grouped_ffn_q6_kw_q8_k" : "grouped_ffn_q6_kw_f32"}}};
   for (const auto& [dtype, expected] : want) {
     const nlohmann::json& r = rows[dtype];
     const std::string kernel = r["kernel"];
-    if (kernel.find("portable") != std::string::npos) continue;  // HYMOE_ISA=scalar decodes to f32
+    // HYMOE_ISA=scalar decodes to f32 (exact) or runs the reference (int8).
+    if (kernel.find("portable") != std::string::npos || kernel.find("__ref") != std::string::npos) continue;
     EXPECT_EQ(kernel.rfind(expected.second, 0), 0u) << kernel;
+    EXPECT_EQ(r["peak_kind"].get<std::string>(), int8 ? "int8dot" : "fma") << kernel;
     EXPECT_DOUBLE_EQ(r["weight_bytes"].get<double>(), (K + 1) * 3 * D * H * expected.first + E * D * 4.0) << dtype;
   }
+  }
+  std::string log;
+  EXPECT_NE(bench("--shape tiny256 --tokens 1 --dtype q4_0 --no-baseline --quant-compute int4", &log), 0);
+  EXPECT_NE(log.find("--quant-compute=int4 is not one of auto, exact, int8"), std::string::npos) << log;
   EXPECT_NE(bench("--shape tiny256 --tokens 1 --dtype q3_k --no-baseline", &log), 0);
   EXPECT_NE(log.find("q4_0, q4_k, q5_k, q6_k, gguf_q8_0, fp8 or mxfp4"), std::string::npos) << log;
 }

@@ -411,6 +411,7 @@ struct BenchOptions {
   std::vector<int64_t> tokens{1, 8, 32, 128, 512};
   std::vector<std::string> dtypes{"f32", "bf16"};
   std::string bf16_compute = "auto";
+  std::string quant_compute;  // empty: HYMOE_QUANT_COMPUTE or auto
   std::vector<std::string> routings{"uniform"};
   std::string weights = "cold";
   int threads = 0;
@@ -513,16 +514,18 @@ void bench_shape(const BenchOptions& o, const BenchShape& s, const Limits& lim, 
         : dtype == "fp8"                               ? kernels::WeightFormat::kFp8Block128
         : dtype == "mxfp4"                             ? kernels::WeightFormat::kMxfp4Block32
             : kernels::choose_weight_format(probe_views, kernels::active_isa(), ffn_options);
-    const PeakKind peak_kind = format == kernels::WeightFormat::kBf16Dot     ? PeakKind::kBf16Dot
-                               : format == kernels::WeightFormat::kQ8Block32 ? PeakKind::kInt8Dot
-                                                                             : PeakKind::kFma;
+    // The GGUF types follow --quant-compute: their int8 formats are bound by the int8-dot peak.
+    const bool int8_dot = format == kernels::WeightFormat::kQ8Block32 || kernels::is_gguf_int8_format(format);
+    const PeakKind peak_kind = format == kernels::WeightFormat::kBf16Dot ? PeakKind::kBf16Dot
+                               : int8_dot                                ? PeakKind::kInt8Dot
+                                                                         : PeakKind::kFma;
     // Bytes a packed weight occupies: 4 (f32), 2 (bf16), 36/32 (q8: 32 int8 and a 4-byte scale per block); the
     // panel bytes of a GGUF format (gate/up and down weighted 2:1), of fp8 (128 codes and a 4-byte multiplier per
     // column and 128 k) and of mxfp4 (16 bytes of codes and a scale byte per 32) (docs/kernels.md, "Formats").
     auto panel_bytes_per_weight = [](kernels::WeightFormat f) {
       return static_cast<double>(kernels::weight_unit_bytes(f, 16)) / (kernels::k_unit(f) * 16.0);
     };
-    const double elem = gguf && kernels::is_gguf_format(format)
+    const double elem = gguf && kernels::gguf_format_type(format) != 0
                             ? (2 * panel_bytes_per_weight(format) +
                                panel_bytes_per_weight(
                                    kernels::choose_down_format(probe_views, kernels::active_isa(), ffn_options))) / 3
@@ -679,6 +682,9 @@ void bench_shape(const BenchOptions& o, const BenchShape& s, const Limits& lim, 
         const double frac_bound = compute_bound ? frac_peak : frac_bw;
         const double frac_bound_paired = compute_bound ? frac_peak_paired : frac_bw_paired;
         const double baseline_ms = base.empty() ? std::nan("") : median(base);
+        // A GGUF row says which computation ran: q4_k/i8 (ggml's int8 activations) or q4_k/ex (exact).
+        const std::string row_dtype =
+            gguf_dtype_type(dtype) == 0 ? dtype : dtype + (kernels::is_gguf_int8_format(format) ? "/i8" : "/ex");
         nlohmann::json j = {{"shape", s.name}, {"tokens", T}, {"dtype", dtype}, {"threads", num_threads()},
                             {"routing", routing}, {"weights", o.weights}, {"isa", std::string(kernels::isa_name(kernels::active_isa()))},
                             {"kernel", routed_ffn->name()}, {"repeats", repeats}, {"layer_ms", layer_ms},
@@ -700,7 +706,7 @@ void bench_shape(const BenchOptions& o, const BenchShape& s, const Limits& lim, 
         if (o.json) fmt::print("{}\n", j.dump());
         else
           fmt::print("{:<17} {:>5} {:<5} {:<7} {:>9.2f} {:>9.0f} {:>8.1f} {:>7.1f} {:>7} {:>7} {:>7} {:>13} {:>9.2f} {:>5.1f}% {:>9} {:>6}\n",
-                     s.name, T, dtype, routing, layer_ms, static_cast<double>(T) / (layer_ms / 1e3), gflops, gbps,
+                     s.name, T, row_dtype, routing, layer_ms, static_cast<double>(T) / (layer_ms / 1e3), gflops, gbps,
                      fmt::format("{:.0f}/{:.0f}", 100 * frac_peak, 100 * frac_peak_paired),
                      fmt::format("{:.0f}/{:.0f}", 100 * frac_kernel, 100 * frac_kernel_paired),
                      fmt::format("{:.0f}/{:.0f}", 100 * frac_bw, 100 * frac_bw_paired),
@@ -745,6 +751,7 @@ int run_bench(const BenchOptions& o) {
         !gguf_dtype_type(d))
       fail("--dtype=", d, " must be f32, bf16, bf16w, bf16n, q8_0, q4_0, q4_k, q5_k, q6_k, gguf_q8_0, fp8 or mxfp4");
   set_bf16_compute(bf16_compute_from_name(o.bf16_compute, "--bf16-compute"));
+  if (!o.quant_compute.empty()) set_quant_compute(quant_compute_from_name(o.quant_compute, "--quant-compute"));
   for (const auto& r : o.routings)
     if (r != "uniform" && r != "zipf") fail("--routing=", r, " must be uniform or zipf");
   if (o.weights != "hot" && o.weights != "cold") fail("--weights=", o.weights, " must be hot or cold");
@@ -788,12 +795,16 @@ Action add_bench_command(CLI::App& app) {
   cmd->add_option("--dtype", o->dtypes,
                   "weight formats: f32, bf16 (as --bf16-compute), bf16w (widened), bf16n (native vdpbf16ps), q8_0 "
                   "(hymoe's int8 blocks of 32, quantized from f32, activations quantized too); GGUF blocks encoded "
-                  "from f32 and run exactly with f32 activations: q4_0, q4_k, q5_k, q6_k, gguf_q8_0; fp8 (DeepSeek-V3's "
+                  "from f32, run as --quant-compute says (rows q4_k/i8 or q4_k/ex): q4_0, q4_k, q5_k, q6_k, gguf_q8_0; fp8 (DeepSeek-V3's "
                   "e4m3 with 128x128 block scales) and mxfp4 (gpt-oss's E2M1 with E8M0 scales per 32), both quantized "
                   "from f32 and run exactly")
       ->capture_default_str();
   cmd->add_option("--bf16-compute", o->bf16_compute, "bf16 weights: auto, widen (exact, f32 FMA) or native (vdpbf16ps)")
       ->capture_default_str();
+  cmd->add_option("--quant-compute", o->quant_compute,
+                  "GGUF block weights (the q4_0 ... gguf_q8_0 rows, --model of a GGUF file): auto (= int8), exact "
+                  "(exact weights, f32 activations) or int8 (activations quantized as llama.cpp's CPU backend does, "
+                  "integer dot products) (default: HYMOE_QUANT_COMPUTE or auto)");
   cmd->add_option("--routing", o->routings, "uniform and/or zipf (one expert takes a third of the tokens)")
       ->capture_default_str();
   cmd->add_option("--weights", o->weights, "cold (a fresh routing per repeat) or hot (one routing)")->capture_default_str();

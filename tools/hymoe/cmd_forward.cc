@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "hymoe/compute.h"
 #include "hymoe/error.h"
 #include "hymoe/file_io.h"
 #include "hymoe/moe.h"
@@ -22,6 +23,7 @@ struct ForwardOptions {
   float aux_loss_weight = 0.0f, z_loss_weight = 0.0f;
   std::string model_dir;  // --model form: a released checkpoint's layer
   int64_t layer = -1;
+  std::string quant_compute;  // empty: HYMOE_QUANT_COMPUTE or auto
 };
 
 // Run settings that live beside the MoEConfig fields in the config file.
@@ -161,7 +163,12 @@ Action add_forward_command(CLI::App& app) {
                  "a Hugging Face model directory (config.json + safetensors) or a GGUF file (*.gguf or GGUF magic) "
                  "instead of --config/--weights");
   cmd->add_option("--layer", o->layer, "with --model: the MoE layer (GGUF: block) to run");
+  cmd->add_option("--quant-compute", o->quant_compute,
+                  "GGUF block weights: auto (= int8), exact (exact weights, f32 activations: matches `y`) or int8 "
+                  "(activations quantized per block as llama.cpp's CPU backend does, integer dot products) "
+                  "(default: HYMOE_QUANT_COMPUTE or auto)");
   return [o] {
+    if (!o->quant_compute.empty()) set_quant_compute(quant_compute_from_name(o->quant_compute, "--quant-compute"));
     if (o->model_dir.empty()) {
       if (o->config_path.empty() || o->weights_path.empty()) fail("forward: --config and --weights are required (or --model)");
       return run_forward(*o);

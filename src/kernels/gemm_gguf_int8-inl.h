@@ -1,0 +1,199 @@
+// The GGUF int8 micro-kernels (gemm_kernels.h, gguf_int8_layout), written over a vector-traits type V like
+// gemm_microkernel-inl.h and included after it, in the same anonymous namespace, by an ISA's unit. Per unit of
+// k_unit k (32; Q6_K 16) and panel: integer accumulators start at -code_bias * sum(x) of the row's unit, take the
+// unit's groups of four k (u8 codes times int8 activations: vpdpbusd, or the vpmaddubsw idiom), then one f32 FMA
+// per C element with the product of the two scales, (and one with the offset times the activations' scale and
+// sum). The integer part is exact (|dot| <= 32 * 255 * 127 < 2^24, so its conversion to f32 is too), and every C
+// element is one float chain over the units in increasing k: the bits do not depend on blocking or threads.
+//
+// V provides, beyond gemm_microkernel-inl.h's: load_bytes(const uint8_t*) (4 * kWidth bytes), and_bytes(ivec,
+// int mask) (bytewise and), shift_bytes<S>(ivec) (16-bit lanes shifted left by S, right by -S: the bytewise shift
+// for the bits a mask then keeps), or_bytes, u_dot4(ivec acc, ivec u, ivec x) (acc + the lane's four u * x, u
+// unsigned: exact for u <= 63 with vpmaddubsw, for any u with vpdpbusd), set1_i32(int), kPairSums (true where
+// u_dot4 is the vpmaddubsw idiom) and its parts pair_sums(u, x) (int16 sums of pairs), add_i16, add_pairs(acc,
+// pairs) (acc + the int32 sums of adjacent pairs). Q8_0 uses q8_weights,
+// q8_start and q8_dot4 (the sign idiom where VNNI is missing). The including unit defines kIntMr.
+//
+// Register budget (AVX2, 2 rows): 4 f32 and 4 int32 accumulators, 2 weight vectors and their unpacking
+// temporaries (2-4), 1 broadcast, constants: 16 ymm. One row over 4 panels keeps 8 f32 accumulators and the int32
+// ones of one panel at a time.
+
+template <WeightFormat F>
+struct Int8Layout {
+  static constexpr GgufPanelLayout kL = gguf_int8_layout(F);
+  static constexpr int kGroups = kL.k_unit / 4;
+  static constexpr int64_t kCodeBytes = int64_t{kL.k_unit} * kNr * kL.code_bits / 8;
+  static constexpr int64_t kBUnit = weight_unit_bytes(F, kNr);
+  static constexpr int64_t kAUnit = (int64_t{kL.k_unit} + 8) * kIntMr;
+};
+
+// The two weight vectors of group g of a unit (columns 0..kWidth-1 and kWidth..2kWidth-1, four k each).
+template <WeightFormat F, int G, int Half>
+inline auto int8_weights(const uint8_t* bu) {
+  using L = Int8Layout<F>;
+  if constexpr (L::kL.code_bits == 8) {
+    return V::q8_weights(bu + (G * kNr + Half * V::kWidth) * 4);
+  } else {
+    constexpr int kBlocks = L::kGroups / 2;
+    const typename V::ivec raw = V::load_bytes(bu + ((G % kBlocks) * kNr + Half * V::kWidth) * 4);
+    typename V::ivec u = G < kBlocks ? V::and_bytes(raw, 15) : V::and_bytes(V::template shift_bytes<-4>(raw), 15);
+    if constexpr (L::kL.code_bits > 4) {
+      constexpr int kHigh = L::kL.code_bits - 4;  // group G's bits at G * kHigh, moved to bit 4
+      const typename V::ivec high = V::load_bytes(bu + (kBlocks * kNr + Half * V::kWidth) * 4);
+      u = V::or_bytes(u, V::and_bytes(V::template shift_bytes<4 - G * kHigh>(high), ((1 << kHigh) - 1) << 4));
+    }
+    return u;
+  }
+}
+
+template <WeightFormat F>
+inline typename V::ivec int8_dot(typename V::ivec acc, const auto& w, typename V::ivec x) {
+  if constexpr (gguf_int8_layout(F).code_bits == 8) return V::q8_dot4(acc, w, x);
+  else return V::u_dot4(acc, w, x);
+}
+
+// Groups whose vpmaddubsw pair sums can be added in int16 before one vpmaddwd widens them (the idiom's second
+// and third instruction once per chunk instead of once per group): a pair sum is at most 2 * umax * 127, so 8 of
+// them for 4-bit codes, 4 for 5-bit and 2 for 6-bit stay below 2^15. 1 (no chunks) where V has vpdpbusd or for
+// Q8_0's sign idiom.
+template <WeightFormat F>
+constexpr int kPairChunk = !V::kPairSums ? 1 : gguf_int8_layout(F).code_bits == 4 ? 8
+                                             : gguf_int8_layout(F).code_bits == 5 ? 4
+                                             : gguf_int8_layout(F).code_bits == 6 ? 2
+                                                                                  : 1;
+
+// Groups [G, End) of a chunk into the int16 pair sums p.
+template <WeightFormat F, int M, int G, int End>
+inline void int8_pair_chunk(const uint8_t* au, const uint8_t* bu, typename V::ivec (&p)[M][2]) {
+  if constexpr (G < End) {
+    const auto w0 = int8_weights<F, G, 0>(bu);
+    const auto w1 = int8_weights<F, G, 1>(bu);
+#pragma GCC unroll 8
+    for (int i = 0; i < M; ++i) {
+      const typename V::ivec x = V::broadcast4(au + (G * kIntMr + i) * 4);
+      if constexpr (G % kPairChunk<F> == 0) {
+        p[i][0] = V::pair_sums(w0, x);
+        p[i][1] = V::pair_sums(w1, x);
+      } else {
+        p[i][0] = V::add_i16(p[i][0], V::pair_sums(w0, x));
+        p[i][1] = V::add_i16(p[i][1], V::pair_sums(w1, x));
+      }
+    }
+    int8_pair_chunk<F, M, G + 1, End>(au, bu, p);
+  }
+}
+
+template <WeightFormat F, int M, int G>
+inline void int8_groups(const uint8_t* au, const uint8_t* bu, typename V::ivec (&s)[M][2]) {
+  if constexpr (G < Int8Layout<F>::kGroups && kPairChunk<F> > 1) {
+    typename V::ivec p[M][2];
+    int8_pair_chunk<F, M, G, G + kPairChunk<F>>(au, bu, p);
+#pragma GCC unroll 8
+    for (int i = 0; i < M; ++i) {
+      s[i][0] = V::add_pairs(s[i][0], p[i][0]);
+      s[i][1] = V::add_pairs(s[i][1], p[i][1]);
+    }
+    int8_groups<F, M, G + kPairChunk<F>>(au, bu, s);
+  } else if constexpr (G < Int8Layout<F>::kGroups) {
+    const auto w0 = int8_weights<F, G, 0>(bu);
+    const auto w1 = int8_weights<F, G, 1>(bu);
+#pragma GCC unroll 8
+    for (int i = 0; i < M; ++i) {
+      const typename V::ivec x = V::broadcast4(au + (G * kIntMr + i) * 4);
+      s[i][0] = int8_dot<F>(s[i][0], w0, x);
+      s[i][1] = int8_dot<F>(s[i][1], w1, x);
+    }
+    int8_groups<F, M, G + 1>(au, bu, s);
+  }
+}
+
+// M rows over P panels (panel p at b + p * panel_stride bytes, its C at c + p * kNr).
+template <WeightFormat F, int M, int P>
+void int8_tile(int64_t units, const uint8_t* a, const uint8_t* b, int64_t panel_stride, float* c, int64_t ldc,
+               bool accumulate, const char* prefetch, const char* prefetch_end) {
+  using L = Int8Layout<F>;
+  typename V::vec acc[M][2 * P];
+#pragma GCC unroll 8
+  for (int i = 0; i < M; ++i)
+#pragma GCC unroll 8
+    for (int j = 0; j < 2 * P; ++j) acc[i][j] = accumulate ? V::load(c + i * ldc + j * V::kWidth) : V::zero();
+  const int64_t lines = prefetch_end > prefetch ? (prefetch_end - prefetch + 63) / 64 : 0;
+  const int64_t lines_per_unit = units > 0 ? (lines + units - 1) / units : 0;
+  for (int64_t u = 0; u < units; ++u) {
+    for (int64_t l = 0; l < lines_per_unit && prefetch < prefetch_end; ++l, prefetch += 64)
+      __builtin_prefetch(prefetch, 0, 2);
+    const uint8_t* au = a + u * L::kAUnit;
+    const float* da = reinterpret_cast<const float*>(au + L::kL.k_unit * kIntMr);
+    const int32_t* sums = reinterpret_cast<const int32_t*>(au + (L::kL.k_unit + 4) * kIntMr);
+#pragma GCC unroll 4
+    for (int p = 0; p < P; ++p) {
+      const uint8_t* bu = b + p * panel_stride + u * L::kBUnit;
+      typename V::ivec s[M][2];
+#pragma GCC unroll 8
+      for (int i = 0; i < M; ++i) {
+        if constexpr (L::kL.code_bits == 8) {
+          const int32_t correction = -L::kL.code_bias * sums[i];
+          s[i][0] = s[i][1] = V::q8_start(reinterpret_cast<const uint8_t*>(&correction));
+        } else if constexpr (L::kL.code_bias != 0) {
+          s[i][0] = s[i][1] = V::set1_i32(-L::kL.code_bias * sums[i]);
+        } else {
+          s[i][0] = s[i][1] = V::set1_i32(0);
+        }
+      }
+      int8_groups<F, M, 0>(au, bu, s);
+      const float* scale = reinterpret_cast<const float*>(bu + L::kCodeBytes);
+      const typename V::vec d0 = V::load(scale), d1 = V::load(scale + V::kWidth);
+#pragma GCC unroll 8
+      for (int i = 0; i < M; ++i) {
+        const typename V::vec dav = V::broadcast(da + i);
+        acc[i][2 * p] = V::fma(V::to_float(s[i][0]), V::mul(d0, dav), acc[i][2 * p]);
+        acc[i][2 * p + 1] = V::fma(V::to_float(s[i][1]), V::mul(d1, dav), acc[i][2 * p + 1]);
+        if constexpr (L::kL.offsets) {
+          const typename V::vec sum = V::set1(static_cast<float>(sums[i]));
+          acc[i][2 * p] = V::fma(V::mul(V::load(scale + kNr), dav), sum, acc[i][2 * p]);
+          acc[i][2 * p + 1] = V::fma(V::mul(V::load(scale + kNr + V::kWidth), dav), sum, acc[i][2 * p + 1]);
+        }
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < M; ++i)
+#pragma GCC unroll 8
+    for (int j = 0; j < 2 * P; ++j) V::store(c + i * ldc + j * V::kWidth, acc[i][j]);
+}
+
+template <WeightFormat F, int M = kIntMr>
+void int8_rows(int m, int64_t units, const uint8_t* a, const uint8_t* b, float* c, int64_t ldc, bool accumulate,
+               const char* prefetch, const char* prefetch_end) {
+  if constexpr (M >= 1) {
+    if (m == M) return int8_tile<F, M, 1>(units, a, b, 0, c, ldc, accumulate, prefetch, prefetch_end);
+    return int8_rows<F, M - 1>(m, units, a, b, c, ldc, accumulate, prefetch, prefetch_end);
+  }
+}
+
+// The GemmFormat entry points: kc counts k (a whole number of units: GGUF rows are whole blocks).
+template <WeightFormat F>
+void gemm_format_gguf_int8(int m, int64_t kc, const void* a, const void* b, float* c, int64_t ldc, bool acc,
+                           const void* pf, int64_t pf_bytes) {
+  constexpr int kUnit = gguf_int8_layout(F).k_unit;
+  const char* p = static_cast<const char*>(pf);
+  int8_rows<F>(m, (kc + kUnit - 1) / kUnit, static_cast<const uint8_t*>(a), static_cast<const uint8_t*>(b), c, ldc,
+               acc, p, p ? p + pf_bytes : p);
+}
+// One row over kFewRowsPanels[1] panels (few_rows_max = 1): the decode case.
+template <WeightFormat F>
+void gemm_format_gguf_int8_few(int m, int64_t kc, const void* a, const void* b, int64_t panel_stride_bytes, float* c,
+                               int64_t ldc, bool acc) {
+  constexpr int kUnit = gguf_int8_layout(F).k_unit;
+  (void)m;  // always 1
+  int8_tile<F, 1, kFewRowsPanels[1]>((kc + kUnit - 1) / kUnit, static_cast<const uint8_t*>(a),
+                                     static_cast<const uint8_t*>(b), panel_stride_bytes, c, ldc, acc, nullptr, nullptr);
+}
+
+// The activation packing of format F.
+template <WeightFormat F>
+constexpr PackActivationsFn int8_pack_a() {
+  if constexpr (!gguf_int8_q8_k(F)) return pack_activations_ggml_q8_0;
+  else if constexpr (gguf_int8_layout(F).k_unit == 16) return pack_activations_ggml_q8_k16;
+  else return pack_activations_ggml_q8_k32;
+}

@@ -1,0 +1,128 @@
+// The GGUF int8 formats' ISA-free parts (gemm_kernels.h, gguf_int8_layout): ggml's activation quantizers (q8_0,
+// q8_K), the packing of a micro-tile's activations into the kernels' units, and the micro-kernels' scalar
+// reference. Built without ISA flags.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "hymoe/dtype.h"
+#include "hymoe/error.h"
+#include "kernels/gemm_kernels.h"
+
+namespace hymoe::kernels {
+
+void quantize_ggml_q8_0_block(const float* x, int n, int8_t* q, float* d) {
+  float amax = 0.0f;
+  for (int i = 0; i < n; ++i) amax = std::max(amax, std::abs(x[i]));
+  // ggml quantizes with the inverse of the f32 d but multiplies by d rounded to f16.
+  const float scale = amax / 127.0f, inverse = scale != 0.0f ? 1.0f / scale : 0.0f;
+  for (int i = 0; i < kQ8Block; ++i) q[i] = static_cast<int8_t>(i < n ? std::round(x[i] * inverse) : 0.0f);
+  *d = f16_to_float(float_to_f16(scale));
+}
+
+void quantize_ggml_q8_k_block(const float* x, int n, int8_t* q, float* d) {
+  float amax = 0.0f, max = 0.0f;
+  for (int i = 0; i < n; ++i)
+    if (std::abs(x[i]) > amax) {
+      amax = std::abs(x[i]);
+      max = x[i];
+    }
+  if (amax == 0.0f) {
+    std::fill(q, q + kQ8KBlock, int8_t{0});
+    *d = 0.0f;
+    return;
+  }
+  const float inverse = -127.0f / max;
+  // ggml's nearest_int rounds to nearest even (|values| <= 127 here); nearbyint does in the default mode.
+  for (int i = 0; i < kQ8KBlock; ++i)
+    q[i] = static_cast<int8_t>(i < n ? std::min(127.0f, std::nearbyint(inverse * x[i])) : 0.0f);
+  *d = 1.0f / inverse;
+}
+
+namespace {
+
+// Per unit of kUnit k: (kUnit / 4, mr, 4) int8 codes, mr f32 scales, mr int32 sums; the block (32 or 256 values)
+// of the unit quantized once per row.
+template <int kUnit, bool kQ8K>
+void pack_ggml_units(const float* a, int64_t lda, const int64_t* row_index, int rows, int64_t k, int mr, void* out) {
+  constexpr int kBlock = kQ8K ? kQ8KBlock : kQ8Block;
+  static_assert(kBlock % kUnit == 0 && kUnit % 4 == 0);
+  uint8_t* dst = static_cast<uint8_t*>(out);
+  const int64_t units = (k + kUnit - 1) / kUnit, unit_bytes = int64_t{kUnit + 8} * mr;
+  std::memset(dst, 0, static_cast<size_t>(units * unit_bytes));
+  int8_t q[kBlock];
+  for (int i = 0; i < rows; ++i) {
+    const float* row = a + (row_index ? row_index[i] : i) * lda;
+    for (int64_t b0 = 0; b0 < k; b0 += kBlock) {
+      const int n = static_cast<int>(std::min<int64_t>(kBlock, k - b0));
+      float d;
+      if constexpr (kQ8K) quantize_ggml_q8_k_block(row + b0, n, q, &d);
+      else quantize_ggml_q8_0_block(row + b0, n, q, &d);
+      for (int64_t u = b0 / kUnit; u < std::min(units, (b0 + kBlock) / kUnit); ++u) {
+        uint8_t* unit = dst + u * unit_bytes;
+        const int8_t* qu = q + (u * kUnit - b0);
+        int32_t sum = 0;
+        for (int kk = 0; kk < kUnit; ++kk) {
+          unit[(kk / 4 * mr + i) * 4 + kk % 4] = static_cast<uint8_t>(qu[kk]);
+          sum += qu[kk];
+        }
+        std::memcpy(unit + kUnit * mr + 4 * i, &d, sizeof d);
+        std::memcpy(unit + (kUnit + 4) * mr + 4 * i, &sum, sizeof sum);
+      }
+    }
+  }
+}
+
+float load_f32(const uint8_t* p) {
+  float v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+}  // namespace
+
+void pack_activations_ggml_q8_0(const float* a, int64_t lda, const int64_t* row_index, int rows, int64_t k, int mr,
+                                void* out) {
+  pack_ggml_units<32, false>(a, lda, row_index, rows, k, mr, out);
+}
+void pack_activations_ggml_q8_k32(const float* a, int64_t lda, const int64_t* row_index, int rows, int64_t k, int mr,
+                                  void* out) {
+  pack_ggml_units<32, true>(a, lda, row_index, rows, k, mr, out);
+}
+void pack_activations_ggml_q8_k16(const float* a, int64_t lda, const int64_t* row_index, int rows, int64_t k, int mr,
+                                  void* out) {
+  pack_ggml_units<16, true>(a, lda, row_index, rows, k, mr, out);
+}
+
+void gemm_gguf_int8__ref(WeightFormat format, int m, int mr, int nr, int64_t kc, const void* a, const void* b,
+                         float* c, int64_t ldc, bool accumulate) {
+  const GgufPanelLayout l = gguf_int8_layout(format);
+  HYMOE_CHECK(l.ggml_type != 0);
+  const uint8_t* ap = static_cast<const uint8_t*>(a);
+  const uint8_t* bp = static_cast<const uint8_t*>(b);
+  const int64_t units = (kc + l.k_unit - 1) / l.k_unit, a_unit = activation_unit_bytes(format, mr);
+  const int64_t b_unit = weight_unit_bytes(format, nr), code_bytes = int64_t{l.k_unit} * nr * l.code_bits / 8;
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < nr; ++j) {
+      double acc = accumulate ? c[i * ldc + j] : 0.0;
+      for (int64_t u = 0; u < units; ++u) {
+        const uint8_t* au = ap + u * a_unit;
+        const uint8_t* bu = bp + u * b_unit;
+        int64_t dot = 0, sum = 0;
+        for (int kk = 0; kk < l.k_unit; ++kk) {
+          const int x = static_cast<int8_t>(au[(kk / 4 * mr + i) * 4 + kk % 4]);
+          dot += int64_t{x} * (gguf_int8_panel_code(format, bp, nr, u * l.k_unit + kk, j) - l.code_bias);
+          sum += x;
+        }
+        int32_t packed_sum;
+        std::memcpy(&packed_sum, au + (l.k_unit + 4) * mr + 4 * i, sizeof packed_sum);
+        HYMOE_CHECK(packed_sum == sum, "activation unit sum ", packed_sum, " != ", sum);
+        const double da = load_f32(au + l.k_unit * mr + 4 * i), scale = load_f32(bu + code_bytes + 4 * j);
+        acc += static_cast<double>(dot) * scale * da;
+        if (l.offsets) acc += static_cast<double>(load_f32(bu + code_bytes + 4 * (nr + j))) * da * static_cast<double>(sum);
+      }
+      c[i * ldc + j] = static_cast<float>(acc);
+    }
+}
+
+}  // namespace hymoe::kernels

@@ -1,0 +1,342 @@
+// The GGUF int8 formats (QuantCompute::kInt8): ggml's activation quantizers on values whose rounding tells the
+// rules apart, the integer-dot panels against the exactly decoded weights, every micro-kernel against its scalar
+// reference on every ISA this CPU has, and the grouped FFN against make_grouped_ffn_ref with
+// RoundingModel::kGgmlActivations (ggml's rounding of each projection's input, computed in double).
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "fast_kernel_test_util.h"
+#include "gguf_test_util.h"
+#include "hymoe/compute.h"
+#include "hymoe/threads.h"
+#include "kernels/gemm_kernels.h"
+#include "kernels/grouped_ffn_impl.h"
+
+namespace hymoe::kernels {
+namespace {
+
+using hymoe::test::dot_error_bound;
+using hymoe::test::kF32Eps;
+using namespace hymoe::test::gguf;
+
+constexpr WeightFormat kInt8Formats[] = {WeightFormat::kGgmlQ8_0I8, WeightFormat::kGgmlQ4_0I8,
+                                         WeightFormat::kGgmlQ4_KI8, WeightFormat::kGgmlQ5_KI8,
+                                         WeightFormat::kGgmlQ6_KI8};
+
+GroupedFfnOptions with_quant(QuantCompute q) {
+  GroupedFfnOptions o;
+  o.quant = q;
+  return o;
+}
+
+// q8_0 rounds x / d half away from zero and keeps d as f16; q8_K divides by the signed largest value, rounds half
+// to even and keeps d in f32 (negative when that value is positive).
+TEST(GgmlActivationQuant, Q8_0AndQ8_KRoundAsGgml) {
+  std::vector<float> x(kQ8KBlock, 0.0f);
+  x[0] = 127.0f;
+  x[1] = 2.5f;
+  x[2] = -2.5f;
+  x[3] = 0.5f;
+  x[4] = -126.5f;
+  int8_t q[kQ8KBlock];
+  float d;
+  quantize_ggml_q8_0_block(x.data(), kQ8Block, q, &d);
+  EXPECT_EQ(d, 1.0f);
+  EXPECT_EQ(q[0], 127);
+  EXPECT_EQ(q[1], 3);
+  EXPECT_EQ(q[2], -3);
+  EXPECT_EQ(q[3], 1);
+  EXPECT_EQ(q[4], -127);
+  quantize_ggml_q8_k_block(x.data(), kQ8KBlock, q, &d);
+  EXPECT_EQ(d, -1.0f);
+  EXPECT_EQ(q[0], -127);
+  EXPECT_EQ(q[1], -2);
+  EXPECT_EQ(q[2], 2);
+  EXPECT_EQ(q[3], 0);
+  EXPECT_EQ(q[4], 126);
+  // The f16 rounding of q8_0's d; q8_K's stays f32.
+  const float one[1] = {1.0f};
+  quantize_ggml_q8_0_block(one, 1, q, &d);
+  EXPECT_EQ(d, f16_to_float(float_to_f16(1.0f / 127.0f)));
+  EXPECT_NE(d, 1.0f / 127.0f);
+  EXPECT_EQ(q[0], 127);
+  const float neg[2] = {-3.0f, 1.0f};
+  quantize_ggml_q8_k_block(neg, 2, q, &d);
+  EXPECT_EQ(d, 1.0f / (-127.0f / -3.0f));
+  EXPECT_EQ(q[0], -127);
+  EXPECT_EQ(q[1], 42);  // 42.33
+  // All zeros: d = 0.
+  const float zeros[3] = {0, 0, 0};
+  quantize_ggml_q8_k_block(zeros, 3, q, &d);
+  EXPECT_EQ(d, 0.0f);
+  EXPECT_EQ(q[0], 0);
+}
+
+// The packed activations: codes where the layout says, the unit's block scale and the sum of its codes.
+TEST(GgmlActivationQuant, PackedUnitsHoldCodesScalesAndSums) {
+  Rng rng(11);
+  const int mr = 3, rows = 2;
+  const int64_t k = 512;
+  const std::vector<float> x = hymoe::test::random_values(rng, rows * k);
+  for (WeightFormat f : {WeightFormat::kGgmlQ4_0I8, WeightFormat::kGgmlQ4_KI8, WeightFormat::kGgmlQ6_KI8}) {
+    const int unit = k_unit(f), block = gguf_int8_q8_k(f) ? kQ8KBlock : kQ8Block;
+    const int64_t unit_bytes = activation_unit_bytes(f, mr);
+    std::vector<uint8_t> a(static_cast<size_t>(k / unit * unit_bytes), 0xAB);
+    const PackActivationsFn pack = f == WeightFormat::kGgmlQ4_0I8   ? pack_activations_ggml_q8_0
+                                   : f == WeightFormat::kGgmlQ6_KI8 ? pack_activations_ggml_q8_k16
+                                                                    : pack_activations_ggml_q8_k32;
+    pack(x.data(), k, nullptr, rows, k, mr, a.data());
+    for (int i = 0; i < mr; ++i)
+      for (int64_t b0 = 0; b0 < k; b0 += block) {
+        int8_t q[kQ8KBlock] = {};
+        float d = 0;
+        if (i < rows) {
+          if (block == kQ8KBlock) quantize_ggml_q8_k_block(x.data() + i * k + b0, block, q, &d);
+          else quantize_ggml_q8_0_block(x.data() + i * k + b0, block, q, &d);
+        }
+        for (int64_t u = b0 / unit; u < (b0 + block) / unit; ++u) {
+          const uint8_t* au = a.data() + u * unit_bytes;
+          int32_t sum = 0, got_sum;
+          float got_d;
+          for (int kk = 0; kk < unit; ++kk) {
+            const int8_t want = q[u * unit - b0 + kk];
+            ASSERT_EQ(static_cast<int8_t>(au[(kk / 4 * mr + i) * 4 + kk % 4]), want) << weight_format_operands(f);
+            sum += want;
+          }
+          std::memcpy(&got_d, au + unit * mr + 4 * i, 4);
+          std::memcpy(&got_sum, au + (unit + 4) * mr + 4 * i, 4);
+          EXPECT_EQ(got_d, d);
+          EXPECT_EQ(got_sum, sum);
+        }
+      }
+  }
+}
+
+// Panels hold every weight exactly (padding columns zero) in the same bytes per weight as the exact formats: Q8_0
+// 1.125, Q4_0 0.625, Q4_K 0.75, Q5_K 0.875, Q6_K 1.0 (N a multiple of NR); and the stored codes fit the AVX2
+// idiom (u <= 63 but for Q8_0).
+TEST(GgufInt8Pack, PanelsHoldTheExactWeightsInTheDocumentedBytes) {
+  Rng rng(12);
+  const double documented[] = {1.125, 0.625, 0.75, 0.875, 1.0};
+  for (int nr : {16, 32})
+    for (size_t fi = 0; fi < std::size(kInt8Formats); ++fi) {
+      const WeightFormat f = kInt8Formats[fi];
+      for (int64_t blocks : {1, 3})
+        for (int64_t n : {5, 32}) {
+          const int64_t k = blocks * block_values(f);
+          const GgufMatrix m(rng, gguf_exact_twin(f), k, n);
+          const std::vector<float> want = decoded(m.view);
+          const PackedMatrix p = pack_matrix(m.view, nr, f);
+          const int64_t panels = (n + nr - 1) / nr;
+          ASSERT_EQ(p.bytes(), static_cast<size_t>(panels * k / k_unit(f) * weight_unit_bytes(f, nr)));
+          if (n % nr == 0) {
+            EXPECT_DOUBLE_EQ(static_cast<double>(p.bytes()) / static_cast<double>(k * n), documented[fi]);
+          }
+          for (int64_t col = 0; col < panels * nr; ++col)
+            for (int64_t kk = 0; kk < k; ++kk) {
+              const uint8_t* panel = p.buffer.data() + col / nr * p.panel_bytes();
+              const int j = static_cast<int>(col % nr);
+              const float got = gguf_panel_weight(f, panel, nr, kk, j);
+              const float w = col < n ? want[static_cast<size_t>(kk * n + col)] : 0.0f;
+              ASSERT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(w))
+                  << weight_format_operands(f) << " k " << kk << " col " << col << " n " << n << " nr " << nr;
+              if (f != WeightFormat::kGgmlQ8_0I8) ASSERT_LE(gguf_int8_panel_code(f, panel, nr, kk, j), 63);
+            }
+        }
+    }
+}
+
+class GgufInt8KernelTest : public hymoe::test::IsaKernelsTest {};
+
+// Each micro-kernel against the reference on m = 1..MR rows, K of 1, 3 and 9 blocks (odd counts of units, of
+// blocks and of the driver's 128-k blocks), N not a multiple of NR; splitting K at 128 (accumulate) and the
+// one-row-over-4-panels form give the same bits as one call. The bound: per unit a product of two scales and one
+// or two FMAs (3 roundings of the unit's terms), then the chain over the units.
+TEST_P(GgufInt8KernelTest, MicroKernelsMatchTheReference) {
+  Rng rng(13);
+  for (WeightFormat fmt : kInt8Formats) {
+    const GemmFormat* f = ik_->format(fmt);
+    ASSERT_NE(f, nullptr) << weight_format_operands(fmt);
+    EXPECT_NE(std::string(f->name).find(weight_format_operands(fmt)), std::string::npos) << f->name;
+    const int nr = f->nr, mr = f->mr, panels = kFewRowsPanels[1];
+    const GgufPanelLayout l = gguf_int8_layout(fmt);
+    for (int64_t blocks : {1, 3, 9}) {
+      if (blocks == 9 && block_values(fmt) == kQ8KBlock) continue;
+      const int64_t k = blocks * block_values(fmt), units = k / l.k_unit;
+      const GgufMatrix m(rng, gguf_exact_twin(fmt), k, nr * panels - 3);
+      const PackedMatrix p = pack_matrix(m.view, nr, fmt);
+      ASSERT_EQ(p.panels, panels);
+      for (int rows = 1; rows <= mr; ++rows) {
+        const std::vector<float> x = hymoe::test::random_values(rng, rows * k);
+        std::vector<uint8_t> a(static_cast<size_t>(f->units(k) * f->a_unit_bytes()));
+        f->pack_a(x.data(), k, nullptr, rows, k, mr, a.data());
+        std::vector<float> got(static_cast<size_t>(rows * nr)), split(got.size()), want(got.size());
+        f->gemm(rows, k, a.data(), p.data(), got.data(), nr, false, nullptr, 0);
+        gemm_gguf_int8__ref(fmt, rows, mr, nr, k, a.data(), p.data(), want.data(), nr, false);
+        double max_want = 0;
+        for (int i = 0; i < rows; ++i)
+          for (int j = 0; j < nr; ++j) {
+            // The sum of |terms| (activation value times weight) bounds every partial sum.
+            double abs_sum = 0;
+            for (int64_t kk = 0; kk < k; ++kk) {
+              const int64_t u = kk / l.k_unit, in = kk % l.k_unit;
+              const uint8_t* au = a.data() + u * f->a_unit_bytes();
+              float da;
+              std::memcpy(&da, au + l.k_unit * mr + 4 * i, 4);
+              const double xv = static_cast<int8_t>(au[(in / 4 * mr + i) * 4 + in % 4]) * static_cast<double>(da);
+              // |scale * code| <= |w| + |offset|: the two terms of a unit are each at most |x| (|w| + |offset|).
+              float offset = 0;
+              if (l.offsets)
+                std::memcpy(&offset, p.buffer.data() + u * f->b_unit_bytes() + int64_t{l.k_unit} * nr * l.code_bits / 8 +
+                                          4 * (nr + j), 4);
+              abs_sum += std::abs(xv) * (std::abs(gguf_panel_weight(fmt, p.buffer.data(), nr, kk, j)) + 2 * std::abs(offset));
+            }
+            const size_t at = static_cast<size_t>(i * nr + j);
+            ASSERT_NEAR(got[at], want[at], dot_error_bound(3 * units, abs_sum)) << f->name << " rows " << rows << " k " << k;
+            max_want = std::max(max_want, std::abs(static_cast<double>(want[at])));
+          }
+        EXPECT_GT(max_want, 0.0) << f->name;
+        const int64_t half_k = 128, unit = l.k_unit;
+        if (k <= half_k) continue;
+        f->gemm(rows, half_k, a.data(), p.data(), split.data(), nr, false, nullptr, 0);
+        f->gemm(rows, k - half_k, a.data() + half_k / unit * f->a_unit_bytes(),
+                p.buffer.data() + half_k / unit * f->b_unit_bytes(), split.data(), nr, true, p.data(), 64);
+        EXPECT_EQ(0, std::memcmp(split.data(), got.data(), got.size() * sizeof(float))) << f->name;
+      }
+      expect_few_rows_equal_one_row_calls(*f, p, k, rng);
+    }
+  }
+}
+
+struct Int8FfnCase {
+  WeightFormat first, down;  // exact formats of the GGUF types
+  int64_t D, H;
+};
+
+const Int8FfnCase kInt8FfnCases[] = {
+    {WeightFormat::kGgmlQ8_0, WeightFormat::kGgmlQ8_0, 32, 96},    // K of one block (gate/up)
+    {WeightFormat::kGgmlQ4_0, WeightFormat::kGgmlQ4_0, 96, 160},   // 3 blocks, 5 in down
+    {WeightFormat::kGgmlQ4_K, WeightFormat::kGgmlQ4_K, 256, 768},  // down of three super-blocks
+    {WeightFormat::kGgmlQ5_K, WeightFormat::kGgmlQ5_K, 512, 256},
+    {WeightFormat::kGgmlQ6_K, WeightFormat::kGgmlQ6_K, 256, 256},
+    {WeightFormat::kGgmlQ4_K, WeightFormat::kGgmlQ6_K, 256, 256},  // Q4_K_M: gate/up Q4_K, down Q6_K
+    {WeightFormat::kGgmlQ8_0, WeightFormat::kGgmlQ4_K, 64, 256},   // q8_0 activations then q8_K ones
+};
+
+double max_abs(const std::vector<float>& v) {
+  double m = 0;
+  for (float e : v) m = std::max(m, static_cast<double>(std::abs(e)));
+  return m;
+}
+
+// The int8 grouped FFN against the reference with ggml's rounding: they differ by f32 summation order, and where
+// the f32 hidden row of the kernels quantizes to a neighbouring code where the double one of the reference sits
+// on a rounding boundary, by that one code (|w| d of the down block): 1e-5 of max|y| covers both by far (the
+// exact computation, `y`, is 1e-2 away). Same bits on 1 and 2 threads.
+void expect_int8_ffn_matches_ref(Isa isa, const Int8FfnCase& c) {
+  SCOPED_TRACE(std::string(weight_format_operands(c.first)) + "+" + weight_format_operands(c.down));
+  Rng rng(14);
+  const std::vector<int64_t> sizes{0, 1, 50, 3, 0, 7};
+  const int64_t G = static_cast<int64_t>(sizes.size());
+  const GgufExperts experts(rng, G, c.D, c.H, c.first, c.down);
+  const GroupedFfnShape shape{G, c.D, c.H, Activation::kSwiGLU};
+  std::vector<int64_t> offsets{0};
+  for (int64_t n : sizes) offsets.push_back(offsets.back() + n);
+  const int64_t R = offsets.back();
+  const std::vector<float> x = hymoe::test::random_values(rng, R * c.D), scale = hymoe::test::random_values(rng, R);
+  const auto ffn = make_grouped_ffn(shape, experts.views, isa, with_quant(QuantCompute::kInt8));
+  if (isa != Isa::kScalar) {
+    EXPECT_NE(std::string(ffn->name()).find(weight_format_operands(gguf_int8_twin(c.first))), std::string::npos)
+        << ffn->name();
+  }
+  const auto ref = make_grouped_ffn_ref(shape, experts.views, RoundingModel::kGgmlActivations);
+  const auto exact = make_grouped_ffn_ref(shape, experts.views);
+  std::vector<float> y(static_cast<size_t>(R * c.D)), want(y.size()), y_exact(y.size());
+  GroupedFfnArgs args{offsets.data(), x.data(), scale.data(), want.data()};
+  ref->run(args);
+  args.y = y_exact.data();
+  exact->run(args);
+  args.y = y.data();
+  ffn->run(args);
+  const double tol = 1e-5 * max_abs(want);
+  ASSERT_GT(tol, 0.0);
+  double worst = 0, worst_exact = 0;
+  for (size_t i = 0; i < y.size(); ++i) {
+    worst = std::max(worst, std::abs(static_cast<double>(y[i]) - want[i]));
+    worst_exact = std::max(worst_exact, std::abs(static_cast<double>(y_exact[i]) - want[i]));
+  }
+  EXPECT_LE(worst, tol) << ffn->name();
+  EXPECT_GT(worst_exact, 10 * tol) << "the rounding model makes no difference";
+
+  expect_same_bits_on_1_and_2_threads(*ffn, args, y.size());
+}
+
+TEST_P(GgufInt8KernelTest, GroupedFfnMatchesTheReference) {
+  for (const Int8FfnCase& c : kInt8FfnCases) expect_int8_ffn_matches_ref(GetParam(), c);
+}
+
+INSTANTIATE_TEST_SUITE_P(Isas, GgufInt8KernelTest,
+                         ::testing::Values(Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Vnni, Isa::kAvx512Bf16),
+                         hymoe::test::isa_param_name);
+
+// The scalar ISA computes ggml's rounding with the reference.
+TEST(GgufInt8GroupedFfn, ScalarIsaRunsTheRoundingReference) {
+  expect_int8_ffn_matches_ref(Isa::kScalar, {WeightFormat::kGgmlQ4_K, WeightFormat::kGgmlQ6_K, 256, 256});
+}
+
+TEST(GgufInt8GroupedFfn, TheSettingPicksTheFormatsPerRole) {
+  Rng rng(15);
+  const GgufExperts experts(rng, 2, 256, 256, WeightFormat::kGgmlQ4_K, WeightFormat::kGgmlQ6_K);
+  for (QuantCompute q : {QuantCompute::kAuto, QuantCompute::kInt8}) {
+    EXPECT_EQ(choose_weight_format(experts.views, Isa::kAvx2, with_quant(q)), WeightFormat::kGgmlQ4_KI8);
+    EXPECT_EQ(choose_down_format(experts.views, Isa::kAvx2, with_quant(q)), WeightFormat::kGgmlQ6_KI8);
+  }
+  EXPECT_EQ(choose_weight_format(experts.views, Isa::kAvx2, with_quant(QuantCompute::kExact)), WeightFormat::kGgmlQ4_K);
+  if (hymoe::test::isa_supported(Isa::kAvx2)) {
+    EXPECT_STREQ(make_grouped_ffn({2, 256, 256, Activation::kSwiGLU}, experts.views, Isa::kAvx2,
+                                  with_quant(QuantCompute::kInt8))->name(),
+                 "grouped_ffn_q4_kw_q8_k+q6_kw_q8_k_2x16__avx2");
+  }
+}
+
+TEST(QuantComputeSetting, NamesParseAndBadOnesNameTheirSource) {
+  EXPECT_EQ(quant_compute_from_name("auto", "--quant-compute"), QuantCompute::kAuto);
+  EXPECT_EQ(quant_compute_from_name("exact", "--quant-compute"), QuantCompute::kExact);
+  EXPECT_EQ(quant_compute_from_name("int8", "--quant-compute"), QuantCompute::kInt8);
+  for (QuantCompute q : {QuantCompute::kAuto, QuantCompute::kExact, QuantCompute::kInt8})
+    EXPECT_EQ(quant_compute_from_name(quant_compute_name(q), "x"), q);
+  try {
+    quant_compute_from_name("fast", "--quant-compute");
+    FAIL() << "no error";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("--quant-compute=fast is not one of auto, exact, int8"), std::string::npos)
+        << e.what();
+  }
+  const char* old = std::getenv("HYMOE_QUANT_COMPUTE");
+  const std::string saved = old ? old : "";
+  setenv("HYMOE_QUANT_COMPUTE", "exact", 1);
+  EXPECT_EQ(default_quant_compute(), QuantCompute::kExact);
+  setenv("HYMOE_QUANT_COMPUTE", "int4", 1);
+  try {
+    default_quant_compute();
+    ADD_FAILURE() << "no error";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("HYMOE_QUANT_COMPUTE=int4"), std::string::npos) << e.what();
+  }
+  if (old) setenv("HYMOE_QUANT_COMPUTE", saved.c_str(), 1);
+  else unsetenv("HYMOE_QUANT_COMPUTE");
+  // The setting is what layers built afterwards read; kAuto is int8.
+  const QuantCompute before = quant_compute();
+  set_quant_compute(QuantCompute::kExact);
+  EXPECT_EQ(GroupedFfnOptions{}.quant, QuantCompute::kExact);
+  set_quant_compute(before);
+}
+
+}  // namespace
+}  // namespace hymoe::kernels

@@ -1,0 +1,134 @@
+// Random GGUF block matrices for the kernel tests of the GGUF formats (exact and int8): valid blocks of random
+// bytes with chosen d/dmin (negative, zero), so every code, every 6-bit K-quant scale and min, every Q6_K scale
+// sign and every Q5_K fifth bit occurs.
+#pragma once
+
+#include <cstring>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "hymoe/dtype.h"
+#include "hymoe/ggml_type.h"
+#include "hymoe/quant_formats.h"
+#include "hymoe/rng.h"
+#include "kernels/gemm_kernels.h"
+#include "kernels/grouped_ffn.h"
+#include "fast_kernel_test_util.h"
+#include "hymoe/threads.h"
+
+namespace hymoe::test::gguf {
+
+using kernels::MatrixView;
+using kernels::MlpWeightsView;
+using kernels::QuantScheme;
+using kernels::WeightFormat;
+using kernels::WeightLayout;
+using kernels::gguf_panel_layout;
+
+constexpr WeightFormat kGgufFormats[] = {WeightFormat::kGgmlQ8_0, WeightFormat::kGgmlQ4_0, WeightFormat::kGgmlQ4_K,
+                                         WeightFormat::kGgmlQ5_K, WeightFormat::kGgmlQ6_K};
+
+inline uint32_t type_of(WeightFormat f) { return kernels::gguf_format_type(f); }
+inline int64_t block_values(WeightFormat f) { return ggml_type_traits(type_of(f))->block_values; }
+
+// One random valid block: random bytes, then d (and dmin) a random f16 of either sign, zero in 1 of 8 blocks;
+// 1 block in 10 is all zeros.
+inline void random_block(Rng& rng, uint32_t type, std::byte* out) {
+  const GgmlTypeTraits& t = *ggml_type_traits(type);
+  for (uint32_t i = 0; i < t.block_bytes; ++i) out[i] = static_cast<std::byte>(rng.next_u64() & 255);
+  if (rng.uniform() < 0.1) {
+    std::memset(out, 0, t.block_bytes);
+    return;
+  }
+  // Magnitudes so that the values are about 1: codes times scales reach 127 (Q8_0), 8, 63 * 31 (K), 128 * 32 (Q6_K).
+  const double magnitude = type == 8 ? 1.0 / 64 : type == 2 ? 1.0 / 4 : type == 14 ? 1.0 / 2048 : 1.0 / 1024;
+  auto field = [&] {
+    if (rng.uniform() < 0.125) return uint16_t{0};
+    const double v = magnitude * (0.25 + rng.uniform()) * (rng.uniform() < 0.5 ? -1 : 1);
+    return float_to_f16(static_cast<float>(v));
+  };
+  const uint16_t d = field(), dmin = field();
+  const size_t d_at = type == static_cast<uint32_t>(GgmlType::kQ6_K) ? 208 : 0;
+  std::memcpy(out + d_at, &d, 2);
+  if (ggml_block_has_offsets(type)) std::memcpy(out + 2, &dmin, 2);
+}
+
+// An (n, k) kGgml matrix of random blocks (n rows, blocks along k).
+struct GgufMatrix {
+  std::vector<std::byte> bytes;
+  MatrixView view;
+  GgufMatrix(Rng& rng, WeightFormat f, int64_t k, int64_t n) {
+    const uint32_t type = type_of(f);
+    const GgmlTypeTraits& t = *ggml_type_traits(type);
+    const int64_t blocks = n * (k / t.block_values);
+    bytes.resize(static_cast<size_t>(blocks * t.block_bytes));
+    for (int64_t b = 0; b < blocks; ++b) random_block(rng, type, bytes.data() + b * t.block_bytes);
+    view.data = bytes.data();
+    view.layout = WeightLayout::kOutIn;
+    view.k = k;
+    view.n = n;
+    view.quant.scheme = QuantScheme::kGgml;
+    view.quant.ggml_type = type;
+  }
+};
+
+// B as (K, N) floats decoded by the reference.
+inline std::vector<float> decoded(const MatrixView& v) {
+  std::vector<float> out(static_cast<size_t>(v.k * v.n)), row(static_cast<size_t>(v.k));
+  for (int64_t nn = 0; nn < v.n; ++nn) {
+    v.decode_quantized_row(nn, row.data());
+    for (int64_t kk = 0; kk < v.k; ++kk) out[static_cast<size_t>(kk * v.n + nn)] = row[static_cast<size_t>(kk)];
+  }
+  return out;
+}
+
+// A layer of GGUF experts: `first` for gate/up, `down` for down.
+struct GgufExperts {
+  std::vector<GgufMatrix> matrices;
+  std::vector<MlpWeightsView> views;
+  GgufExperts(Rng& rng, int64_t G, int64_t D, int64_t H, WeightFormat first, WeightFormat down) {
+    matrices.reserve(static_cast<size_t>(3 * G));
+    for (int64_t g = 0; g < G; ++g) {
+      MlpWeightsView v;
+      v.gate = matrices.emplace_back(rng, first, D, H).view;
+      v.up = matrices.emplace_back(rng, first, D, H).view;
+      v.down = matrices.emplace_back(rng, down, H, D).view;
+      views.push_back(v);
+    }
+  }
+};
+
+// A GGUF format's one row over kFewRowsPanels[1] panels (decode) gives the bits of that many one-row calls; p has
+// that many panels of K = k.
+inline void expect_few_rows_equal_one_row_calls(const kernels::GemmFormat& f, const kernels::PackedMatrix& p,
+                                                int64_t k, Rng& rng) {
+  const int nr = f.nr, panels = kernels::kFewRowsPanels[1];
+  ASSERT_EQ(f.few_rows_max, 1);
+  ASSERT_EQ(p.panels, panels);
+  const std::vector<float> x = random_values(rng, k);
+  std::vector<uint8_t> a(static_cast<size_t>(f.units(k) * f.a_unit_bytes()));
+  f.pack_a(x.data(), k, nullptr, 1, k, f.mr, a.data());
+  std::vector<float> few(static_cast<size_t>(panels * nr)), one(few.size());
+  f.gemm_few(1, k, a.data(), p.data(), p.panel_bytes(), few.data(), panels * nr, false);
+  for (int q = 0; q < panels; ++q)
+    f.gemm(1, k, a.data(), p.buffer.data() + q * p.panel_bytes(), one.data() + q * nr, panels * nr, false, nullptr, 0);
+  EXPECT_EQ(0, std::memcmp(few.data(), one.data(), few.size() * sizeof(float))) << f.name;
+}
+
+// A grouped FFN gives the same bits on 1 and 2 threads (args.y is replaced; outputs of `outputs` floats).
+inline void expect_same_bits_on_1_and_2_threads(const kernels::GroupedFfn& ffn, kernels::GroupedFfnArgs args,
+                                                size_t outputs) {
+  const int before = num_threads();
+  std::vector<float> y1(outputs), y2(outputs);
+  set_num_threads(1);
+  args.y = y1.data();
+  ffn.run(args);
+  set_num_threads(2);
+  args.y = y2.data();
+  ffn.run(args);
+  set_num_threads(before);
+  EXPECT_EQ(0, std::memcmp(y1.data(), y2.data(), y1.size() * sizeof(float))) << ffn.name();
+}
+
+}  // namespace hymoe::test::gguf
