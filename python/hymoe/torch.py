@@ -196,13 +196,13 @@ class _MoEFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, module: "MoEMLP", x: torch.Tensor, *params: torch.Tensor):
-        forward_id, y, aux, z, counts = module._run_forward(x, train=True)
+        forward_id, y = module._run_forward(x, train=True)
         ctx.module = module
         ctx.forward_id = forward_id
         ctx.x_dtype = x.dtype
-        ctx.param_dtypes = [p.dtype for p in params]
-        module._record_losses(aux, z, counts)
-        return y, torch.tensor(aux), torch.tensor(z)
+        ctx.params = params  # their dtypes are read in backward, for the gradients that are needed
+        router = module.router
+        return y, torch.scalar_tensor(router._aux_loss), torch.scalar_tensor(router._z_loss)
 
     @staticmethod
     def backward(ctx, grad_y: torch.Tensor, grad_aux: torch.Tensor, grad_z: torch.Tensor):
@@ -210,8 +210,8 @@ class _MoEFunction(torch.autograd.Function):
         gy = _as_f32(grad_y, "grad of y")
         grad_x, grads = layer.backward(ctx.forward_id, _np_f32(gy), float(grad_aux), float(grad_z))
         out = [None, torch.from_numpy(grad_x).to(ctx.x_dtype)]
-        for g, dtype, needed in zip(grads, ctx.param_dtypes, ctx.needs_input_grad[2:]):
-            out.append(torch.from_numpy(g).to(dtype) if needed and g is not None else None)
+        for g, p, needed in zip(grads, ctx.params, ctx.needs_input_grad[2:]):
+            out.append(torch.from_numpy(g).to(p.dtype) if needed and g is not None else None)
         return tuple(out)
 
 
@@ -256,6 +256,7 @@ class MoEMLP(nn.Module):
         self._dicts = self._tensor_dicts()
         self._parameter_dicts = [self._dicts[self._slots.index(self._slot_by_name[n])]
                                  for n in self._layer.parameter_names()]
+        self._parameters_now: list = []  # the parameters, in the layer's order, as of the last synchronization
         self._router_state_slots = [s for s in self._slots if s.name.startswith("router.expert_")]
         self._sync_weights()
 
@@ -315,7 +316,7 @@ class MoEMLP(nn.Module):
         """The per-forward check, a few reads however many tensors the layer has: a tensor replaced, an in-place
         change to an aliasing parameter (their shared counter), or to a tensor with its own counter."""
         return (self._replaced[0] or self._version_source._version != self._seen_version
-                or any(t._version != v for t, v in self._watched))
+                or bool(self._watched) and any(t._version != v for t, v in self._watched))
 
     def _sync_weights(self) -> None:
         """Brings the C++ layer up to date with the torch tensors after a change: nothing to copy for the ones
@@ -337,6 +338,7 @@ class MoEMLP(nn.Module):
                 watched.append((t, version))
             slot.tensor, slot.version = t, version
         self._watched = watched
+        self._parameters_now = [d[a] for d, a in self._parameter_dicts]
         self._seen_version = self._version_source._version
         self._layer.mark_weights_changed()
 
@@ -357,6 +359,7 @@ class MoEMLP(nn.Module):
             self._seen_version = self._version_source._version
 
     def _run_forward(self, x: torch.Tensor, train: bool):
+        """(forward_id, y) of the C++ forward; aux_loss, z_loss and expert_counts are recorded on the router."""
         if self._weights_may_have_changed():
             self._sync_weights()
         router = self._modules["router"].__dict__
@@ -372,13 +375,11 @@ class MoEMLP(nn.Module):
                 raise ValueError(f"hymoe.torch: x must be (batch, seq_len, dim), got shape {tuple(x.shape)}")
             forward_id, y, aux, z, counts = self._layer.forward(_as_f32(x, "x").numpy(), train, step, max_steps)
             y = torch.from_numpy(y).to(x.dtype)
+        # Plain attributes (no nn.Module.__setattr__), made tensors when read.
+        router["_aux_loss"], router["_z_loss"], router["_expert_counts"] = aux, z, counts
         if train and self._router_state_slots:
             self._copy_back_router_state()
-        return forward_id, y, aux, z, counts
-
-    def _record_losses(self, aux: float | torch.Tensor, z: float | torch.Tensor, counts: np.ndarray) -> None:
-        state = self._modules["router"].__dict__  # plain attributes: no nn.Module.__setattr__ per call
-        state["_aux_loss"], state["_z_loss"], state["_expert_counts"] = aux, z, counts
+        return forward_id, y
 
     @property
     def aux_loss(self) -> torch.Tensor:
@@ -396,14 +397,14 @@ class MoEMLP(nn.Module):
         """x (batch, seq_len, dim) -> (batch, seq_len, dim), in x's dtype. In train mode with autograd on, y,
         ``aux_loss`` and ``z_loss`` are differentiable through hymoe's C++ backward."""
         if self.training and torch.is_grad_enabled():
-            params = [d[a] for d, a in self._parameter_dicts]
-            if x.requires_grad or any(p.requires_grad for p in params):
-                y, aux, z = _MoEFunction.apply(self, x, *params)
-                self.router.aux_loss, self.router.z_loss = aux, z
-                return y
-        _, y, aux, z, counts = self._run_forward(x, train=self.training)
-        self._record_losses(aux, z, counts)
-        return y
+            # Through the autograd Function even when nothing requires grad (it then records no graph): asking
+            # each of the parameters would cost more than the Function's own look at them.
+            if self._weights_may_have_changed():
+                self._sync_weights()  # so that _parameters_now is current
+            y, aux, z = _MoEFunction.apply(self, x, *self._parameters_now)
+            self.router.aux_loss, self.router.z_loss = aux, z
+            return y
+        return self._run_forward(x, self.training)[1]
 
     def saved_for_backward_bytes(self) -> int:
         """Bytes the last train forward keeps for its backward (docs/training.md)."""
