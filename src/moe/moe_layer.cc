@@ -42,6 +42,8 @@ struct MoELayer::Impl {
     std::vector<float> shared_gate, shared_up;   // (T, H) shared expert pre-activations
   } saved;
   std::vector<std::pair<std::string, Tensor>> grads;  // named_parameters() order
+  // Per routed expert: its gradients in `grads` are all zero (an idle expert's are then not rewritten).
+  std::vector<bool> expert_grads_zero;
 
   std::vector<kernels::MlpWeightsView> routed_views(int64_t num_experts) const {
     std::vector<kernels::MlpWeightsView> views;
@@ -150,8 +152,9 @@ std::vector<std::pair<std::string, Tensor*>> MoELayer::named_parameters() {
 }
 
 void MoELayer::allocate_gradients() const {
-  if (impl_->grads.empty())
-    for (auto& [name, t] : collect_tensors(true)) impl_->grads.emplace_back(name, Tensor(t->shape()));
+  if (!impl_->grads.empty()) return;
+  for (auto& [name, t] : collect_tensors(true)) impl_->grads.emplace_back(name, Tensor(t->shape()));
+  impl_->expert_grads_zero.assign(static_cast<size_t>(config_.num_experts), true);
 }
 
 std::vector<std::pair<std::string, const Tensor*>> MoELayer::named_gradients() const {
@@ -406,12 +409,17 @@ Tensor MoELayer::backward(const Tensor& grad_y, float aux_loss_weight, float z_l
   allocate_gradients();
   std::map<std::string, Tensor*> grad_of;
   for (auto& [name, t] : impl_->grads) grad_of[name] = &t;
-  // Gradient storage per expert, in the layout of the weights (packed: expert e's slice of the (E, ., .) tensor).
+  // Gradient storage per expert, in the layout of the weights (packed: expert e's slice of the (E, ., .) tensor);
+  // null for an expert that got no row and whose gradients are zero already, which the kernels then leave: at one
+  // token, 58 of DeepSeek-V2-Lite's 64 experts, 2 GB not rewritten with zeros.
   auto expert_grads = [&](const char* unpacked, const char* packed, int64_t slice) {
     std::vector<float*> out;
-    for (int64_t e = 0; e < E; ++e)
-      out.push_back(config_.packed_experts ? grad_of.at(packed)->data() + e * slice
-                                           : grad_of.at("experts." + std::to_string(e) + "." + unpacked)->data());
+    for (int64_t e = 0; e < E; ++e) {
+      const bool idle = d.offsets[static_cast<size_t>(e + 1)] == d.offsets[static_cast<size_t>(e)];
+      out.push_back(idle && impl_->expert_grads_zero[static_cast<size_t>(e)] ? nullptr
+                    : config_.packed_experts ? grad_of.at(packed)->data() + e * slice
+                                             : grad_of.at("experts." + std::to_string(e) + "." + unpacked)->data());
+    }
     return out;
   };
 
@@ -487,6 +495,9 @@ Tensor MoELayer::backward(const Tensor& grad_y, float aux_loss_weight, float z_l
   } else {
     zero_gradients(is_routed);
   }
+  for (int64_t e = 0; e < E; ++e)  // the kernels wrote zeros for, or left zero, every expert that got no row
+    impl_->expert_grads_zero[static_cast<size_t>(e)] =
+        d.offsets[static_cast<size_t>(e + 1)] == d.offsets[static_cast<size_t>(e)];
   // The shared expert: one group of all T tokens, unscaled.
   if (impl_->has_shared) {
     const kernels::MlpWeightsView view = mlp_view(impl_->shared);
