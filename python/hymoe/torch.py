@@ -90,37 +90,21 @@ class SoftmaxTopKRouter(nn.Module):
         self._step = step
         self._max_steps = max(max_steps, 1)
 
-    # The last forward's losses: 0-d tensors (part of the autograd graph after a train forward with autograd on).
-    # Kept as floats after other forwards and made tensors when read, which keeps the per-call cost low.
-    @property
-    def aux_loss(self) -> torch.Tensor:
-        if not isinstance(self._aux_loss, torch.Tensor):
-            self._aux_loss = torch.tensor(self._aux_loss)
-        return self._aux_loss
+    # The last forward's losses (0-d tensors, part of the autograd graph after a train forward with autograd on)
+    # and expert counts. Kept as floats and a numpy array after other forwards and made tensors when read, which
+    # keeps the per-call cost low.
+    aux_loss = property(lambda self: self._as_tensor("_aux_loss", torch.tensor),
+                        lambda self, value: self.__dict__.__setitem__("_aux_loss", value))
+    z_loss = property(lambda self: self._as_tensor("_z_loss", torch.tensor),
+                      lambda self, value: self.__dict__.__setitem__("_z_loss", value))
+    expert_counts = property(lambda self: self._as_tensor("_expert_counts", torch.from_numpy),
+                             lambda self, value: self.__dict__.__setitem__("_expert_counts", value))
 
-    @aux_loss.setter
-    def aux_loss(self, value) -> None:
-        self._aux_loss = value
-
-    @property
-    def z_loss(self) -> torch.Tensor:
-        if not isinstance(self._z_loss, torch.Tensor):
-            self._z_loss = torch.tensor(self._z_loss)
-        return self._z_loss
-
-    @z_loss.setter
-    def z_loss(self, value) -> None:
-        self._z_loss = value
-
-    @property
-    def expert_counts(self) -> torch.Tensor:
-        if not isinstance(self._expert_counts, torch.Tensor):
-            self._expert_counts = torch.from_numpy(self._expert_counts)
-        return self._expert_counts
-
-    @expert_counts.setter
-    def expert_counts(self, value) -> None:
-        self._expert_counts = value
+    def _as_tensor(self, name: str, make) -> torch.Tensor:
+        value = self.__dict__[name]
+        if not isinstance(value, torch.Tensor):
+            value = self.__dict__[name] = make(value)
+        return value
 
 
 class SigmoidTopKRouter(SoftmaxTopKRouter):
