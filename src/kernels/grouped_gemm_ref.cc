@@ -26,6 +26,10 @@ void grouped_weight_grad_gemm_ref(const GroupedWeightGradGemm& p) {
   HYMOE_CHECK(p.offsets && p.offsets[0] == 0);
   for (int64_t g = 0; g < p.num_groups; ++g) {
     float* dw = p.dw[g];
+    if (!dw) {  // an empty group the caller asked to leave as it is
+      HYMOE_CHECK(p.offsets[g + 1] == p.offsets[g]);
+      continue;
+    }
     for (int64_t i = 0; i < p.k; ++i)
       for (int64_t j = 0; j < p.n; ++j) {
         float& out = p.layout == WeightLayout::kOutIn ? dw[j * p.k + i] : dw[i * p.n + j];

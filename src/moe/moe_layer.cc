@@ -412,11 +412,13 @@ Tensor MoELayer::backward(const Tensor& grad_y, float aux_loss_weight, float z_l
   // Gradient storage per expert, in the layout of the weights (packed: expert e's slice of the (E, ., .) tensor);
   // null for an expert that got no row and whose gradients are zero already, which the kernels then leave: at one
   // token, 58 of DeepSeek-V2-Lite's 64 experts, 2 GB not rewritten with zeros.
+  const auto expert_used = [&](int64_t e) {
+    return d.offsets[static_cast<size_t>(e + 1)] > d.offsets[static_cast<size_t>(e)];
+  };
   auto expert_grads = [&](const char* unpacked, const char* packed, int64_t slice) {
     std::vector<float*> out;
     for (int64_t e = 0; e < E; ++e) {
-      const bool idle = d.offsets[static_cast<size_t>(e + 1)] == d.offsets[static_cast<size_t>(e)];
-      out.push_back(idle && impl_->expert_grads_zero[static_cast<size_t>(e)] ? nullptr
+      out.push_back(!expert_used(e) && impl_->expert_grads_zero[static_cast<size_t>(e)] ? nullptr
                     : config_.packed_experts ? grad_of.at(packed)->data() + e * slice
                                              : grad_of.at("experts." + std::to_string(e) + "." + unpacked)->data());
     }
@@ -466,12 +468,14 @@ Tensor MoELayer::backward(const Tensor& grad_y, float aux_loss_weight, float z_l
     a.grad_gate = grad_gate.data();
     a.grad_up = grad_up.data();
     a.grad_down = grad_down.data();
+    // Cleared before the kernels write, so that a backward failing part-way leaves no expert marked zero wrongly.
+    for (int64_t e = 0; e < E; ++e)
+      if (expert_used(e)) impl_->expert_grads_zero[static_cast<size_t>(e)] = false;
     grouped_mlp_backward(a);
     check_backward("routed experts' input gradients", grad_x_sorted.data(), R * D, D, "routed row");
     check_backward("routing-weight gradients of the routed rows", grad_scale.data(), R, 1, "routed row");
     // An expert that got no row has the zeros the kernels wrote, finite by construction: only the used experts'
     // gradients are scanned (at 1 token, 6 of 64).
-    const auto expert_used = [&](int64_t e) { return d.offsets[static_cast<size_t>(e + 1)] > d.offsets[static_cast<size_t>(e)]; };
     for (const auto& [name, g] : impl_->grads) {
       if (!is_routed(name)) continue;
       const std::string stage = "gradients of '" + name + "'";
@@ -496,8 +500,7 @@ Tensor MoELayer::backward(const Tensor& grad_y, float aux_loss_weight, float z_l
     zero_gradients(is_routed);
   }
   for (int64_t e = 0; e < E; ++e)  // the kernels wrote zeros for, or left zero, every expert that got no row
-    impl_->expert_grads_zero[static_cast<size_t>(e)] =
-        d.offsets[static_cast<size_t>(e + 1)] == d.offsets[static_cast<size_t>(e)];
+    impl_->expert_grads_zero[static_cast<size_t>(e)] = !expert_used(e);
   // The shared expert: one group of all T tokens, unscaled.
   if (impl_->has_shared) {
     const kernels::MlpWeightsView view = mlp_view(impl_->shared);
