@@ -202,6 +202,7 @@ class MoELayer {
   int64_t expert_weight_bytes() const;
 
  private:
+  void allocate_gradients() const;  // the gradient buffers, zeroed, on first use; kept for the layer's life
   std::vector<std::pair<std::string, Tensor*>> collect_tensors(bool parameters_only) const;
 
   struct Impl;

@@ -14,7 +14,7 @@ dtype after ``.to(torch.bfloat16)``, or a plain assignment) is copied into the l
 from __future__ import annotations
 
 import json
-import operator
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
@@ -84,33 +84,27 @@ class SoftmaxTopKRouter(nn.Module):
         self._max_steps = 1
         self._aux_loss = 0.0  # a float or a tensor; the properties hand out tensors
         self._z_loss = 0.0
-        self.expert_counts = torch.zeros(num_experts)
+        self._expert_counts = np.zeros(num_experts, np.float32)  # a numpy array or a tensor, as the losses
 
     def set_step(self, step: int, max_steps: int) -> None:
         self._step = step
         self._max_steps = max(max_steps, 1)
 
-    # The last forward's losses: 0-d tensors (part of the autograd graph after a train forward with autograd on).
-    # Kept as floats after other forwards and made tensors when read, which keeps the per-call cost low.
-    @property
-    def aux_loss(self) -> torch.Tensor:
-        if not isinstance(self._aux_loss, torch.Tensor):
-            self._aux_loss = torch.tensor(self._aux_loss)
-        return self._aux_loss
+    # The last forward's losses (0-d tensors, part of the autograd graph after a train forward with autograd on)
+    # and expert counts. Kept as floats and a numpy array after other forwards and made tensors when read, which
+    # keeps the per-call cost low.
+    aux_loss = property(lambda self: self._as_tensor("_aux_loss", torch.tensor),
+                        lambda self, value: self.__dict__.__setitem__("_aux_loss", value))
+    z_loss = property(lambda self: self._as_tensor("_z_loss", torch.tensor),
+                      lambda self, value: self.__dict__.__setitem__("_z_loss", value))
+    expert_counts = property(lambda self: self._as_tensor("_expert_counts", torch.from_numpy),
+                             lambda self, value: self.__dict__.__setitem__("_expert_counts", value))
 
-    @aux_loss.setter
-    def aux_loss(self, value) -> None:
-        self._aux_loss = value
-
-    @property
-    def z_loss(self) -> torch.Tensor:
-        if not isinstance(self._z_loss, torch.Tensor):
-            self._z_loss = torch.tensor(self._z_loss)
-        return self._z_loss
-
-    @z_loss.setter
-    def z_loss(self, value) -> None:
-        self._z_loss = value
+    def _as_tensor(self, name: str, make) -> torch.Tensor:
+        value = self.__dict__[name]
+        if not isinstance(value, torch.Tensor):
+            value = self.__dict__[name] = make(value)
+        return value
 
 
 class SigmoidTopKRouter(SoftmaxTopKRouter):
@@ -139,7 +133,34 @@ class _Slot:
     owner: nn.Module
     attr: str
     view: torch.Tensor  # float32 torch view of the C++ tensor
-    seen: tuple  # (data_ptr, _version) of the torch tensor when last synchronized
+    shares_counter: torch.Tensor | None  # the parameter made to share MoEMLP._version_source's version counter
+    tensor: torch.Tensor | None = None  # the torch tensor when last synchronized
+    version: int = -1  # its _version then
+
+
+class _WatchedDict(OrderedDict):
+    """An owner's ``_parameters`` or ``_buffers`` that raises its MoEMLP's flag when an entry is set or removed
+    (``module.weight = nn.Parameter(...)``, ``register_buffer``, ``del module.weight``), so that the per-forward
+    check need not look up every tensor to see that none was replaced. Reads are the plain dict's."""
+
+    def __init__(self, items=(), flag: list | None = None) -> None:
+        self._flag = [False] if flag is None else flag  # set first: OrderedDict.__init__ calls __setitem__
+        super().__init__(items)
+
+    def __setitem__(self, key, value) -> None:
+        super().__setitem__(key, value)
+        self._flag[0] = True
+
+    def __delitem__(self, key) -> None:
+        super().__delitem__(key)
+        self._flag[0] = True
+
+    def clear(self) -> None:
+        super().clear()
+        self._flag[0] = True
+
+
+_F32 = torch.float32
 
 
 def _as_f32(t: torch.Tensor, what: str) -> torch.Tensor:
@@ -159,13 +180,13 @@ class _MoEFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, module: "MoEMLP", x: torch.Tensor, *params: torch.Tensor):
-        forward_id, y, aux, z, counts = module._run_forward(x, train=True)
+        forward_id, y = module._run_forward(x, train=True)
         ctx.module = module
         ctx.forward_id = forward_id
         ctx.x_dtype = x.dtype
-        ctx.param_dtypes = [p.dtype for p in params]
-        module._record_losses(aux, z, counts)
-        return y, torch.tensor(aux), torch.tensor(z)
+        ctx.params = params  # their dtypes are read in backward, for the gradients that are needed
+        router = module.router
+        return y, torch.scalar_tensor(router._aux_loss), torch.scalar_tensor(router._z_loss)
 
     @staticmethod
     def backward(ctx, grad_y: torch.Tensor, grad_aux: torch.Tensor, grad_z: torch.Tensor):
@@ -173,8 +194,8 @@ class _MoEFunction(torch.autograd.Function):
         gy = _as_f32(grad_y, "grad of y")
         grad_x, grads = layer.backward(ctx.forward_id, _np_f32(gy), float(grad_aux), float(grad_z))
         out = [None, torch.from_numpy(grad_x).to(ctx.x_dtype)]
-        for g, dtype, needed in zip(grads, ctx.param_dtypes, ctx.needs_input_grad[2:]):
-            out.append(torch.from_numpy(g).to(dtype) if needed and g is not None else None)
+        for g, p, needed in zip(grads, ctx.params, ctx.needs_input_grad[2:]):
+            out.append(torch.from_numpy(g).to(p.dtype) if needed and g is not None else None)
         return tuple(out)
 
 
@@ -207,102 +228,142 @@ class MoEMLP(nn.Module):
         else:
             self.experts = experts
         self._layer = _core.MoELayer(json.dumps(config))
+        # What the per-forward weight check reads (_weights_may_have_changed): one flag raised when a tensor is
+        # replaced, one version counter shared by every aliasing parameter, and the versions of the few tensors
+        # that have their own counter (buffers, replaced tensors).
+        self._replaced = [True]
+        self._version_source = torch.zeros(0)
+        self._seen_version = -1
+        self._watched: list = []  # (tensor, _version when last synchronized)
+        self._force_copy = False
         self._slots = self._alias_tensors()
         self._dicts = self._tensor_dicts()
-        self._seen_tensors = [d[a] for d, a in self._dicts]
-        self._seen_versions = [t._version for t in self._seen_tensors]
-        self._parameter_slots = [self._slot_by_name[n] for n in self._layer.parameter_names()]
+        self._parameter_dicts = [self._dicts[self._slots.index(self._slot_by_name[n])]
+                                 for n in self._layer.parameter_names()]
+        self._parameters_now: list = []  # the parameters, in the layer's order, as of the last synchronization
+        self._router_state_slots = [s for s in self._slots if s.name.startswith("router.expert_")]
+        self._sync_weights()
 
     def _alias_tensors(self) -> list:
-        """Copies the torch-initialized tensors into the C++ layer, then points them at its memory."""
+        """Copies the torch-initialized tensors into the C++ layer, then puts in their place tensors over its
+        memory. The parameters are made to share the version counter of ``_version_source`` (a Parameter made
+        from a tensor shares its counter, as detach() does, and ``set_`` points it at other memory keeping the
+        counter), so one ``_version`` read per forward sees an in-place change to any of them; buffers keep their
+        own. The owners' dicts become _WatchedDicts, which flag a replaced tensor."""
         slots = []
         self._slot_by_name = {}
+        owners = {}
         for name in self._layer.tensor_names():
             owner_path, _, attr = name.rpartition(".")
             owner = self.get_submodule(owner_path) if owner_path else self
+            owners[id(owner)] = owner
             tensor = getattr(owner, attr)
             view = torch.from_numpy(self._layer.tensor(name))
+            shares_counter = None
             with torch.no_grad():
                 view.copy_(tensor)
-                tensor.data = view
-            slot = _Slot(name, owner, attr, view, (tensor.data_ptr(), tensor._version))
+                if isinstance(tensor, nn.Parameter):
+                    shares_counter = nn.Parameter(self._version_source, requires_grad=tensor.requires_grad)
+                    shares_counter.set_(view)
+                    owner._parameters[attr] = shares_counter
+                else:
+                    tensor.data = view
+            slot = _Slot(name, owner, attr, view, shares_counter)
             slots.append(slot)
             self._slot_by_name[name] = slot
-        self._layer.mark_weights_changed()
+        for owner in owners.values():
+            owner.__dict__["_parameters"] = _WatchedDict(owner._parameters, self._replaced)
+            owner.__dict__["_buffers"] = _WatchedDict(owner._buffers, self._replaced)
         return slots
 
     def _tensor_dicts(self) -> list:
-        """(the owner's _parameters or _buffers dict, attribute) per slot: dict look-ups, far cheaper per forward
-        than nn.Module.__getattr__."""
+        """(the owner's _parameters or _buffers dict, attribute) per slot: dict look-ups, far cheaper than
+        nn.Module.__getattr__."""
         return [(s.owner._parameters if s.attr in s.owner._parameters else s.owner._buffers, s.attr) for s in self._slots]
 
     def weights_changed(self) -> None:
         """Makes the next forward re-read every weight. Needed only after writes that bypass torch's version
         counter (``p.data.copy_(...)``, writes through numpy views); in-place ops on the parameters themselves,
         optimizers, ``load_state_dict`` and ``.to()`` are seen on their own."""
-        self._seen_tensors = [None] * len(self._slots)
+        self._force_copy = True
+        self._replaced[0] = True
 
     def _apply(self, *args, **kwargs):
         out = super()._apply(*args, **kwargs)  # .to(), .float(), .bfloat16(): may swap the tensors' data
         self._dicts = self._tensor_dicts()
+        self._parameter_dicts = [self._dicts[self._slots.index(self._slot_by_name[n])]
+                                 for n in self._layer.parameter_names()]
         self.weights_changed()
         return out
 
+    def _weights_may_have_changed(self) -> bool:
+        """The per-forward check, a few reads however many tensors the layer has: a tensor replaced, an in-place
+        change to an aliasing parameter (their shared counter), or to a tensor with its own counter."""
+        return (self._replaced[0] or self._version_source._version != self._seen_version
+                or bool(self._watched) and any(t._version != v for t, v in self._watched))
+
     def _sync_weights(self) -> None:
-        """Brings the C++ layer up to date with the torch tensors: nothing to copy for the ones that alias it, a
-        copy for the others whose data changed, and a re-pack of the kernels' weights if anything changed. The
-        common case (nothing changed) costs one identity and one version comparison per tensor."""
-        tensors = [d[a] for d, a in self._dicts]
-        versions = [t._version for t in tensors]
-        if versions == self._seen_versions and not any(map(operator.is_not, tensors, self._seen_tensors)):
-            return
-        for slot, t, version, seen in zip(self._slots, tensors, versions, self._seen_tensors):
-            if t is seen and version == slot.seen[1] and t.data_ptr() == slot.seen[0]:
-                continue
+        """Brings the C++ layer up to date with the torch tensors after a change: nothing to copy for the ones
+        that alias it, a copy for the others that are new or changed, and a re-pack of the kernels' weights."""
+        force, self._force_copy = self._force_copy, False
+        self._replaced[0] = False
+        watched = []
+        for slot, (d, a) in zip(self._slots, self._dicts):
+            t = d[a]
+            version = t._version
             if t.data_ptr() != slot.view.data_ptr() or t.dtype != torch.float32:
-                if tuple(t.shape) != tuple(slot.view.shape):
-                    raise ValueError(f"hymoe.torch: {slot.name} has shape {tuple(t.shape)}; the layer needs "
-                                     f"{tuple(slot.view.shape)}")
-                with torch.no_grad():
-                    slot.view.copy_(_as_f32(t, slot.name))
-            slot.seen = (t.data_ptr(), version)
-        self._seen_tensors = tensors
-        self._seen_versions = versions
+                if force or t is not slot.tensor or version != slot.version:
+                    if tuple(t.shape) != tuple(slot.view.shape):
+                        raise ValueError(f"hymoe.torch: {slot.name} has shape {tuple(t.shape)}; the layer needs "
+                                         f"{tuple(slot.view.shape)}")
+                    with torch.no_grad():
+                        slot.view.copy_(_as_f32(t, slot.name))
+            if t is not slot.shares_counter:
+                watched.append((t, version))
+            slot.tensor, slot.version = t, version
+        self._watched = watched
+        self._parameters_now = [d[a] for d, a in self._parameter_dicts]
+        self._seen_version = self._version_source._version
         self._layer.mark_weights_changed()
 
     def _copy_back_router_state(self) -> None:
         """A train forward of the sigmoid router moves expert_bias and expert_ema inside the layer; torch tensors
-        that do not alias the layer get the new values."""
-        for slot in self._slots:
-            if not slot.name.startswith("router.expert_"):
-                continue
-            t = getattr(slot.owner, slot.attr)
+        that do not alias the layer get the new values (and that write is not taken for a change to copy in)."""
+        copied = False
+        for slot in self._router_state_slots:
+            t = slot.tensor  # current: the forward synchronized first
             if t.data_ptr() == slot.view.data_ptr() and t.dtype == torch.float32:
                 continue
             with torch.no_grad():
                 t.copy_(slot.view)
-            slot.seen = (t.data_ptr(), t._version)
-            self._seen_versions[self._slots.index(slot)] = t._version
+            slot.version = t._version
+            copied = True
+        if copied:
+            self._watched = [(t, t._version) for t, _ in self._watched]
+            self._seen_version = self._version_source._version
 
     def _run_forward(self, x: torch.Tensor, train: bool):
-        if x.dim() != 3:
-            raise ValueError(f"hymoe.torch: x must be (batch, seq_len, dim), got shape {tuple(x.shape)}")
-        if x.dtype is torch.float32 and x.is_cpu and not x.requires_grad and x.is_contiguous():
-            x_np = x.numpy()  # read in place by the binding
-        else:
-            x_np = _as_f32(x, "x").numpy()
-        self._sync_weights()
+        """(forward_id, y) of the C++ forward; aux_loss, z_loss and expert_counts are recorded on the router."""
+        if self._weights_may_have_changed():
+            self._sync_weights()
         router = self._modules["router"].__dict__
-        forward_id, y, aux, z, counts = self._layer.forward(x_np, train, router.get("_step", 0),
-                                                            router.get("_max_steps", 1))
-        if train:
+        step, max_steps = router.get("_step", 0), router.get("_max_steps", 1)
+        if x.dtype is _F32 and x.is_cpu and x.is_contiguous():  # read in place: the binding copies it in
+            shape = x.shape
+            if len(shape) != 3:
+                raise ValueError(f"hymoe.torch: x must be (batch, seq_len, dim), got shape {tuple(shape)}")
+            forward_id, y, aux, z, counts = self._layer.forward_at(x.data_ptr(), shape, train, step, max_steps)
+            y = torch.from_numpy(y)
+        else:
+            if x.dim() != 3:
+                raise ValueError(f"hymoe.torch: x must be (batch, seq_len, dim), got shape {tuple(x.shape)}")
+            forward_id, y, aux, z, counts = self._layer.forward(_as_f32(x, "x").numpy(), train, step, max_steps)
+            y = torch.from_numpy(y).to(x.dtype)
+        # Plain attributes (no nn.Module.__setattr__), made tensors when read.
+        router["_aux_loss"], router["_z_loss"], router["_expert_counts"] = aux, z, counts
+        if train and self._router_state_slots:
             self._copy_back_router_state()
-        y = torch.from_numpy(y)
-        return forward_id, (y if x.dtype is torch.float32 else y.to(x.dtype)), aux, z, counts
-
-    def _record_losses(self, aux: float | torch.Tensor, z: float | torch.Tensor, counts: np.ndarray) -> None:
-        state = self._modules["router"].__dict__  # plain attributes: no nn.Module.__setattr__ per call
-        state["_aux_loss"], state["_z_loss"], state["expert_counts"] = aux, z, torch.from_numpy(counts)
+        return forward_id, y
 
     @property
     def aux_loss(self) -> torch.Tensor:
@@ -320,14 +381,14 @@ class MoEMLP(nn.Module):
         """x (batch, seq_len, dim) -> (batch, seq_len, dim), in x's dtype. In train mode with autograd on, y,
         ``aux_loss`` and ``z_loss`` are differentiable through hymoe's C++ backward."""
         if self.training and torch.is_grad_enabled():
-            params = [getattr(s.owner, s.attr) for s in self._parameter_slots]
-            if x.requires_grad or any(p.requires_grad for p in params):
-                y, aux, z = _MoEFunction.apply(self, x, *params)
-                self.router.aux_loss, self.router.z_loss = aux, z
-                return y
-        _, y, aux, z, counts = self._run_forward(x, train=self.training)
-        self._record_losses(aux, z, counts)
-        return y
+            # Through the autograd Function even when nothing requires grad (it then records no graph): asking
+            # each of the parameters would cost more than the Function's own look at them.
+            if self._weights_may_have_changed():
+                self._sync_weights()  # so that _parameters_now is current
+            y, aux, z = _MoEFunction.apply(self, x, *self._parameters_now)
+            self.router.aux_loss, self.router.z_loss = aux, z
+            return y
+        return self._run_forward(x, self.training)[1]
 
     def saved_for_backward_bytes(self) -> int:
         """Bytes the last train forward keeps for its backward (docs/training.md)."""

@@ -62,9 +62,9 @@ double ms_since(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
 
-py::tuple layer_forward(Layer& self, const py::array& x, bool train, int64_t step, int64_t max_steps) {
-  const auto start = Clock::now();
-  const Tensor xt = to_tensor_f32(x, "x");
+// Runs the layer on `xt` (already copied out of Python's memory): (forward_id, y, aux_loss, z_loss, counts).
+py::tuple run_forward(Layer& self, const Tensor& xt, bool train, int64_t step, int64_t max_steps,
+                      Clock::time_point start) {
   Tensor y, counts;
   float aux = 0.0f, z = 0.0f;
   int64_t id = 0;
@@ -81,6 +81,26 @@ py::tuple layer_forward(Layer& self, const py::array& x, bool train, int64_t ste
   py::tuple out = py::make_tuple(id, tensor_to_numpy(std::move(y)), aux, z, tensor_to_numpy(std::move(counts)));
   self.last_call_ms = ms_since(start);
   return out;
+}
+
+py::tuple layer_forward(Layer& self, const py::array& x, bool train, int64_t step, int64_t max_steps) {
+  const auto start = Clock::now();
+  return run_forward(self, to_tensor_f32(x, "x"), train, step, max_steps, start);
+}
+
+// The same with x given as the address of a C-contiguous float32 array of `shape`: what hymoe.torch passes for a
+// float32 CPU tensor after checking its dtype, device and layout, because asking torch for the address costs far
+// less per call than a numpy view of the tensor. The caller keeps the tensor alive for the call; it is copied into
+// the layer's input before the GIL is released, so no other Python thread can free or resize it meanwhile.
+py::tuple layer_forward_at(Layer& self, uintptr_t address, const Shape& shape, bool train, int64_t step,
+                           int64_t max_steps) {
+  const auto start = Clock::now();
+  for (size_t i = 0; i < shape.size(); ++i)
+    if (shape[i] < 0) fail("forward: x has a negative extent ", shape[i], " in dimension ", i);
+  const int64_t n = shape_numel(shape);
+  if (n > 0 && address == 0) fail("forward: x has ", n, " values at address 0");
+  const auto* values = reinterpret_cast<const float*>(address);
+  return run_forward(self, Tensor(shape, std::vector<float>(values, values + n)), train, step, max_steps, start);
 }
 
 // The routed expert a parameter name belongs to ("experts.<e>.…"), or -1.
@@ -208,6 +228,10 @@ void register_moe(py::module_& m) {
           "Re-prepare the kernels' packed weights on the next forward.")
       .def("forward", &layer_forward, py::arg("x"), py::arg("train"), py::arg("step") = 0, py::arg("max_steps") = 1,
            "x (B, L, dim) -> (forward_id, y, aux_loss, z_loss, expert_counts).")
+      .def("forward_at", &layer_forward_at, py::arg("address"), py::arg("shape"), py::arg("train"),
+           py::arg("step") = 0, py::arg("max_steps") = 1,
+           "forward of the C-contiguous float32 array of `shape` at `address` (hymoe.torch's float32 CPU tensors; "
+           "the caller keeps it alive).")
       .def("backward", &layer_backward, py::arg("forward_id"), py::arg("grad_y"), py::arg("aux_loss_weight") = 0.0f,
            py::arg("z_loss_weight") = 0.0f, "-> (grad_x, [grad of each parameter in parameter_names() order]).")
       .def("saved_for_backward_bytes",

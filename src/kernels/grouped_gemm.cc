@@ -72,9 +72,10 @@ void grouped_weight_grad_gemm_packed(const GroupedWeightGradGemm& p, Isa isa) {
     const int64_t r0 = p.offsets[g], rows = p.offsets[g + 1] - r0;
     HYMOE_CHECK(rows >= 0);
     if (rows == 0) {  // an empty group's gradient is zero
-      if (!p.accumulate) std::fill(p.dw[g], p.dw[g] + K * N, 0.0f);
+      if (!p.accumulate && p.dw[g]) std::fill(p.dw[g], p.dw[g] + K * N, 0.0f);
       continue;
     }
+    HYMOE_CHECK(p.dw[g]);
     float* a_t = at + r0 * K;  // (K, rows)
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t i = 0; i < K; ++i) a_t[i * rows + r] = p.a[(r0 + r) * K + i];

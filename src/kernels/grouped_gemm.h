@@ -32,7 +32,7 @@ struct GroupedWeightGradGemm {
   int64_t k = 0, n = 0;
   const float* a = nullptr;          // (R, k)
   const float* g = nullptr;          // (R, n)
-  float* const* dw = nullptr;        // (G) f32 outputs of logical shape (k, n)
+  float* const* dw = nullptr;        // (G) f32 outputs of logical shape (k, n); null: an empty group left as it is
   WeightLayout layout = WeightLayout::kOutIn;  // kOutIn: dw stored (n, k); kInOut: stored (k, n)
   bool accumulate = false;
 };

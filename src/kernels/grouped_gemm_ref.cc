@@ -26,6 +26,10 @@ void grouped_weight_grad_gemm_ref(const GroupedWeightGradGemm& p) {
   HYMOE_CHECK(p.offsets && p.offsets[0] == 0);
   for (int64_t g = 0; g < p.num_groups; ++g) {
     float* dw = p.dw[g];
+    if (!dw) {  // an empty group the caller asked to leave as it is
+      HYMOE_CHECK(p.offsets[g + 1] == p.offsets[g]);
+      continue;
+    }
     for (int64_t i = 0; i < p.k; ++i)
       for (int64_t j = 0; j < p.n; ++j) {
         float& out = p.layout == WeightLayout::kOutIn ? dw[j * p.k + i] : dw[i * p.n + j];
@@ -65,6 +69,10 @@ void grouped_weight_grad_gemm_portable(const GroupedWeightGradGemm& p) {
   std::vector<float> acc;
   for (int64_t g = 0; g < p.num_groups; ++g) {
     float* dw = p.dw[g];
+    if (!dw) {  // an empty group the caller asked to leave as it is
+      HYMOE_CHECK(p.offsets[g + 1] == p.offsets[g]);
+      continue;
+    }
     acc.assign(static_cast<size_t>(p.k * p.n), 0.0f);
     for (int64_t r = p.offsets[g]; r < p.offsets[g + 1]; ++r)
       for (int64_t i = 0; i < p.k; ++i) {

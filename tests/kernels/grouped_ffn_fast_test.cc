@@ -289,6 +289,27 @@ TEST_P(GroupedFfnFastTest, WeightGradGemmMatchesReference) {
     }
 }
 
+// A null output for an empty group (an idle expert whose gradient is zero already) is left alone; the other
+// groups are computed as usual.
+TEST_P(GroupedFfnFastTest, WeightGradGemmSkipsANullEmptyGroup) {
+  Rng rng(14);
+  const std::vector<int64_t> offsets = {0, 3, 3, 8};
+  const int64_t G = 3, K = 13, N = 35, R = offsets.back();
+  const auto a = random_values(rng, R * K);
+  const auto gr = random_values(rng, R * N);
+  std::vector<float> first(static_cast<size_t>(K * N), 7.0f), last(first.size(), 7.0f), want0(first.size()),
+      want2(first.size());
+  std::vector<float*> got_p = {first.data(), nullptr, last.data()}, want_p = {want0.data(), nullptr, want2.data()};
+  GroupedWeightGradGemm p{G, offsets.data(), K, N, a.data(), gr.data(), got_p.data(), WeightLayout::kOutIn, false};
+  grouped_weight_grad_gemm_packed(p, GetParam());
+  p.dw = want_p.data();
+  grouped_weight_grad_gemm_ref(p);
+  for (size_t i = 0; i < first.size(); ++i) {
+    ASSERT_NEAR(first[i], want0[i], dot_error_bound(4, 4.0)) << "group 0 element " << i;
+    ASSERT_NEAR(last[i], want2[i], dot_error_bound(6, 6.0)) << "group 2 element " << i;
+  }
+}
+
 // Work is split into tiles whose arithmetic does not depend on the thread running them: the same bits for 1, 2
 // and 3 threads, on a batch with enough tiles for every thread to take some.
 TEST_P(GroupedFfnFastTest, IdenticalBitsForAnyThreadCount) {

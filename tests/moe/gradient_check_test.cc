@@ -189,6 +189,46 @@ TEST(GradientProperties, ZeroTokenExpertsAndTopOne) {
       for (float v : grad->values()) EXPECT_LT(std::abs(v), 1e-6f);
 }
 
+// The layer keeps its gradient buffers from one backward to the next: a backward after one that used every
+// expert gives, bit for bit, what a fresh layer gives (no gradient left over from the first, for the experts the
+// second leaves idle or for a router tensor), packed or not, sigmoid router (expert_bias) or softmax.
+TEST(GradientProperties, ASecondBackwardOverwritesTheFirst) {
+  for (const char* router : {"softmax_topk", "sigmoid_topk"})
+    for (bool packed : {false, true}) {
+      SCOPED_TRACE(std::string(router) + (packed ? " packed" : " unpacked"));
+      MoEConfig c = cfg(router, "silu", 8, 2);
+      c.packed_experts = packed;
+      c.shared_experts = 1;
+      Rng rng(13);
+      MoELayer reused(c), fresh(c);
+      reused.init_random(rng);
+      const Tensor many = random_normal(rng, Shape{2, 16, c.dim}, 1.0);
+      reused.forward(many, Mode::kTrain);
+      reused.backward(random_normal(rng, many.shape(), 1.0), 0.5f, 0.5f);
+      int used = 0;
+      for (int64_t e = 0; e < c.num_experts; ++e) used += reused.expert_counts()[e] > 0;
+      ASSERT_EQ(used, c.num_experts);
+      auto src = reused.named_tensors();
+      auto dst = fresh.named_tensors();
+      for (size_t i = 0; i < src.size(); ++i) *dst[i].second = *src[i].second;  // the train forward moved the bias
+      // Two 1-token steps: the second has experts idle twice (their zeros are left, not rewritten).
+      for (int step = 0; step < 2; ++step) {
+        const Tensor one = random_normal(rng, Shape{1, 1, c.dim}, 1.0);
+        const Tensor gy = random_normal(rng, one.shape(), 1.0);
+        reused.forward(one, Mode::kTrain);
+        fresh.forward(one, Mode::kTrain);
+        EXPECT_EQ(reused.backward(gy, 0.5f, 0.5f).values()[0], fresh.backward(gy, 0.5f, 0.5f).values()[0]);
+        const auto a = reused.named_gradients(), b = fresh.named_gradients();
+        ASSERT_EQ(a.size(), b.size());
+        for (size_t i = 0; i < a.size(); ++i) {
+          ASSERT_EQ(a[i].first, b[i].first);
+          const auto av = a[i].second->values(), bv = b[i].second->values();
+          ASSERT_TRUE(std::equal(av.begin(), av.end(), bv.begin(), bv.end())) << a[i].first << " step " << step;
+        }
+      }
+    }
+}
+
 // Packed (E, in, out) storage gives the transposes of the unpacked gradients.
 TEST(GradientProperties, PackedMatchesUnpacked) {
   MoEConfig c = cfg("softmax_topk", "silu", 4, 2);

@@ -269,6 +269,48 @@ def test_in_place_and_replaced_weights_reach_the_layer():
         assert_matches(m(x), y1, "y after .data writes")
 
 
+@pytest.mark.parametrize("packed", [False, True])
+def test_every_kind_of_weight_change_is_seen_by_the_next_forward(packed):
+    """The per-forward check reads one flag and one version counter shared by the parameters, not each tensor:
+    each way a weight can change (one tensor in place, an optimizer step, a replaced parameter, an in-place change
+    to that replacement) must still reach the layer, which a module built afresh from the state_dict shows."""
+    torch.manual_seed(8)
+    kwargs = dict(dim=8, hidden_dim=12, num_experts=4, top_k=2, router_type="sigmoid_topk", shared_experts=1,
+                  packed_experts=packed)
+    m = hmoe.build_moe(**kwargs).eval()
+    x = torch.randn(2, 32, 8)
+
+    def assert_layer_sees_the_weights(what):
+        fresh = hmoe.build_moe(**kwargs).eval()
+        fresh.load_state_dict(m.state_dict(), strict=True)
+        with torch.no_grad():
+            assert torch.equal(m(x), fresh(x)), what
+
+    with torch.no_grad():
+        y0 = m(x)
+        m.router.gate.weight[1, 2] += 0.5  # one element of one tensor, in place
+    assert not torch.equal(m(x).detach(), y0)
+    assert_layer_sees_the_weights("in place")
+    m.train()
+    opt = torch.optim.SGD(m.parameters(), lr=0.5)
+    m(x).pow(2).sum().backward()
+    opt.step()
+    m.eval()
+    assert_layer_sees_the_weights("optimizer step")
+    if packed:
+        m.down_w = torch.nn.Parameter(m.down_w.detach() * 1.5)
+        replaced = m.down_w
+    else:
+        m.shared_expert.down_proj.weight = torch.nn.Parameter(m.shared_expert.down_proj.weight.detach() * 1.5)
+        replaced = m.shared_expert.down_proj.weight
+    assert_layer_sees_the_weights("replaced")
+    with torch.no_grad():
+        replaced.mul_(-1.0)  # the replacement has its own version counter
+    assert_layer_sees_the_weights("replacement changed in place")
+    m.router.expert_bias = torch.nn.Parameter(torch.linspace(-1.0, 1.0, 4))
+    assert_layer_sees_the_weights("router bias replaced")
+
+
 def test_bfloat16_input_and_parameters():
     torch.manual_seed(3)
     m = hmoe.build_moe(16, 24, 4, 2).eval()
