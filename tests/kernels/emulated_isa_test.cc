@@ -1,4 +1,4 @@
-// The bf16-dot and VNNI q8 micro-kernel bodies (gemm_microkernel-inl.h) instantiated over a software model of the
+// The bf16-dot, VNNI q8 and VNNI GGUF int8 micro-kernel bodies (gemm_microkernel-inl.h, gemm_gguf_int8-inl.h) instantiated over a software model of the
 // vector unit: plain C++ lanes whose dot_bf16 and q8_dot4 do what the Intel SDM's pseudocode of vdpbf16ps and
 // vpdpbusd says. No emulator at hand runs AVX512_BF16 (Bochs 2.7 implements VNNI but not BF16; QEMU's TCG has no
 // AVX-512), so this is what checks, on any host, that the kernels' layouts, loops, k pairs, block corrections and
@@ -6,11 +6,13 @@
 // same bodies and differ only in the V they map onto intrinsics. What it cannot check: that mapping itself.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
 
 #include "fast_kernel_test_util.h"
+#include "gguf_test_util.h"
 #include "kernels/gemm_driver.h"
 #include "kernels/gemm_kernels.h"
 
@@ -73,6 +75,68 @@ struct V {
                     static_cast<int32_t>(static_cast<int8_t>(x.i[l] >> (8 * b)));
     return acc;
   }
+  // The GGUF int8 kernels' byte operations (gemm_gguf_int8-inl.h) and vpdpbusd on unsigned codes.
+  static ivec load_bytes(const uint8_t* p) {
+    ivec r;
+    std::memcpy(r.i, p, sizeof r.i);
+    return r;
+  }
+  template <typename F>
+  static ivec map_bits(ivec a, F f) {
+    ivec r;
+    for (int l = 0; l < kWidth; ++l) r.i[l] = static_cast<int32_t>(f(static_cast<uint32_t>(a.i[l])));
+    return r;
+  }
+  static ivec and_bytes(ivec v, int mask) {
+    return map_bits(v, [&](uint32_t x) { return x & (static_cast<uint32_t>(mask & 255) * 0x01010101u); });
+  }
+  static ivec or_bytes(ivec a, ivec b) {
+    ivec r;
+    for (int l = 0; l < kWidth; ++l) r.i[l] = a.i[l] | b.i[l];
+    return r;
+  }
+  template <int S>  // vpsllw / vpsrlw: each 16-bit half of a lane shifted on its own
+  static ivec shift_bytes(ivec v) {
+    return map_bits(v, [](uint32_t x) {
+      auto shift = [](uint32_t h) { return (S >= 0 ? h << S : h >> -S) & 0xffffu; };
+      return shift(x & 0xffffu) | shift(x >> 16) << 16;
+    });
+  }
+  static ivec u_dot4(ivec acc, ivec u, ivec x) { return q8_dot4(acc, u, x); }
+  static ivec set1_i32(int v) {
+    ivec r;
+    for (int l = 0; l < kWidth; ++l) r.i[l] = v;
+    return r;
+  }
+  static constexpr bool kPairSums = false;  // vpdpbusd sums in int32 directly
+  // The vpmaddubsw idiom (unused while kPairSums is false, but named by the header): int16 pair sums, saturated.
+  static ivec pair_sums(ivec u, ivec x) {
+    ivec r;
+    for (int l = 0; l < kWidth; ++l) {
+      uint32_t out = 0;
+      for (int h = 0; h < 2; ++h) {
+        int32_t sum = 0;
+        for (int b = 2 * h; b < 2 * h + 2; ++b)
+          sum += static_cast<int32_t>(static_cast<uint8_t>(u.i[l] >> (8 * b))) *
+                 static_cast<int32_t>(static_cast<int8_t>(x.i[l] >> (8 * b)));
+        out |= static_cast<uint32_t>(static_cast<uint16_t>(std::clamp(sum, -32768, 32767))) << (16 * h);
+      }
+      r.i[l] = static_cast<int32_t>(out);
+    }
+    return r;
+  }
+  static int32_t half(int32_t v, int h) { return static_cast<int16_t>(static_cast<uint32_t>(v) >> (16 * h)); }
+  static ivec add_i16(ivec a, ivec b) {
+    ivec r;
+    for (int l = 0; l < kWidth; ++l)
+      r.i[l] = static_cast<int32_t>(static_cast<uint16_t>(half(a.i[l], 0) + half(b.i[l], 0)) |
+                                    static_cast<uint32_t>(static_cast<uint16_t>(half(a.i[l], 1) + half(b.i[l], 1))) << 16);
+    return r;
+  }
+  static ivec add_pairs(ivec acc, ivec pairs) {
+    for (int l = 0; l < kWidth; ++l) acc.i[l] += half(pairs.i[l], 0) + half(pairs.i[l], 1);
+    return acc;
+  }
   // vdpbf16ps: per lane, acc += a.odd * b.odd, then acc += a.even * b.even, each rounded to f32 (a bf16 product
   // is exact in f32, so each step is one rounding). DAZ/FTZ are not modelled: the tests' values are normal.
   static bvec load_pairs(const void* p) {
@@ -96,13 +160,26 @@ struct V {
 
 constexpr int kMr = 12;
 constexpr int kQ8Mr = 6;
+constexpr int kIntMr = 4;
 
 #include "kernels/gemm_microkernel-inl.h"
+#include "kernels/gemm_gguf_int8-inl.h"
 
 const GemmFormat kBf16Dot{WeightFormat::kBf16Dot, "gemm_bf16w_bf16_12x32__model", kMr, kNr, pack_activations_bf16_pairs,
                           gemm_format_bf16_dot<>, nullptr, 0};
 const GemmFormat kQ8Vnni{WeightFormat::kQ8Block32, "gemm_q8w_q8_6x32__model", kQ8Mr, kNr, pack_activations_q8,
                          gemm_format_q8, nullptr, 0};
+
+// The GGUF int8 formats as gemm_avx512vnni.cc builds them.
+#define HYMOE_MODEL_INT8_FORMAT(format, name) \
+  const GemmFormat name{format, #name, kIntMr, kNr, int8_pack_a<format>(), gemm_format_gguf_int8<format>, \
+                        gemm_format_gguf_int8_few<format>, 1};
+HYMOE_MODEL_INT8_FORMAT(WeightFormat::kGgmlQ8_0I8, gemm_q8_0w_q8_0_4x32__model)
+HYMOE_MODEL_INT8_FORMAT(WeightFormat::kGgmlQ4_0I8, gemm_q4_0w_q8_0_4x32__model)
+HYMOE_MODEL_INT8_FORMAT(WeightFormat::kGgmlQ4_KI8, gemm_q4_kw_q8_k_4x32__model)
+HYMOE_MODEL_INT8_FORMAT(WeightFormat::kGgmlQ5_KI8, gemm_q5_kw_q8_k_4x32__model)
+HYMOE_MODEL_INT8_FORMAT(WeightFormat::kGgmlQ6_KI8, gemm_q6_kw_q8_k_4x32__model)
+#undef HYMOE_MODEL_INT8_FORMAT
 
 // The whole table, as an ISA unit builds it (this also instantiates every body of the header over the model).
 const IsaKernels kModelKernels{Isa::kAvx512Bf16, kMr, kNr, gemm_f32w, gemm_bf16w, gemm_f32w_few, gemm_bf16w_few,
@@ -221,6 +298,18 @@ TEST(EmulatedIsaTest, GroupedDriverRunsTheModelFormats) {
                 << f->name << " k " << k << " group " << g << " row " << r << " column " << j;
           }
     }
+}
+
+// The GGUF int8 kernel bodies over the vpdpbusd model (what gemm_avx512vnni.cc runs, which no emulator here
+// reaches): every format against its scalar reference on m = 1..4 rows and 1, 3, 9 blocks, the one-row decode form
+// bit-identical to one-row calls, split K bit-identical to one call.
+TEST(EmulatedIsaTest, VnniGgufInt8MicroKernelsMatchTheReference) {
+  Rng rng(23);
+  for (const GemmFormat* f : {&gemm_q8_0w_q8_0_4x32__model, &gemm_q4_0w_q8_0_4x32__model, &gemm_q4_kw_q8_k_4x32__model,
+                              &gemm_q5_kw_q8_k_4x32__model, &gemm_q6_kw_q8_k_4x32__model}) {
+    SCOPED_TRACE(f->name);
+    test::gguf::expect_int8_kernel_matches_reference(*f, rng);
+  }
 }
 
 }  // namespace

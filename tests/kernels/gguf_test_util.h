@@ -3,7 +3,10 @@
 // sign and every Q5_K fifth bit occurs.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -129,6 +132,64 @@ inline void expect_same_bits_on_1_and_2_threads(const kernels::GroupedFfn& ffn, 
   ffn.run(args);
   set_num_threads(before);
   EXPECT_EQ(0, std::memcmp(y1.data(), y2.data(), y1.size() * sizeof(float))) << ffn.name();
+}
+
+// GGUF int8 micro-kernel f against gemm_gguf_int8__ref on m = 1..MR rows, K of 1, 3 and 9 blocks (odd counts of units, of
+// blocks and of the driver's 128-k blocks), N not a multiple of NR; splitting K at 128 (accumulate) and the
+// one-row-over-4-panels form give the same bits as one call. The bound: per unit a product of two scales and one
+// or two FMAs (3 roundings of the unit's terms), then the chain over the units.
+inline void expect_int8_kernel_matches_reference(const kernels::GemmFormat& gemm_format, Rng& rng) {
+  using namespace kernels;
+  const GemmFormat* f = &gemm_format;
+  const WeightFormat fmt = f->format;
+  EXPECT_NE(std::string(f->name).find(weight_format_operands(fmt)), std::string::npos) << f->name;
+  const int nr = f->nr, mr = f->mr, panels = kFewRowsPanels[1];
+  const GgufPanelLayout l = gguf_int8_layout(fmt);
+  for (int64_t blocks : {1, 3, 9}) {
+    if (blocks == 9 && block_values(fmt) == kQ8KBlock) continue;
+    const int64_t k = blocks * block_values(fmt), units = k / l.k_unit;
+    const GgufMatrix m(rng, gguf_exact_twin(fmt), k, nr * panels - 3);
+    const PackedMatrix p = pack_matrix(m.view, nr, fmt);
+    ASSERT_EQ(p.panels, panels);
+    for (int rows = 1; rows <= mr; ++rows) {
+      const std::vector<float> x = hymoe::test::random_values(rng, rows * k);
+      std::vector<uint8_t> a(static_cast<size_t>(f->units(k) * f->a_unit_bytes()));
+      f->pack_a(x.data(), k, nullptr, rows, k, mr, a.data());
+      std::vector<float> got(static_cast<size_t>(rows * nr)), split(got.size()), want(got.size());
+      f->gemm(rows, k, a.data(), p.data(), got.data(), nr, false, nullptr, 0);
+      gemm_gguf_int8__ref(fmt, rows, mr, nr, k, a.data(), p.data(), want.data(), nr, false);
+      double max_want = 0;
+      for (int i = 0; i < rows; ++i)
+        for (int j = 0; j < nr; ++j) {
+          // The sum of |terms| (activation value times weight) bounds every partial sum.
+          double abs_sum = 0;
+          for (int64_t kk = 0; kk < k; ++kk) {
+            const int64_t u = kk / l.k_unit, in = kk % l.k_unit;
+            const uint8_t* au = a.data() + u * f->a_unit_bytes();
+            float da;
+            std::memcpy(&da, au + l.k_unit * mr + 4 * i, 4);
+            const double xv = static_cast<int8_t>(au[(in / 4 * mr + i) * 4 + in % 4]) * static_cast<double>(da);
+            // |scale * code| <= |w| + |offset|: the two terms of a unit are each at most |x| (|w| + |offset|).
+            float offset = 0;
+            if (l.offsets)
+              std::memcpy(&offset, p.buffer.data() + u * f->b_unit_bytes() + int64_t{l.k_unit} * nr * l.code_bits / 8 +
+                                        4 * (nr + j), 4);
+            abs_sum += std::abs(xv) * (std::abs(gguf_panel_weight(fmt, p.buffer.data(), nr, kk, j)) + 2 * std::abs(offset));
+          }
+          const size_t at = static_cast<size_t>(i * nr + j);
+          ASSERT_NEAR(got[at], want[at], dot_error_bound(3 * units, abs_sum)) << f->name << " rows " << rows << " k " << k;
+          max_want = std::max(max_want, std::abs(static_cast<double>(want[at])));
+        }
+      EXPECT_GT(max_want, 0.0) << f->name;
+      const int64_t half_k = 128, unit = l.k_unit;
+      if (k <= half_k) continue;
+      f->gemm(rows, half_k, a.data(), p.data(), split.data(), nr, false, nullptr, 0);
+      f->gemm(rows, k - half_k, a.data() + half_k / unit * f->a_unit_bytes(),
+              p.buffer.data() + half_k / unit * f->b_unit_bytes(), split.data(), nr, true, p.data(), 64);
+      EXPECT_EQ(0, std::memcmp(split.data(), got.data(), got.size() * sizeof(float))) << f->name;
+    }
+    expect_few_rows_equal_one_row_calls(*f, p, k, rng);
+  }
 }
 
 }  // namespace hymoe::test::gguf
