@@ -89,6 +89,8 @@ def main(argv=None) -> int:
     p.add_argument("--packed", action="store_true", help="packed expert weights (build_moe's packed_experts)")
     p.add_argument("--backward", action="store_true", help="also time forward+backward (train mode)")
     p.add_argument("--no-eager", action="store_true", help="skip PyTorch's eager reference")
+    p.add_argument("--numpy-path", action="store_true",
+                   help="float32 forwards through hymoe._core's numpy-based path even where hymoe._torch_core is built")
     p.add_argument("--json", help="write the results to this file")
     args = p.parse_args(argv)
     if args.threads > 0:
@@ -99,6 +101,9 @@ def main(argv=None) -> int:
 
     import hymoe.torch as hmoe
 
+    if args.numpy_path:
+        hmoe._torch_core = None  # read by each forward
+    forward_path = "hymoe._torch_core" if hmoe._torch_core is not None else "numpy-based"
     threads = args.threads if args.threads > 0 else (os.cpu_count() or 1)
     torch.set_num_threads(threads)
     shape = SHAPES[args.shape]
@@ -107,14 +112,15 @@ def main(argv=None) -> int:
     if args.packed and not args.no_eager:
         p.error("--packed: the eager reference loops over unpacked experts; add --no-eager")
     print(f"shape {args.shape}: {json.dumps(shape)}; packed {args.packed}; threads {threads}; torch {torch.__version__}; "
-          f"median of {args.repeats}")
+          f"median of {args.repeats}; float32 forward path {forward_path}")
     results = []
 
     def measure(tokens, mode, x_np, train, module_call, eager_call):
         """One line: the C++ loop, the module (with its per-call overhead) and, unless --no-eager, eager torch."""
         cpp = cpp_median_ms(m, x_np, train, args.repeats)
         mod, over = module_median_ms(module_call, args.repeats)
-        common = dict(shape=args.shape, tokens=tokens, mode=mode, threads=threads, packed=args.packed)
+        common = dict(shape=args.shape, tokens=tokens, mode=mode, threads=threads, packed=args.packed,
+                      forward_path=forward_path)
         results.append(dict(common, who="cpp", ms=cpp))
         results.append(dict(common, who="module", ms=mod, overhead_ms=over))
         line = (f"T={tokens:4d} {mode:17s} cpp {cpp:9.3f} ms  module {mod:9.3f} ms  overhead "

@@ -24,6 +24,20 @@ import torch.nn.functional as F
 
 from hymoe import _core
 
+try:  # built where PyTorch's C++ headers were found (python/CMakeLists.txt)
+    from hymoe import _torch_core
+except ModuleNotFoundError:
+    _torch_core = None
+except ImportError as e:  # built against another PyTorch than the one now installed
+    import warnings
+
+    warnings.warn(f"hymoe.torch: hymoe._torch_core does not load with torch {torch.__version__} ({e}); float32 "
+                  "forwards take the slower numpy-based path. Rebuild hymoe against this PyTorch.")
+    _torch_core = None
+
+# Whether float32 forwards take hymoe._torch_core's path (torch tensors in and out in C++, docs/python.md).
+FAST_FORWARD = _torch_core is not None
+
 __all__ = [
     "MoEMLP",
     "HfMoELayer",
@@ -103,6 +117,8 @@ class SoftmaxTopKRouter(nn.Module):
     def _as_tensor(self, name: str, make) -> torch.Tensor:
         value = self.__dict__[name]
         if not isinstance(value, torch.Tensor):
+            if callable(value):  # the layer's expert_counts, left to be read after a hymoe._torch_core forward
+                value = value()
             value = self.__dict__[name] = make(value)
         return value
 
@@ -228,6 +244,8 @@ class MoEMLP(nn.Module):
         else:
             self.experts = experts
         self._layer = _core.MoELayer(json.dumps(config))
+        self._read_expert_counts = self._layer.expert_counts  # made once: a forward hands it to the router
+        self._layer_handle = self._layer._handle()  # what hymoe._torch_core's forward takes
         # What the per-forward weight check reads (_weights_may_have_changed): one flag raised when a tensor is
         # replaced, one version counter shared by every aliasing parameter, and the versions of the few tensors
         # that have their own counter (buffers, replaced tensors).
@@ -348,7 +366,11 @@ class MoEMLP(nn.Module):
             self._sync_weights()
         router = self._modules["router"].__dict__
         step, max_steps = router.get("_step", 0), router.get("_max_steps", 1)
-        if x.dtype is _F32 and x.is_cpu and x.is_contiguous():  # read in place: the binding copies it in
+        fast = _torch_core.forward(self._layer_handle, x, train, step, max_steps) if _torch_core is not None else None
+        if fast is not None:  # x was a float32 (batch, seq, dim) CPU tensor, read in place; y is a torch tensor
+            forward_id, y, aux, z = fast
+            counts = self._read_expert_counts
+        elif x.dtype is _F32 and x.is_cpu and x.is_contiguous():  # read in place: the binding copies it in
             shape = x.shape
             if len(shape) != 3:
                 raise ValueError(f"hymoe.torch: x must be (batch, seq_len, dim), got shape {tuple(shape)}")

@@ -22,6 +22,7 @@
 #include "hymoe/error.h"
 #include "hymoe/model.h"
 #include "hymoe/moe.h"
+#include "layer_api.h"
 
 namespace hymoe::python {
 namespace {
@@ -62,25 +63,44 @@ double ms_since(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
 
-// Runs the layer on `xt` (already copied out of Python's memory): (forward_id, y, aux_loss, z_loss, counts).
-py::tuple run_forward(Layer& self, const Tensor& xt, bool train, int64_t step, int64_t max_steps,
-                      Clock::time_point start) {
+// What one forward gives back besides y.
+struct ForwardResult {
   Tensor y, counts;
   float aux = 0.0f, z = 0.0f;
   int64_t id = 0;
-  {
-    py::gil_scoped_release release;
-    std::lock_guard lock(self.mutex);
-    y = self.layer.forward(xt, train ? Mode::kTrain : Mode::kEval, step, max_steps);
-    aux = self.layer.aux_loss();
-    z = self.layer.z_loss();
-    counts = self.layer.expert_counts();
-    id = ++self.forwards;
-    self.saved_forward = train ? id : 0;
-  }
-  py::tuple out = py::make_tuple(id, tensor_to_numpy(std::move(y)), aux, z, tensor_to_numpy(std::move(counts)));
+};
+
+// Runs the layer on `xt` (already copied out of Python's memory) with the GIL released.
+ForwardResult forward_without_gil(Layer& self, const Tensor& xt, bool train, int64_t step, int64_t max_steps) {
+  ForwardResult r;
+  py::gil_scoped_release release;
+  std::lock_guard lock(self.mutex);
+  r.y = self.layer.forward(xt, train ? Mode::kTrain : Mode::kEval, step, max_steps);
+  r.aux = self.layer.aux_loss();
+  r.z = self.layer.z_loss();
+  r.counts = self.layer.expert_counts();
+  r.id = ++self.forwards;
+  self.saved_forward = train ? r.id : 0;
+  return r;
+}
+
+// (forward_id, y, aux_loss, z_loss, counts) of the layer on `xt`.
+py::tuple run_forward(Layer& self, const Tensor& xt, bool train, int64_t step, int64_t max_steps,
+                      Clock::time_point start) {
+  ForwardResult r = forward_without_gil(self, xt, train, step, max_steps);
+  py::tuple out =
+      py::make_tuple(r.id, tensor_to_numpy(std::move(r.y)), r.aux, r.z, tensor_to_numpy(std::move(r.counts)));
   self.last_call_ms = ms_since(start);
   return out;
+}
+
+// The layer's input: a copy of the C-contiguous float32 values of `shape` at `x` (the caller keeps them alive).
+Tensor input_at(const float* x, const Shape& shape) {
+  for (size_t i = 0; i < shape.size(); ++i)
+    if (shape[i] < 0) fail("forward: x has a negative extent ", shape[i], " in dimension ", i);
+  const int64_t n = shape_numel(shape);
+  if (n > 0 && x == nullptr) fail("forward: x has ", n, " values at address 0");
+  return Tensor(shape, std::vector<float>(x, x + n));
 }
 
 py::tuple layer_forward(Layer& self, const py::array& x, bool train, int64_t step, int64_t max_steps) {
@@ -95,13 +115,43 @@ py::tuple layer_forward(Layer& self, const py::array& x, bool train, int64_t ste
 py::tuple layer_forward_at(Layer& self, uintptr_t address, const Shape& shape, bool train, int64_t step,
                            int64_t max_steps) {
   const auto start = Clock::now();
-  for (size_t i = 0; i < shape.size(); ++i)
-    if (shape[i] < 0) fail("forward: x has a negative extent ", shape[i], " in dimension ", i);
-  const int64_t n = shape_numel(shape);
-  if (n > 0 && address == 0) fail("forward: x has ", n, " values at address 0");
-  const auto* values = reinterpret_cast<const float*>(address);
-  return run_forward(self, Tensor(shape, std::vector<float>(values, values + n)), train, step, max_steps, start);
+  return run_forward(self, input_at(reinterpret_cast<const float*>(address), shape), train, step, max_steps, start);
 }
+
+// hymoe._core._layer_api (layer_api.h): the same forward for hymoe._torch_core, which holds torch tensors.
+// The layer reaches it as a capsule (kLayerHandleCapsule) whose context keeps the Python layer object alive.
+py::object layer_handle(py::object self_obj) {
+  Layer& self = self_obj.cast<Layer&>();
+  PyObject* capsule = PyCapsule_New(&self, kLayerHandleCapsule, [](PyObject* c) {
+    Py_XDECREF(static_cast<PyObject*>(PyCapsule_GetContext(c)));
+  });
+  if (capsule == nullptr) throw py::error_already_set();
+  PyCapsule_SetContext(capsule, self_obj.inc_ref().ptr());
+  return py::reinterpret_steal<py::object>(capsule);
+}
+
+void api_forward(void* layer, const float* x, const int64_t* shape, int ndim, bool train, int64_t step,
+                 int64_t max_steps, LayerForwardOutput* out) {
+  const auto start = Clock::now();
+  Layer& self = *static_cast<Layer*>(layer);
+  try {
+    ForwardResult r = forward_without_gil(self, input_at(x, Shape(shape, shape + ndim)), train, step, max_steps);
+    out->forward_id = r.id;
+    out->aux_loss = r.aux;
+    out->z_loss = r.z;
+    auto owner = std::make_unique<Tensor>(std::move(r.y));
+    out->y = owner->data();
+    out->y_owner = owner.release();
+  } catch (const Error& e) {
+    out->error = e.what();
+    out->error_is_bad_input = true;
+  } catch (const std::exception& e) {
+    out->error = e.what();
+  }
+  self.last_call_ms = ms_since(start);
+}
+
+const LayerApi kLayerApi{api_forward, [](void* owner) { delete static_cast<Tensor*>(owner); }};
 
 // The routed expert a parameter name belongs to ("experts.<e>.…"), or -1.
 int64_t routed_expert_of(const std::string& name) {
@@ -199,6 +249,7 @@ struct HfLayer {
 }  // namespace
 
 void register_moe(py::module_& m) {
+  m.attr("_layer_api") = py::capsule(static_cast<const void*>(&kLayerApi), kLayerApiCapsule);
   py::class_<Layer>(m, "MoELayer", "hymoe's C++ MoE layer (include/hymoe/moe.h); hymoe.torch wraps it.")
       .def(py::init([](const std::string& config_json) {
              return std::make_unique<Layer>(parse_moe_config(config_json, "build_moe"));
@@ -234,6 +285,14 @@ void register_moe(py::module_& m) {
            "the caller keeps it alive).")
       .def("backward", &layer_backward, py::arg("forward_id"), py::arg("grad_y"), py::arg("aux_loss_weight") = 0.0f,
            py::arg("z_loss_weight") = 0.0f, "-> (grad_x, [grad of each parameter in parameter_names() order]).")
+      .def(
+          "expert_counts",
+          [](Layer& self) {
+            std::lock_guard lock(self.mutex);
+            return tensor_to_numpy(Tensor(self.layer.expert_counts()));
+          },
+          "The last forward's tokens per expert (a copy): what hymoe._torch_core's forward leaves to be read.")
+      .def("_handle", &layer_handle, "The layer for hymoe._torch_core (layer_api.h).")
       .def("saved_for_backward_bytes",
            [](Layer& self) {
              std::lock_guard lock(self.mutex);

@@ -453,3 +453,88 @@ def test_bench_runs_and_reports_every_measurement(tmp_path, capsys):
     assert all(r["ms"] > 0 for r in rows)
     assert all(r["overhead_ms"] < r["ms"] for r in rows if r["who"] == "module")
     assert "overhead" in capsys.readouterr().out
+
+
+def torch_core_built():
+    """Whether the build made hymoe._torch_core (it does where PyTorch's C++ headers are installed)."""
+    import hymoe
+
+    return any(Path(d).glob("_torch_core*.so") for d in hymoe.__path__)
+
+
+def test_fast_forward_is_on_when_torch_core_was_built():
+    assert hmoe.FAST_FORWARD == torch_core_built()
+    if not torch_core_built():
+        pytest.skip("hymoe._torch_core was not built (no PyTorch C++ headers): the numpy-based path is the only one")
+
+
+@pytest.mark.parametrize("router_type", ["softmax_topk", "sigmoid_topk"])
+def test_torch_core_forward_gives_the_numpy_paths_bits(monkeypatch, router_type):
+    """Every float32 forward goes through hymoe._torch_core when it is built: the same y, losses, counts, router
+    state and gradients as the numpy-based path."""
+    if not hmoe.FAST_FORWARD:
+        pytest.skip("hymoe._torch_core was not built")
+
+    def run(fast, train, x):
+        if not fast:
+            monkeypatch.setattr(hmoe, "_torch_core", None)
+        try:
+            torch.manual_seed(11)
+            m = hmoe.build_moe(24, 20, 6, 2, router_type=router_type, shared_experts=1,
+                               sequence_aux_loss_weight=0.01 if router_type == "sigmoid_topk" else 0.0)
+            m.train(train)
+            xr = x.clone().requires_grad_(train)
+            out = []
+            for step in range(2):  # the second forward sees the router state the first one moved
+                y = m(xr)
+                out += [y.detach().clone(), m.aux_loss.detach().clone(), m.z_loss.detach().clone(),
+                        m.expert_counts.clone()]
+                if train:
+                    (y.square().sum() + m.aux_loss + m.z_loss).backward()
+            if train:
+                out += [xr.grad] + [p.grad for p in m.parameters()]
+            out += [b.clone() for b in m.buffers()]
+            return out
+        finally:
+            monkeypatch.undo()
+
+    for shape in [(1, 1, 24), (2, 7, 24), (3, 1, 24)]:
+        x = torch.randn(*shape)
+        for train in (False, True):
+            fast, slow = run(True, train, x), run(False, train, x)
+            assert len(fast) == len(slow)
+            for i, (a, b) in enumerate(zip(fast, slow)):
+                assert (a is None) == (b is None), (shape, train, i)
+                if a is not None:
+                    assert torch.equal(a, b), (shape, train, i)
+
+
+def test_torch_core_forward_leaves_other_inputs_to_the_general_path():
+    """What the layer cannot read in place (another dtype, a strided view, another rank) gets the general path's
+    conversion or its error; a bad dim from C++ comes back as ValueError; y owns its memory."""
+    if not hmoe.FAST_FORWARD:
+        pytest.skip("hymoe._torch_core was not built")
+    torch.manual_seed(12)
+    m = hmoe.build_moe(8, 8, 4, 2).eval()
+    x = torch.randn(2, 3, 8)
+    with torch.no_grad():
+        y = m(x)
+        handle = m._layer_handle
+        assert hmoe._torch_core.forward(handle, x.double(), False, 0, 1) is None
+        assert hmoe._torch_core.forward(handle, x.transpose(0, 1), False, 0, 1) is None
+        assert hmoe._torch_core.forward(handle, x[0], False, 0, 1) is None
+        assert torch.equal(m(x.double()), y.double())
+        assert torch.equal(m(x.transpose(0, 1).contiguous().transpose(0, 1)), y)
+        with pytest.raises(ValueError, match="batch, seq_len, dim"):
+            m(x[0])
+        with pytest.raises(ValueError, match="dim=8"):
+            m(torch.randn(1, 2, 7))
+        with pytest.raises(ValueError, match="no tokens"):
+            m(torch.randn(1, 0, 8))
+        with pytest.raises(TypeError, match="_handle"):
+            hmoe._torch_core.forward(m._layer, x, False, 0, 1)
+        y2 = m(x)
+    assert y2.data_ptr() != y.data_ptr() and torch.equal(y2, y)
+    del m, handle
+    y2.add_(1.0)  # the layer is gone; y's buffer is its own
+    assert torch.equal(y2, y + 1.0)
