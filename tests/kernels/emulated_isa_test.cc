@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -136,6 +137,30 @@ struct V {
   static ivec add_pairs(ivec acc, ivec pairs) {
     for (int l = 0; l < kWidth; ++l) acc.i[l] += half(pairs.i[l], 0) + half(pairs.i[l], 1);
     return acc;
+  }
+  // MXFP4 (gemm_gguf_int8-inl.h): vpshufb (each byte's low four bits index the 16 table bytes of its 128-bit
+  // lane; a set top bit gives 0) and the E8M0 exponents widened to f32 bits max(e << 23, 0x400000).
+  static ivec table16(const uint8_t* t) {
+    ivec r;
+    for (int l = 0; l < kWidth; ++l) std::memcpy(&r.i[l], t + 4 * (l % 4), 4);
+    return r;
+  }
+  static ivec lookup16(ivec table, ivec idx) {
+    ivec r;
+    for (int l = 0; l < kWidth; ++l) {
+      uint32_t out = 0;
+      for (int b = 0; b < 4; ++b) {
+        const uint8_t i = static_cast<uint8_t>(static_cast<uint32_t>(idx.i[l]) >> (8 * b));
+        const int at = l / 4 * 16 + (i & 15);  // byte `at` of the table vector, within the lane's 128 bits
+        const uint8_t v = i & 0x80 ? 0 : static_cast<uint8_t>(static_cast<uint32_t>(table.i[at / 4]) >> (8 * (at % 4)));
+        out |= static_cast<uint32_t>(v) << (8 * b);
+      }
+      r.i[l] = static_cast<int32_t>(out);
+    }
+    return r;
+  }
+  static vec e8m0_scales(const uint8_t* p) {
+    return map([&](int l) { return std::bit_cast<float>(std::max(static_cast<uint32_t>(p[l]) << 23, 0x400000u)); });
   }
   // vdpbf16ps: per lane, acc += a.odd * b.odd, then acc += a.even * b.even, each rounded to f32 (a bf16 product
   // is exact in f32, so each step is one rounding). DAZ/FTZ are not modelled: the tests' values are normal.

@@ -1,6 +1,6 @@
 // Random GGUF block matrices for the kernel tests of the GGUF formats (exact and int8): valid blocks of random
 // bytes with chosen d/dmin (negative, zero), so every code, every 6-bit K-quant scale and min, every Q6_K scale
-// sign and every Q5_K fifth bit occurs.
+// sign and every Q5_K fifth bit occurs; and random MXFP4 matrices for MXFP4's int8 twin.
 #pragma once
 
 #include <algorithm>
@@ -76,6 +76,28 @@ struct GgufMatrix {
   }
 };
 
+// An (n, k) kMxfp4 matrix as gpt-oss stores it (k / 32 groups of 16 code bytes per row, one E8M0 byte each):
+// random bytes, so every E2M1 code occurs, and scales around 2^-4 with 1 group in 8 at 0 or 1 (the subnormal
+// halves 2^-128, 2^-127). The format argument matches GgufMatrix's (the int8 format or its exact twin).
+struct Mxfp4Matrix {
+  std::vector<uint8_t> codes, scales;
+  MatrixView view;
+  Mxfp4Matrix(Rng& rng, WeightFormat, int64_t k, int64_t n) {
+    codes.resize(static_cast<size_t>(n * k / 2));
+    for (auto& c : codes) c = static_cast<uint8_t>(rng.next_u64() & 255);
+    scales.resize(static_cast<size_t>(n * k / 32));
+    for (auto& s : scales) s = static_cast<uint8_t>(rng.uniform() < 0.125 ? rng.below(2) : 120 + rng.below(6));
+    view = MatrixView{codes.data(), DType::kF32, WeightLayout::kOutIn, k, n};
+    view.quant.scheme = QuantScheme::kMxfp4;
+    view.quant.scales = scales.data();
+  }
+};
+
+// Values per block of the source matrix of an int8 format (MXFP4: a 32-k group).
+inline int64_t int8_source_block_values(WeightFormat int8) {
+  return kernels::gguf_int8_layout(int8).mxfp4 ? 32 : block_values(kernels::gguf_exact_twin(int8));
+}
+
 // B as (K, N) floats decoded by the reference.
 inline std::vector<float> decoded(const MatrixView& v) {
   std::vector<float> out(static_cast<size_t>(v.k * v.n)), row(static_cast<size_t>(v.k));
@@ -138,7 +160,8 @@ inline void expect_same_bits_on_1_and_2_threads(const kernels::GroupedFfn& ffn, 
 // blocks and of the driver's 128-k blocks), N not a multiple of NR; splitting K at 128 (accumulate) and the
 // one-row-over-4-panels form give the same bits as one call. The bound: per unit a product of two scales and one
 // or two FMAs (3 roundings of the unit's terms), then the chain over the units.
-inline void expect_int8_kernel_matches_reference(const kernels::GemmFormat& gemm_format, Rng& rng) {
+template <typename SourceMatrix>
+void expect_int8_kernel_matches_reference_on(const kernels::GemmFormat& gemm_format, Rng& rng) {
   using namespace kernels;
   const GemmFormat* f = &gemm_format;
   const WeightFormat fmt = f->format;
@@ -146,9 +169,10 @@ inline void expect_int8_kernel_matches_reference(const kernels::GemmFormat& gemm
   const int nr = f->nr, mr = f->mr, panels = kFewRowsPanels[1];
   const GgufPanelLayout l = gguf_int8_layout(fmt);
   for (int64_t blocks : {1, 3, 9}) {
-    if (blocks == 9 && block_values(fmt) == kQ8KBlock) continue;
-    const int64_t k = blocks * block_values(fmt), units = k / l.k_unit;
-    const GgufMatrix m(rng, gguf_exact_twin(fmt), k, nr * panels - 3);
+    const int64_t block = int8_source_block_values(fmt);
+    if (blocks == 9 && block == kQ8KBlock) continue;
+    const int64_t k = blocks * block, units = k / l.k_unit;
+    const SourceMatrix m(rng, gguf_exact_twin(fmt), k, nr * panels - 3);
     const PackedMatrix p = pack_matrix(m.view, nr, fmt);
     ASSERT_EQ(p.panels, panels);
     for (int rows = 1; rows <= mr; ++rows) {
@@ -190,6 +214,10 @@ inline void expect_int8_kernel_matches_reference(const kernels::GemmFormat& gemm
     }
     expect_few_rows_equal_one_row_calls(*f, p, k, rng);
   }
+}
+inline void expect_int8_kernel_matches_reference(const kernels::GemmFormat& f, Rng& rng) {
+  if (kernels::gguf_int8_layout(f.format).mxfp4) expect_int8_kernel_matches_reference_on<Mxfp4Matrix>(f, rng);
+  else expect_int8_kernel_matches_reference_on<GgufMatrix>(f, rng);
 }
 
 }  // namespace hymoe::test::gguf
