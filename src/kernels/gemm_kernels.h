@@ -368,7 +368,8 @@ extern const GemmFormat gemm_q8_0w_q8_0_2x16__avx2, gemm_q4_0w_q8_0_2x16__avx2, 
     gemm_q5_kw_q8_k_2x16__avx2, gemm_q6_kw_q8_k_2x16__avx2, gemm_mxfp4w_q8_0_2x16__avx2;
 // Their AVX512_VNNI versions (vpdpbusd; 4 x 32 tiles), which the AVX512_BF16 table shares.
 extern const GemmFormat gemm_q8_0w_q8_0_4x32__avx512vnni, gemm_q4_0w_q8_0_4x32__avx512vnni,
-    gemm_q4_kw_q8_k_4x32__avx512vnni, gemm_q5_kw_q8_k_4x32__avx512vnni, gemm_q6_kw_q8_k_4x32__avx512vnni;
+    gemm_q4_kw_q8_k_4x32__avx512vnni, gemm_q5_kw_q8_k_4x32__avx512vnni, gemm_q6_kw_q8_k_4x32__avx512vnni,
+    gemm_mxfp4w_q8_0_4x32__avx512vnni;
 // The AVX2 kernels of the GGUF formats (4 x 16 tiles; one row over 4 panels for decode), which the AVX-512
 // tables share (gemm_avx512.cc says why).
 extern const GemmFormat gemm_q8_0w_f32_4x16__avx2, gemm_q4_0w_f32_4x16__avx2, gemm_q4_kw_f32_4x16__avx2,

@@ -204,6 +204,7 @@ HYMOE_MODEL_INT8_FORMAT(WeightFormat::kGgmlQ4_0I8, gemm_q4_0w_q8_0_4x32__model)
 HYMOE_MODEL_INT8_FORMAT(WeightFormat::kGgmlQ4_KI8, gemm_q4_kw_q8_k_4x32__model)
 HYMOE_MODEL_INT8_FORMAT(WeightFormat::kGgmlQ5_KI8, gemm_q5_kw_q8_k_4x32__model)
 HYMOE_MODEL_INT8_FORMAT(WeightFormat::kGgmlQ6_KI8, gemm_q6_kw_q8_k_4x32__model)
+HYMOE_MODEL_INT8_FORMAT(WeightFormat::kMxfp4Block32I8, gemm_mxfp4w_q8_0_4x32__model)
 #undef HYMOE_MODEL_INT8_FORMAT
 
 // The whole table, as an ISA unit builds it (this also instantiates every body of the header over the model).
@@ -326,15 +327,22 @@ TEST(EmulatedIsaTest, GroupedDriverRunsTheModelFormats) {
 }
 
 // The GGUF int8 kernel bodies over the vpdpbusd model (what gemm_avx512vnni.cc runs, which no emulator here
-// reaches): every format against its scalar reference on m = 1..4 rows and 1, 3, 9 blocks, the one-row decode form
+// reaches), MXFP4's int8 twin (vpshufb lookup, E8M0 scales) among them: every format against its scalar reference on m = 1..4 rows and 1, 3, 9 blocks, the one-row decode form
 // bit-identical to one-row calls, split K bit-identical to one call.
 TEST(EmulatedIsaTest, VnniGgufInt8MicroKernelsMatchTheReference) {
   Rng rng(23);
   for (const GemmFormat* f : {&gemm_q8_0w_q8_0_4x32__model, &gemm_q4_0w_q8_0_4x32__model, &gemm_q4_kw_q8_k_4x32__model,
-                              &gemm_q5_kw_q8_k_4x32__model, &gemm_q6_kw_q8_k_4x32__model}) {
+                              &gemm_q5_kw_q8_k_4x32__model, &gemm_q6_kw_q8_k_4x32__model,
+                              &gemm_mxfp4w_q8_0_4x32__model}) {
     SCOPED_TRACE(f->name);
     test::gguf::expect_int8_kernel_matches_reference(*f, rng);
   }
+}
+
+// MXFP4's int8 body over the model: one block gives llama.cpp's bits, subnormal scales included.
+TEST(EmulatedIsaTest, VnniMxfp4Int8BlockGivesLlamaCppBits) {
+  Rng rng(24);
+  test::gguf::expect_mxfp4_int8_block_matches_llama_cpp(gemm_mxfp4w_q8_0_4x32__model, rng);
 }
 
 }  // namespace

@@ -156,6 +156,53 @@ inline void expect_same_bits_on_1_and_2_threads(const kernels::GroupedFfn& ffn, 
   EXPECT_EQ(0, std::memcmp(y1.data(), y2.data(), y1.size() * sizeof(float))) << ffn.name();
 }
 
+// llama.cpp's ggml_vec_dot_mxfp4_q8_0 on one block: d = f16(d_x) * 2^(e - 128) in f32 (E8M0_TO_FP32_HALF), then
+// d * sumi with sumi = sum kvalues_mxfp4[nibble] * q.
+inline float llama_mxfp4_q8_0_block(const uint8_t* nibbles, uint8_t e, const int8_t* q, float dx) {
+  int sumi = 0;
+  for (int kk = 0; kk < 32; ++kk) sumi += kernels::kMxfp4Kvalues[nibbles[kk]] * q[kk];
+  const float d = dx * std::ldexp(1.0f, e - 128);
+  return d * static_cast<float>(sumi);
+}
+
+// MXFP4's int8 micro-kernel f on one block (K = 32) of one row gives llama.cpp's bits for every code (each column
+// a rotation of the 16 codes, two of each) under the E8M0 scales 0, 1 (subnormal halves), 2, 127 and 254 (largest
+// finite), with activations whose q8_0 codes reach +-127.
+inline void expect_mxfp4_int8_block_matches_llama_cpp(const kernels::GemmFormat& f, Rng& rng) {
+  using namespace kernels;
+  const int nr = f.nr;
+  ASSERT_TRUE(gguf_int8_layout(f.format).mxfp4) << f.name;
+  for (uint8_t e : {0, 1, 2, 127, 254}) {
+    Mxfp4Matrix m(rng, f.format, 32, nr);
+    std::vector<uint8_t> nibbles(static_cast<size_t>(nr * 32));
+    for (int j = 0; j < nr; ++j) {
+      for (int kk = 0; kk < 32; ++kk) nibbles[static_cast<size_t>(j * 32 + kk)] = static_cast<uint8_t>((kk + j) % 16);
+      for (int t = 0; t < 16; ++t)
+        m.codes[static_cast<size_t>(j * 16 + t)] = static_cast<uint8_t>(
+            nibbles[static_cast<size_t>(j * 32 + 2 * t)] | nibbles[static_cast<size_t>(j * 32 + 2 * t + 1)] << 4);
+      m.scales[static_cast<size_t>(j)] = e;
+    }
+    const PackedMatrix p = pack_matrix(m.view, nr, f.format);
+    const std::vector<float> x = random_values(rng, 32);
+    std::vector<uint8_t> a(static_cast<size_t>(f.a_unit_bytes()));
+    f.pack_a(x.data(), 32, nullptr, 1, 32, f.mr, a.data());
+    int8_t q[kQ8Block];
+    float dx;
+    quantize_ggml_q8_0_block(x.data(), 32, q, &dx);
+    std::vector<float> c(static_cast<size_t>(nr));
+    f.gemm(1, 32, a.data(), p.data(), c.data(), nr, false, nullptr, 0);
+    for (int j = 0; j < nr; ++j) {
+      const float want = llama_mxfp4_q8_0_block(nibbles.data() + j * 32, e, q, dx);
+      float got = c[static_cast<size_t>(j)];
+      uint32_t got_bits, want_bits;
+      std::memcpy(&got_bits, &got, 4);
+      std::memcpy(&want_bits, &want, 4);
+      ASSERT_EQ(got_bits, want_bits) << f.name << " e " << int{e} << " column " << j << ": " << got << " vs " << want;
+      if (e >= 2) ASSERT_NE(want, 0.0f);
+    }
+  }
+}
+
 // GGUF int8 micro-kernel f against gemm_gguf_int8__ref on m = 1..MR rows, K of 1, 3 and 9 blocks (odd counts of units, of
 // blocks and of the driver's 128-k blocks), N not a multiple of NR; splitting K at 128 (accumulate) and the
 // one-row-over-4-panels form give the same bits as one call. The bound: per unit a product of two scales and one

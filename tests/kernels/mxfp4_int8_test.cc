@@ -87,48 +87,10 @@ class Mxfp4Int8KernelTest : public hymoe::test::IsaKernelsTest {
   }
 };
 
-// llama.cpp's ggml_vec_dot_mxfp4_q8_0 on one block: d = f16(d_x) * 2^(e - 128) in f32 (E8M0_TO_FP32_HALF), then
-// d * sumi with sumi = sum kvalues_mxfp4[nibble] * q.
-float llama_mxfp4_q8_0_block(const uint8_t* nibbles, uint8_t e, const int8_t* q, float dx) {
-  int sumi = 0;
-  for (int kk = 0; kk < 32; ++kk) sumi += kMxfp4Kvalues[nibbles[kk]] * q[kk];
-  const float d = dx * std::ldexp(1.0f, e - 128);
-  return d * static_cast<float>(sumi);
-}
-
-// One block (K = 32) of one row: the kernel's bits are llama.cpp's for every code (each column a rotation of the
-// 16 codes, two of each) under the scales 0, 1 (subnormal), 2, 127 and 254 (largest finite) and activations whose
-// q8_0 codes reach +-127.
+// One block (K = 32) of one row: the kernel's bits are llama.cpp's (gguf_test_util.h).
 TEST_P(Mxfp4Int8KernelTest, OneBlockGivesLlamaCppBitsForEveryCodeAndScale) {
-  const GemmFormat& f = format();
-  const int nr = f.nr;
   Rng rng(33);
-  for (uint8_t e : {0, 1, 2, 127, 254}) {
-    Mxfp4Matrix m(rng, kFormat, 32, nr);
-    std::vector<uint8_t> nibbles(static_cast<size_t>(nr * 32));
-    for (int j = 0; j < nr; ++j) {
-      for (int kk = 0; kk < 32; ++kk) nibbles[static_cast<size_t>(j * 32 + kk)] = static_cast<uint8_t>((kk + j) % 16);
-      for (int t = 0; t < 16; ++t)
-        m.codes[static_cast<size_t>(j * 16 + t)] =
-            static_cast<uint8_t>(nibbles[static_cast<size_t>(j * 32 + 2 * t)] | nibbles[static_cast<size_t>(j * 32 + 2 * t + 1)] << 4);
-      m.scales[static_cast<size_t>(j)] = e;
-    }
-    const PackedMatrix p = pack_matrix(m.view, nr, kFormat);
-    const std::vector<float> x = hymoe::test::random_values(rng, 32);
-    std::vector<uint8_t> a(static_cast<size_t>(f.a_unit_bytes()));
-    f.pack_a(x.data(), 32, nullptr, 1, 32, f.mr, a.data());
-    int8_t q[kQ8Block];
-    float dx;
-    quantize_ggml_q8_0_block(x.data(), 32, q, &dx);
-    std::vector<float> c(static_cast<size_t>(nr));
-    f.gemm(1, 32, a.data(), p.data(), c.data(), nr, false, nullptr, 0);
-    for (int j = 0; j < nr; ++j) {
-      const float want = llama_mxfp4_q8_0_block(nibbles.data() + j * 32, e, q, dx);
-      ASSERT_EQ(std::bit_cast<uint32_t>(c[static_cast<size_t>(j)]), std::bit_cast<uint32_t>(want))
-          << f.name << " e " << int{e} << " column " << j << ": " << c[static_cast<size_t>(j)] << " vs " << want;
-      if (e >= 2) ASSERT_NE(want, 0.0f);
-    }
-  }
+  hymoe::test::gguf::expect_mxfp4_int8_block_matches_llama_cpp(format(), rng);
 }
 
 // m = 1..MR rows, K of 1, 3 and 9 blocks, N not a multiple of NR; split K and the decode form bit-identical.
