@@ -102,13 +102,10 @@ WeightFormat gguf_compute_format(WeightFormat exact, const GroupedFfnOptions& op
   return options.quant == QuantCompute::kExact ? exact : gguf_int8_twin(exact);
 }
 
-namespace {
-// A quantized view's panel format: MXFP4's integer-dot twin when the setting asks for int8.
 WeightFormat quantized_compute_format(WeightFormat natural, const GroupedFfnOptions& options) {
-  return natural == WeightFormat::kMxfp4Block32 && options.quant == QuantCompute::kInt8 ? gguf_int8_twin(natural)
-                                                                                          : natural;
+  return natural == WeightFormat::kMxfp4Block32 && options.quant != QuantCompute::kExact ? gguf_int8_twin(natural)
+                                                                                           : natural;
 }
-}  // namespace
 
 WeightFormat choose_down_format(std::span<const MlpWeightsView> weights, Isa isa, const GroupedFfnOptions& options) {
   if (gguf_weights(weights))
@@ -147,7 +144,7 @@ std::unique_ptr<GroupedFfn> make_grouped_ffn(const GroupedFfnShape& shape, std::
     return make_grouped_ffn_packed(shape, weights, isa, first, down);
   }
   if (isa == Isa::kScalar) {
-    // MXFP4 with int8 compute: the rounding reference, as for GGUF weights.
+    // MXFP4 with int8 compute (kAuto too): the rounding reference, as for GGUF weights.
     if (WeightFormat f; any_quantized(weights) && quantized_layer_format(weights, is_gated(shape.activation), &f) &&
                         quantized_compute_format(f, options) != f)
       return make_grouped_ffn_ref(shape, weights, RoundingModel::kGgmlActivations);
