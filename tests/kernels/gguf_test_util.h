@@ -108,11 +108,12 @@ inline std::vector<float> decoded(const MatrixView& v) {
   return out;
 }
 
-// A layer of GGUF experts: `first` for gate/up, `down` for down.
-struct GgufExperts {
-  std::vector<GgufMatrix> matrices;
+// A layer of GGUF (or MXFP4) experts: `first` for gate/up, `down` for down.
+template <typename Matrix>
+struct BlockExperts {
+  std::vector<Matrix> matrices;
   std::vector<MlpWeightsView> views;
-  GgufExperts(Rng& rng, int64_t G, int64_t D, int64_t H, WeightFormat first, WeightFormat down) {
+  BlockExperts(Rng& rng, int64_t G, int64_t D, int64_t H, WeightFormat first, WeightFormat down) {
     matrices.reserve(static_cast<size_t>(3 * G));
     for (int64_t g = 0; g < G; ++g) {
       MlpWeightsView v;
@@ -123,6 +124,8 @@ struct GgufExperts {
     }
   }
 };
+using GgufExperts = BlockExperts<GgufMatrix>;
+using Mxfp4Experts = BlockExperts<Mxfp4Matrix>;
 
 // A GGUF format's one row over kFewRowsPanels[1] panels (decode) gives the bits of that many one-row calls; p has
 // that many panels of K = k.

@@ -116,16 +116,8 @@ void expect_int8_ffn_matches_ref(Isa isa, int64_t D, int64_t H) {
   Rng rng(35);
   const std::vector<int64_t> sizes{0, 1, 50, 3, 0, 7};
   const int64_t G = static_cast<int64_t>(sizes.size());
-  std::vector<Mxfp4Matrix> mats;
-  mats.reserve(static_cast<size_t>(3 * G));
-  std::vector<MlpWeightsView> views;
-  for (int64_t g = 0; g < G; ++g) {
-    MlpWeightsView v;
-    v.gate = mats.emplace_back(rng, kFormat, D, H).view;
-    v.up = mats.emplace_back(rng, kFormat, D, H).view;
-    v.down = mats.emplace_back(rng, kFormat, H, D).view;
-    views.push_back(v);
-  }
+  const hymoe::test::gguf::Mxfp4Experts experts(rng, G, D, H, kFormat, kFormat);
+  const std::vector<MlpWeightsView>& views = experts.views;
   const GroupedFfnShape shape{G, D, H, Activation::kSwiGLU};
   std::vector<int64_t> offsets{0};
   for (int64_t n : sizes) offsets.push_back(offsets.back() + n);
