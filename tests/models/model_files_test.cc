@@ -144,6 +144,7 @@ TEST(ModelFiles, UnknownQuantizationAndDenseLayerAreNamed) {
 // agree to f32 summation; under kInt8 (and kAuto) the MXFP4 layer quantizes each projection's input to q8_0 as
 // llama.cpp does (docs/semantics.md): each activation moves by at most 0.56 of its block's d = max|x| / 127, which
 // the test holds, as the GGUF cases without y.act_rounded, to 3e-2 of max|y|, and which must show (above 1e-4).
+// `hymoe forward --model ... --quant-compute exact|int8` gives the library's bits under each setting.
 TEST(ModelFiles, GptOssMxfp4MatchesItsDecodedWeights) {
   const int64_t E = 4, D = 64, I = 32, K = 2;
   Rng rng(11);
@@ -201,6 +202,12 @@ TEST(ModelFiles, GptOssMxfp4MatchesItsDecodedWeights) {
     write_text(plain.path() + "/config.json", config.dump());
   }
   const Tensor x = random_normal(rng, {2, 7, D}, 1.0);
+  const TempDir io("hf_mxfp4_io");  // not in the model directory, whose safetensors are the model's
+  {
+    SafetensorsWriter in;
+    in.add("x", x);
+    in.write(io.path() + "/input.safetensors");
+  }
   const QuantCompute before = quant_compute();
   for (QuantCompute mode : {QuantCompute::kExact, QuantCompute::kInt8}) {
     SCOPED_TRACE(std::string(quant_compute_name(mode)));
@@ -221,6 +228,16 @@ TEST(ModelFiles, GptOssMxfp4MatchesItsDecodedWeights) {
       EXPECT_LE(max_err, 3e-2 * max_abs);
       EXPECT_GT(max_err, 1e-4 * max_abs) << "the activations were not quantized";
     }
+    const std::string out = io.path() + "/out.safetensors";
+    std::string log;
+    ASSERT_EQ(0, test::run_command(test::tool_path() + " forward --model " + q.path() + " --layer 0 --input " + io.path() +
+                                       "/input.safetensors --output " + out + " --quant-compute " +
+                                       std::string(quant_compute_name(mode)),
+                                   &log))
+        << log;
+    const Tensor y_tool = SafetensorsFile::open(out).read_f32("y");
+    ASSERT_EQ(y_tool.numel(), yq.numel());
+    EXPECT_EQ(0, std::memcmp(y_tool.values().data(), yq.values().data(), sizeof(float) * static_cast<size_t>(yq.numel())));
   }
   set_quant_compute(before);
 }
