@@ -26,8 +26,8 @@ Bf16Compute bf16_compute_from_name(std::string_view name, std::string_view what)
 enum class QuantCompute {
   kAuto,   // kInt8: llama.cpp's behaviour, and the faster one
   kExact,  // the exactly decoded weights times f32 activations, f32 FMA: the reference `y` of the GGUF cases
-  kInt8,   // activations quantized per block as ggml's CPU backend does (q8_0 for Q8_0/Q4_0 weights, q8_K for
-           // Q4_K/Q5_K/Q6_K), integer dot products: the reference `y.act_rounded`
+  kInt8,   // activations quantized per block as ggml's CPU backend does (q8_0 for Q8_0/Q4_0/MXFP4 weights, q8_K
+           // for Q4_K/Q5_K/Q6_K), integer dot products: the reference `y.act_rounded`
 };
 
 // The default: HYMOE_QUANT_COMPUTE=auto|exact|int8 if set, else kAuto.

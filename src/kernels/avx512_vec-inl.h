@@ -72,6 +72,16 @@ struct V512 {
   static ivec add_pairs(ivec acc, ivec pairs) {
     return _mm512_add_epi32(acc, _mm512_madd_epi16(pairs, _mm512_set1_epi16(1)));
   }
+  // MXFP4: the nibble lookup (vpshufb within each 128-bit lane) and the E8M0 exponents as f32 bits
+  // max(e << 23, 2^-127's bits 0x400000).
+  static ivec table16(const uint8_t* t) {
+    return _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(t)));
+  }
+  static ivec lookup16(ivec table, ivec idx) { return _mm512_shuffle_epi8(table, idx); }
+  static vec e8m0_scales(const uint8_t* p) {
+    const __m512i e = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return _mm512_castsi512_ps(_mm512_max_epi32(_mm512_slli_epi32(e, 23), _mm512_set1_epi32(0x400000)));
+  }
 };
 
 // With AVX512_VNNI: vpdpbusd takes the biased weights w + 128 as its unsigned operand and the activations as the

@@ -1,6 +1,6 @@
 // AVX2+FMA micro-kernels: gemm_f32w_f32_6x16__avx2, gemm_bf16w_f32_6x16__avx2, gemm_q8w_q8_2x16__avx2 (the
 // vpmaddubsw idiom), the GGUF formats' gemm_{q8_0,q4_0,q4_k,q5_k,q6_k}w_f32_4x16__avx2, their integer-dot twins
-// gemm_{q8_0,q4_0}w_q8_0_2x16__avx2 and gemm_{q4_k,q5_k,q6_k}w_q8_k_2x16__avx2, and the SwiGLU epilogue. Compiled
+// gemm_{q8_0,q4_0,mxfp4}w_q8_0_2x16__avx2 and gemm_{q4_k,q5_k,q6_k}w_q8_k_2x16__avx2, and the SwiGLU epilogue. Compiled
 // with -mavx2 -mfma (and only this file): callers reach it through isa_kernels(), chosen at run time.
 #include <immintrin.h>
 
@@ -102,6 +102,16 @@ struct V {
   static ivec add_pairs(ivec acc, ivec pairs) {
     return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
   }
+  // MXFP4: the nibble lookup (vpshufb within each 128-bit lane) and the E8M0 exponents as f32 bits
+  // max(e << 23, 2^-127's bits 0x400000).
+  static ivec table16(const uint8_t* t) {
+    return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(t)));
+  }
+  static ivec lookup16(ivec table, ivec idx) { return _mm256_shuffle_epi8(table, idx); }
+  static vec e8m0_scales(const uint8_t* p) {
+    const __m256i e = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+    return _mm256_castsi256_ps(_mm256_max_epi32(_mm256_slli_epi32(e, 23), _mm256_set1_epi32(0x400000)));
+  }
 };
 
 constexpr int kMr = 6;  // 6 rows x 2 ymm = 12 accumulators (see the register budget in the -inl header)
@@ -141,6 +151,7 @@ HYMOE_GGUF_INT8_FORMAT(WeightFormat::kGgmlQ4_0I8, gemm_q4_0w_q8_0_2x16__avx2)
 HYMOE_GGUF_INT8_FORMAT(WeightFormat::kGgmlQ4_KI8, gemm_q4_kw_q8_k_2x16__avx2)
 HYMOE_GGUF_INT8_FORMAT(WeightFormat::kGgmlQ5_KI8, gemm_q5_kw_q8_k_2x16__avx2)
 HYMOE_GGUF_INT8_FORMAT(WeightFormat::kGgmlQ6_KI8, gemm_q6_kw_q8_k_2x16__avx2)
+HYMOE_GGUF_INT8_FORMAT(WeightFormat::kMxfp4Block32I8, gemm_mxfp4w_q8_0_2x16__avx2)
 #undef HYMOE_GGUF_INT8_FORMAT
 
 namespace {
@@ -153,7 +164,7 @@ const IsaKernels kKernels{Isa::kAvx2, kMr, kNr, gemm_f32w, gemm_bf16w, gemm_f32w
                            &gemm_q4_kw_f32_4x16__avx2, &gemm_q5_kw_f32_4x16__avx2, &gemm_q6_kw_f32_4x16__avx2,
                            &kGemmFp8wF32Avx2, &kGemmMxfp4wF32Avx2, &gemm_q8_0w_q8_0_2x16__avx2,
                            &gemm_q4_0w_q8_0_2x16__avx2, &gemm_q4_kw_q8_k_2x16__avx2, &gemm_q5_kw_q8_k_2x16__avx2,
-                           &gemm_q6_kw_q8_k_2x16__avx2},
+                           &gemm_q6_kw_q8_k_2x16__avx2, &gemm_mxfp4w_q8_0_2x16__avx2},
                           nullptr, int8_dot_probe};
 
 }  // namespace

@@ -39,7 +39,8 @@ const IsaKernels kKernels{Isa::kAvx512, kMr, kNr, gemm_f32w, gemm_bf16w, gemm_f3
                            &gemm_q5_kw_f32_4x16__avx2, &gemm_q6_kw_f32_4x16__avx2,
                            &kGemmFp8wF32Avx2, &kGemmMxfp4wF32Avx2,
                            &gemm_q8_0w_q8_0_2x16__avx2, &gemm_q4_0w_q8_0_2x16__avx2, &gemm_q4_kw_q8_k_2x16__avx2,
-                           &gemm_q5_kw_q8_k_2x16__avx2, &gemm_q6_kw_q8_k_2x16__avx2}, nullptr, int8_dot_probe};
+                           &gemm_q5_kw_q8_k_2x16__avx2, &gemm_q6_kw_q8_k_2x16__avx2, &gemm_mxfp4w_q8_0_2x16__avx2},
+                          nullptr, int8_dot_probe};
 
 }  // namespace
 

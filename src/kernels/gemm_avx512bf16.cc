@@ -47,7 +47,8 @@ const IsaKernels kKernels{Isa::kAvx512Bf16, kMr, kNr, gemm_f32w, gemm_bf16w, gem
                            &kGemmFp8wF32Avx2, &kGemmMxfp4wF32Avx2,
                            &gemm_q8_0w_q8_0_4x32__avx512vnni, &gemm_q4_0w_q8_0_4x32__avx512vnni,
                            &gemm_q4_kw_q8_k_4x32__avx512vnni, &gemm_q5_kw_q8_k_4x32__avx512vnni,
-                           &gemm_q6_kw_q8_k_4x32__avx512vnni}, bf16_dot_probe<>, int8_dot_probe};
+                           &gemm_q6_kw_q8_k_4x32__avx512vnni, &gemm_mxfp4w_q8_0_4x32__avx512vnni}, bf16_dot_probe<>,
+                          int8_dot_probe};
 
 }  // namespace
 

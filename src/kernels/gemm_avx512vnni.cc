@@ -1,5 +1,5 @@
 // AVX-512 with AVX512_VNNI: gemm_q8w_q8_6x32__avx512vnni and the GGUF int8 kernels
-// gemm_{q8_0,q4_0}w_q8_0_4x32__avx512vnni, gemm_{q4_k,q5_k,q6_k}w_q8_k_4x32__avx512vnni (vpdpbusd), beside the AVX-512F kernels built again
+// gemm_{q8_0,q4_0,mxfp4}w_q8_0_4x32__avx512vnni, gemm_{q4_k,q5_k,q6_k}w_q8_k_4x32__avx512vnni (vpdpbusd), beside the AVX-512F kernels built again
 // with this flag. Compiled with -mavx512f -mavx512bw -mavx512vl -mavx512vnni -mfma (and only this file); run only
 // where detect_best_isa() found AVX512_VNNI.
 #include <immintrin.h>
@@ -40,6 +40,7 @@ HYMOE_GGUF_INT8_FORMAT(WeightFormat::kGgmlQ4_0I8, gemm_q4_0w_q8_0_4x32__avx512vn
 HYMOE_GGUF_INT8_FORMAT(WeightFormat::kGgmlQ4_KI8, gemm_q4_kw_q8_k_4x32__avx512vnni)
 HYMOE_GGUF_INT8_FORMAT(WeightFormat::kGgmlQ5_KI8, gemm_q5_kw_q8_k_4x32__avx512vnni)
 HYMOE_GGUF_INT8_FORMAT(WeightFormat::kGgmlQ6_KI8, gemm_q6_kw_q8_k_4x32__avx512vnni)
+HYMOE_GGUF_INT8_FORMAT(WeightFormat::kMxfp4Block32I8, gemm_mxfp4w_q8_0_4x32__avx512vnni)
 #undef HYMOE_GGUF_INT8_FORMAT
 
 namespace {
@@ -54,7 +55,8 @@ const IsaKernels kKernels{Isa::kAvx512Vnni, kMr, kNr, gemm_f32w, gemm_bf16w, gem
                            &kGemmFp8wF32Avx2, &kGemmMxfp4wF32Avx2,
                            &gemm_q8_0w_q8_0_4x32__avx512vnni, &gemm_q4_0w_q8_0_4x32__avx512vnni,
                            &gemm_q4_kw_q8_k_4x32__avx512vnni, &gemm_q5_kw_q8_k_4x32__avx512vnni,
-                           &gemm_q6_kw_q8_k_4x32__avx512vnni}, nullptr, int8_dot_probe};
+                           &gemm_q6_kw_q8_k_4x32__avx512vnni, &gemm_mxfp4w_q8_0_4x32__avx512vnni}, nullptr,
+                          int8_dot_probe};
 
 }  // namespace
 

@@ -12,11 +12,23 @@
 // unsigned: exact for u <= 63 with vpmaddubsw, for any u with vpdpbusd), set1_i32(int), kPairSums (true where
 // u_dot4 is the vpmaddubsw idiom) and its parts pair_sums(u, x) (int16 sums of pairs), add_i16, add_pairs(acc,
 // pairs) (acc + the int32 sums of adjacent pairs). Q8_0 uses q8_weights,
-// q8_start and q8_dot4 (the sign idiom where VNNI is missing). The including unit defines kIntMr.
+// q8_start and q8_dot4 (the sign idiom where VNNI is missing). MXFP4 uses table16(const uint8_t*) (16 bytes in
+// every 128-bit lane), lookup16(table, ivec) (vpshufb: each byte, 0..15, replaced by its table entry) and
+// e8m0_scales(const uint8_t*) (kWidth u8 exponents e to f32 2^(e - 127), e = 0 to 2^-127). The including unit
+// defines kIntMr.
 //
 // Register budget (AVX2, 2 rows): 4 f32 and 4 int32 accumulators, 2 weight vectors and their unpacking
 // temporaries (2-4), 1 broadcast, constants: 16 ymm. One row over 4 panels keeps 8 f32 accumulators and the int32
 // ones of one panel at a time.
+
+// MXFP4's stored nibble to u = kvalue + 12 (0..24), the unsigned operand of the dot products.
+struct Mxfp4Codes {
+  uint8_t u[16];
+  constexpr Mxfp4Codes() : u{} {
+    for (int i = 0; i < 16; ++i) u[i] = static_cast<uint8_t>(kMxfp4Kvalues[i] + 12);
+  }
+};
+inline constexpr Mxfp4Codes kMxfp4Codes{};
 
 template <WeightFormat F>
 struct Int8Layout {
@@ -42,6 +54,7 @@ inline auto int8_weights(const uint8_t* bu) {
       const typename V::ivec high = V::load_bytes(bu + (kBlocks * kNr + Half * V::kWidth) * 4);
       u = V::or_bytes(u, V::and_bytes(V::template shift_bytes<4 - G * kHigh>(high), ((1 << kHigh) - 1) << 4));
     }
+    if constexpr (L::kL.mxfp4) u = V::lookup16(V::table16(kMxfp4Codes.u), u);
     return u;
   }
 }
@@ -54,10 +67,11 @@ inline typename V::ivec int8_dot(typename V::ivec acc, const auto& w, typename V
 
 // Groups whose vpmaddubsw pair sums can be added in int16 before one vpmaddwd widens them (the idiom's second
 // and third instruction once per chunk instead of once per group): a pair sum is at most 2 * umax * 127, so 8 of
-// them for 4-bit codes, 4 for 5-bit and 2 for 6-bit stay below 2^15. 1 (no chunks) where V has vpdpbusd or for
-// Q8_0's sign idiom.
+// them for 4-bit codes, 4 for 5-bit and 2 for 6-bit stay below 2^15; MXFP4's u <= 24 allows 5 (2 * 24 * 127 * 5 =
+// 30480), so its 8 groups go in two chunks of 4. 1 (no chunks) where V has vpdpbusd or for Q8_0's sign idiom.
 template <WeightFormat F>
-constexpr int kPairChunk = !V::kPairSums ? 1 : gguf_int8_layout(F).code_bits == 4 ? 8
+constexpr int kPairChunk = !V::kPairSums ? 1 : gguf_int8_layout(F).mxfp4 ? 4
+                                             : gguf_int8_layout(F).code_bits == 4 ? 8
                                              : gguf_int8_layout(F).code_bits == 5 ? 4
                                              : gguf_int8_layout(F).code_bits == 6 ? 2
                                                                                   : 1;
@@ -142,10 +156,19 @@ void int8_tile(int64_t units, const uint8_t* a, const uint8_t* b, int64_t panel_
       }
       int8_groups<F, M, 0>(au, bu, s);
       const float* scale = reinterpret_cast<const float*>(bu + L::kCodeBytes);
-      const typename V::vec d0 = V::load(scale), d1 = V::load(scale + V::kWidth);
+      typename V::vec d0, d1;
+      if constexpr (L::kL.mxfp4) {
+        // 2^(e - 127) times da / 2 (exact: da is an f16 value) is llama.cpp's 2^(e - 128) * da, rounded once.
+        d0 = V::e8m0_scales(bu + L::kCodeBytes);
+        d1 = V::e8m0_scales(bu + L::kCodeBytes + V::kWidth);
+      } else {
+        d0 = V::load(scale);
+        d1 = V::load(scale + V::kWidth);
+      }
 #pragma GCC unroll 8
       for (int i = 0; i < M; ++i) {
-        const typename V::vec dav = V::broadcast(da + i);
+        typename V::vec dav = V::broadcast(da + i);
+        if constexpr (L::kL.mxfp4) dav = V::mul(dav, V::set1(0.5f));
         acc[i][2 * p] = V::fma(V::to_float(s[i][0]), V::mul(d0, dav), acc[i][2 * p]);
         acc[i][2 * p + 1] = V::fma(V::to_float(s[i][1]), V::mul(d1, dav), acc[i][2 * p + 1]);
         if constexpr (L::kL.offsets) {

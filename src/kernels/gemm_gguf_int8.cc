@@ -1,6 +1,6 @@
-// The GGUF int8 formats' ISA-free parts (gemm_kernels.h, gguf_int8_layout): ggml's activation quantizers (q8_0,
-// q8_K), the packing of a micro-tile's activations into the kernels' units, and the micro-kernels' scalar
-// reference. Built without ISA flags.
+// The GGUF int8 formats' ISA-free parts (gemm_kernels.h, gguf_int8_layout; MXFP4's int8 twin among them): ggml's
+// activation quantizers (q8_0, q8_K), the packing of a micro-tile's activations into the kernels' units, and the
+// micro-kernels' scalar reference. Built without ISA flags.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -117,7 +117,7 @@ void gemm_gguf_int8__ref(WeightFormat format, int m, int mr, int nr, int64_t kc,
         int32_t packed_sum;
         std::memcpy(&packed_sum, au + (l.k_unit + 4) * mr + 4 * i, sizeof packed_sum);
         HYMOE_CHECK(packed_sum == sum, "activation unit sum ", packed_sum, " != ", sum);
-        const double da = load_f32(au + l.k_unit * mr + 4 * i), scale = load_f32(bu + code_bytes + 4 * j);
+        const double da = load_f32(au + l.k_unit * mr + 4 * i), scale = gguf_int8_panel_scale(format, bu, nr, j);
         acc += static_cast<double>(dot) * scale * da;
         if (l.offsets) acc += static_cast<double>(load_f32(bu + code_bytes + 4 * (nr + j))) * da * static_cast<double>(sum);
       }

@@ -20,6 +20,8 @@
 //              operand vpdpbusd / vpmaddubsw consume), codes unsigned with a bias, two 4-bit codes per byte, then
 //              the columns' f32 scales (and offsets). Activations quantized per block as ggml's CPU backend does
 //              (q8_0 or q8_K) when packed; per unit an exact integer dot, then one float FMA per C element.
+//              MXFP4 runs the same way against q8_0 activations (as llama.cpp runs gpt-oss): its E2M1 nibbles in
+//              Q4_0's nibble layout, looked up in registers as 2x their value plus 12, then NR u8 E8M0 scales.
 //   fp8 block  per panel, per k block of 128: (128, NR) u8 float8 e4m3fn codes, then NR f32 multipliers (the
 //              checkpoint's block scale times 2^8, see gemm_quantized.cc); decoded exactly in registers; f32 FMA.
 //   mxfp4      per panel, per k group of 32: (16, NR) u8 (k pair t of column j: low nibble k = 2t, high 2t + 1,
@@ -51,11 +53,14 @@ enum class WeightFormat {
   // The GGUF blocks repacked for integer dot products with activations quantized as ggml's CPU backend does
   // (QuantCompute::kInt8): Q8_0 and Q4_0 against q8_0 activations, the K-quants against q8_K.
   kGgmlQ8_0I8, kGgmlQ4_0I8, kGgmlQ4_KI8, kGgmlQ5_KI8, kGgmlQ6_KI8,
+  // MXFP4 (gpt-oss) repacked for integer dot products with q8_0 activations (QuantCompute::kInt8), as llama.cpp's
+  // ggml_vec_dot_mxfp4_q8_0.
+  kMxfp4Block32I8,
 };
-constexpr int kNumWeightFormats = 16;
+constexpr int kNumWeightFormats = 17;
 // The kernel-name spelling of a format's operands (docs/kernels.md): "f32w_f32", "bf16w_f32", "bf16w_bf16",
 // "q8w_q8", "q8_0w_f32", "q4_0w_f32", "q4_kw_f32", "q5_kw_f32", "q6_kw_f32", "fp8w_f32", "mxfp4w_f32",
-// "q8_0w_q8_0", "q4_0w_q8_0", "q4_kw_q8_k", "q5_kw_q8_k", "q6_kw_q8_k".
+// "q8_0w_q8_0", "q4_0w_q8_0", "q4_kw_q8_k", "q5_kw_q8_k", "q6_kw_q8_k", "mxfp4w_q8_0".
 const char* weight_format_operands(WeightFormat format);
 
 // The panel layout of a GGUF format (docs/kernels.md, "Formats"), per k unit of `k_unit` k (one GGUF sub-block):
@@ -70,7 +75,13 @@ struct GgufPanelLayout {
   uint32_t ggml_type;  // 0 for the non-GGUF formats
   int k_unit, code_bits, code_bias;
   bool offsets;
+  // MXFP4 (ggml type 39): the stored nibbles are E2M1 codes, whose integer code is kMxfp4Kvalues[nibble] (2x the
+  // E2M1 value, so u = that + 12 in 0..24), and the scales are nr u8 E8M0 exponents e, scale 2^(e - 128) (half
+  // the E8M0 value, as the codes are doubled; e = 0 and 1 give the subnormals 2^-128 and 2^-127).
+  bool mxfp4 = false;
 };
+// llama.cpp's kvalues_mxfp4: 2x the E2M1 value of each nibble.
+constexpr int8_t kMxfp4Kvalues[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 constexpr GgufPanelLayout gguf_panel_layout(WeightFormat format) {
   switch (format) {
     case WeightFormat::kGgmlQ8_0: return {8, 32, 8, 0, false};
@@ -88,10 +99,11 @@ constexpr bool is_gguf_format(WeightFormat format) { return gguf_panel_layout(fo
 //           4-6 bits: G/2 blocks (nr, 4) of nibbles, block h's byte (j, t) holding group h's low four bits (low
 //           nibble) and group h + G/2's (high nibble); then (5, 6 bits) one plane (nr, 4) u8 of the high bits,
 //           group g's code_bits - 4 of them at bit g * (code_bits - 4).
-//   scales  nr f32, the sub-block's scale of each column
+//   scales  nr f32, the sub-block's scale of each column (MXFP4: nr u8 E8M0, see GgufPanelLayout::mxfp4)
 //   offsets nr f32 (Q4_K, Q5_K): -(dmin * m) of each column
 // Weight (k, j) = fmaf(scale[j], u - code_bias, offset[j]) (or scale[j] * (u - code_bias)): the same values as
 // gguf_panel_layout's. The AVX2 idiom needs u <= 63 except for Q8_0 (vpmaddubsw's pair sums saturate at 2^15).
+// MXFP4 stores the E2M1 nibble itself in Q4_0's nibble layout; its u is kMxfp4Kvalues[nibble] + 12.
 constexpr GgufPanelLayout gguf_int8_layout(WeightFormat format) {
   switch (format) {
     case WeightFormat::kGgmlQ8_0I8: return {8, 32, 8, 128, false};
@@ -99,16 +111,25 @@ constexpr GgufPanelLayout gguf_int8_layout(WeightFormat format) {
     case WeightFormat::kGgmlQ4_KI8: return {12, 32, 4, 0, true};
     case WeightFormat::kGgmlQ5_KI8: return {13, 32, 5, 0, true};
     case WeightFormat::kGgmlQ6_KI8: return {14, 16, 6, 32, false};
+    case WeightFormat::kMxfp4Block32I8: return {39, 32, 4, 12, false, true};
     default: return {0, 0, 0, 0, false};
   }
 }
 constexpr bool is_gguf_int8_format(WeightFormat format) { return gguf_int8_layout(format).ggml_type != 0; }
-// The ggml type a GGUF format (exact or int8) repacks; 0 for the others.
+// The ggml type a GGUF format (exact or int8) repacks from a kGgml view; 0 for the others (MXFP4's int8 format
+// packs the checkpoint's kMxfp4 views, gemm_quantized.h).
 constexpr uint32_t gguf_format_type(WeightFormat format) {
-  return gguf_panel_layout(format).ggml_type | gguf_int8_layout(format).ggml_type;
+  return gguf_panel_layout(format).ggml_type | (gguf_int8_layout(format).mxfp4 ? 0 : gguf_int8_layout(format).ggml_type);
 }
 // Whether an int8 format's activations are q8_K (256-value blocks, f32 d: the K-quants) rather than q8_0.
-constexpr bool gguf_int8_q8_k(WeightFormat format) { return gguf_int8_layout(format).ggml_type >= 12; }
+constexpr bool gguf_int8_q8_k(WeightFormat format) {
+  const uint32_t t = gguf_int8_layout(format).ggml_type;
+  return t >= 12 && t <= 14;
+}
+// Bytes of the per-column factors after an int8 unit's codes: f32 scales (and offsets), or MXFP4's u8 E8M0.
+constexpr int64_t gguf_int8_factor_bytes(const GgufPanelLayout& l, int nr) {
+  return l.mxfp4 ? nr : 4 * nr * (l.offsets ? 2 : 1);
+}
 constexpr int kQ8KBlock = 256;
 // k granularity of the format's packed panels: K is padded with zeros to a multiple of it.
 constexpr int k_unit(WeightFormat format) {
@@ -124,7 +145,7 @@ constexpr int k_unit(WeightFormat format) {
 constexpr int64_t weight_unit_bytes(WeightFormat format, int nr) {
   if (is_gguf_format(format) || is_gguf_int8_format(format)) {
     const GgufPanelLayout l = is_gguf_format(format) ? gguf_panel_layout(format) : gguf_int8_layout(format);
-    return int64_t{l.k_unit} * nr * l.code_bits / 8 + 4 * nr * (l.offsets ? 2 : 1);
+    return int64_t{l.k_unit} * nr * l.code_bits / 8 + gguf_int8_factor_bytes(l, nr);
   }
   return format == WeightFormat::kF32 ? 4 * nr : format == WeightFormat::kQ8Block32 ? 36 * nr
        : format == WeightFormat::kFp8Block128 ? 132 * nr : format == WeightFormat::kMxfp4Block32 ? 17 * nr
@@ -179,15 +200,17 @@ bool gguf_weight_format(uint32_t type, WeightFormat* format);
 void fill_gguf_panel(WeightFormat format, int64_t k, int nr, uint8_t* panel,
                      const std::function<std::pair<int, int64_t>(int)>& column_of, const MatrixView& gate,
                      const MatrixView& up);
-// The integer-dot twin of an exact GGUF format (kGgmlQ4_K -> kGgmlQ4_KI8), and back.
+// The integer-dot twin of an exact GGUF format (kGgmlQ4_K -> kGgmlQ4_KI8) or of kMxfp4Block32, and back.
 WeightFormat gguf_int8_twin(WeightFormat exact);
 WeightFormat gguf_exact_twin(WeightFormat int8);
 // Panel p's branch of pack_matrix / pack_gate_up for the GGUF int8 formats, as fill_gguf_panel.
 void fill_gguf_int8_panel(WeightFormat format, int64_t k, int nr, uint8_t* panel,
                           const std::function<std::pair<int, int64_t>(int)>& column_of, const MatrixView& gate,
                           const MatrixView& up);
-// The stored unsigned code u of weight (kk, j) of a GGUF int8 panel of nr columns.
+// The unsigned code u of weight (kk, j) of a GGUF int8 panel of nr columns (MXFP4: its nibble's kvalue + 12).
 int gguf_int8_panel_code(WeightFormat format, const uint8_t* panel, int nr, int64_t kk, int j);
+// The scale of column j in one unit (`unit`, from its codes on) of a GGUF int8 panel of nr columns.
+float gguf_int8_panel_scale(WeightFormat format, const uint8_t* unit, int nr, int j);
 // Activations as ggml's CPU backend quantizes them before its integer dot products (quantize_row_q8_0_ref,
 // quantize_row_q8_K_ref), shared by the packers and the reference's rounding model so all agree to the bit;
 // values past x[n) are taken as 0.
@@ -342,10 +365,11 @@ void gemm_gguf_int8__ref(WeightFormat format, int m, int mr, int nr, int64_t kc,
 // The AVX2 int8 kernels of the GGUF formats (vpmaddubsw; 2 x 16 tiles, one row over 4 panels for decode), which
 // the AVX-512 tables without VNNI share.
 extern const GemmFormat gemm_q8_0w_q8_0_2x16__avx2, gemm_q4_0w_q8_0_2x16__avx2, gemm_q4_kw_q8_k_2x16__avx2,
-    gemm_q5_kw_q8_k_2x16__avx2, gemm_q6_kw_q8_k_2x16__avx2;
+    gemm_q5_kw_q8_k_2x16__avx2, gemm_q6_kw_q8_k_2x16__avx2, gemm_mxfp4w_q8_0_2x16__avx2;
 // Their AVX512_VNNI versions (vpdpbusd; 4 x 32 tiles), which the AVX512_BF16 table shares.
 extern const GemmFormat gemm_q8_0w_q8_0_4x32__avx512vnni, gemm_q4_0w_q8_0_4x32__avx512vnni,
-    gemm_q4_kw_q8_k_4x32__avx512vnni, gemm_q5_kw_q8_k_4x32__avx512vnni, gemm_q6_kw_q8_k_4x32__avx512vnni;
+    gemm_q4_kw_q8_k_4x32__avx512vnni, gemm_q5_kw_q8_k_4x32__avx512vnni, gemm_q6_kw_q8_k_4x32__avx512vnni,
+    gemm_mxfp4w_q8_0_4x32__avx512vnni;
 // The AVX2 kernels of the GGUF formats (4 x 16 tiles; one row over 4 panels for decode), which the AVX-512
 // tables share (gemm_avx512.cc says why).
 extern const GemmFormat gemm_q8_0w_f32_4x16__avx2, gemm_q4_0w_f32_4x16__avx2, gemm_q4_kw_f32_4x16__avx2,

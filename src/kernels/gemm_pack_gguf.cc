@@ -29,14 +29,15 @@ WeightFormat gguf_int8_twin(WeightFormat exact) {
     case WeightFormat::kGgmlQ4_K: return WeightFormat::kGgmlQ4_KI8;
     case WeightFormat::kGgmlQ5_K: return WeightFormat::kGgmlQ5_KI8;
     case WeightFormat::kGgmlQ6_K: return WeightFormat::kGgmlQ6_KI8;
-    default: HYMOE_CHECK(false, weight_format_operands(exact), " is not an exact GGUF format");
+    case WeightFormat::kMxfp4Block32: return WeightFormat::kMxfp4Block32I8;
+    default: HYMOE_CHECK(false, weight_format_operands(exact), " is not an exact GGUF or mxfp4 format");
   }
   return exact;
 }
 
 WeightFormat gguf_exact_twin(WeightFormat int8) {
   for (WeightFormat f : {WeightFormat::kGgmlQ8_0, WeightFormat::kGgmlQ4_0, WeightFormat::kGgmlQ4_K,
-                         WeightFormat::kGgmlQ5_K, WeightFormat::kGgmlQ6_K})
+                         WeightFormat::kGgmlQ5_K, WeightFormat::kGgmlQ6_K, WeightFormat::kMxfp4Block32})
     if (gguf_int8_twin(f) == int8) return f;
   HYMOE_CHECK(false, weight_format_operands(int8), " is not a GGUF int8 format");
   return int8;
@@ -130,6 +131,7 @@ void fill_gguf_int8_panel(WeightFormat format, int64_t k, int nr, uint8_t* panel
                           const std::function<std::pair<int, int64_t>(int)>& column_of, const MatrixView& gate,
                           const MatrixView& up) {
   const GgufPanelLayout l = gguf_int8_layout(format);
+  HYMOE_CHECK(!l.mxfp4, "mxfp4 int8 panels are packed from kMxfp4 views (pack_quantized_matrix)");
   const int groups = l.k_unit / 4, high_bits = l.code_bits - 4;
   fill_panel_units(format, l, k, nr, panel, column_of, gate, up, [&](uint8_t* unit, int kk, int j, int stored) {
     HYMOE_CHECK(stored >= 0 && stored < (1 << l.code_bits));
@@ -152,7 +154,15 @@ int gguf_int8_panel_code(WeightFormat format, const uint8_t* panel, int nr, int6
   const int groups = l.k_unit / 4, high_bits = l.code_bits - 4;
   const int nibble = (unit[(g % (groups / 2) * nr + j) * 4 + t] >> (g < groups / 2 ? 0 : 4)) & 15;
   const int high = high_bits > 0 ? (unit[(groups / 2 * nr + j) * 4 + t] >> (g * high_bits)) & ((1 << high_bits) - 1) : 0;
+  if (l.mxfp4) return kMxfp4Kvalues[nibble] + l.code_bias;
   return nibble | (high << 4);
+}
+
+float gguf_int8_panel_scale(WeightFormat format, const uint8_t* unit, int nr, int j) {
+  const GgufPanelLayout l = gguf_int8_layout(format);
+  const uint8_t* factors = unit + int64_t{l.k_unit} * nr * l.code_bits / 8;
+  // E8M0 e halved: 2^(e - 128), subnormal for e = 0 and 1 (ldexp is exact there).
+  return l.mxfp4 ? std::ldexp(1.0f, factors[j] - 128) : load_f32(factors + 4 * j);
 }
 
 float gguf_panel_weight(WeightFormat format, const uint8_t* panel, int nr, int64_t kk, int j) {
@@ -160,7 +170,7 @@ float gguf_panel_weight(WeightFormat format, const uint8_t* panel, int nr, int64
     const GgufPanelLayout l = gguf_int8_layout(format);
     const uint8_t* unit = panel + kk / l.k_unit * weight_unit_bytes(format, nr);
     const int64_t code_bytes = int64_t{l.k_unit} * nr * l.code_bits / 8;
-    const float scale = load_f32(unit + code_bytes + 4 * j);
+    const float scale = gguf_int8_panel_scale(format, unit, nr, j);
     const float code = static_cast<float>(gguf_int8_panel_code(format, panel, nr, kk, j) - l.code_bias);
     return l.offsets ? std::fma(scale, code, load_f32(unit + code_bytes + 4 * (nr + j))) : scale * code;
   }

@@ -15,6 +15,9 @@ namespace hymoe::kernels {
 static_assert(kKc % kFp8PanelBlock == 0 && kKc % kMxfp4PanelGroup == 0,
               "the driver's K blocks must end on whole units of the quantized formats");
 static_assert(k_unit(WeightFormat::kFp8Block128) == kFp8PanelBlock && k_unit(WeightFormat::kMxfp4Block32) == kMxfp4PanelGroup);
+static_assert(k_unit(WeightFormat::kMxfp4Block32I8) == kMxfp4PanelGroup &&
+              weight_unit_bytes(WeightFormat::kMxfp4Block32I8, 16) == weight_unit_bytes(WeightFormat::kMxfp4Block32, 16),
+              "the int8 mxfp4 panels keep the exact ones' 17 bytes per 32 k and column");
 
 bool quantized_panel_format(const MatrixView& b, WeightFormat* format) {
   if (b.quant.scheme == QuantScheme::kFp8Block && b.quant.block_k % kFp8PanelBlock == 0) {
@@ -69,9 +72,13 @@ void fill_fp8_panel(const Column* cols, int nr, int64_t k, uint8_t* panel) {
   }
 }
 
-void fill_mxfp4_panel(const Column* cols, int nr, int64_t k, uint8_t* panel) {
+// Both mxfp4 panel formats: kMxfp4Block32 (code pairs as stored) and kMxfp4Block32I8 (the nibbles in Q4_0's int8
+// layout, gguf_int8_layout), each unit's codes then its nr E8M0 scales.
+void fill_mxfp4_panel(WeightFormat format, const Column* cols, int nr, int64_t k, uint8_t* panel) {
   const int64_t groups = k / kMxfp4PanelGroup;
-  const int64_t unit_bytes = weight_unit_bytes(WeightFormat::kMxfp4Block32, nr);
+  const int64_t unit_bytes = weight_unit_bytes(format, nr);
+  const bool int8 = format == WeightFormat::kMxfp4Block32I8;
+  if (int8) std::memset(panel, 0, static_cast<size_t>(groups * unit_bytes));
   for (int j = 0; j < nr; ++j) {
     const MatrixView* m = cols[j].src;
     const int64_t row = cols[j].row;
@@ -80,7 +87,18 @@ void fill_mxfp4_panel(const Column* cols, int nr, int64_t k, uint8_t* panel) {
     const auto* scales = m ? static_cast<const uint8_t*>(m->quant.scales) + stored * groups : nullptr;
     for (int64_t g = 0; g < groups; ++g) {
       uint8_t* unit = panel + g * unit_bytes;
-      for (int t = 0; t < kMxfp4PanelGroup / 2; ++t) unit[t * nr + j] = row >= 0 ? codes[g * 16 + t] : 0;
+      for (int t = 0; t < kMxfp4PanelGroup / 2; ++t) {
+        const uint8_t pair = row >= 0 ? codes[g * 16 + t] : 0;
+        if (!int8) {
+          unit[t * nr + j] = pair;
+          continue;
+        }
+        // k 2t and 2t + 1: group kk / 4 of 8, the low nibble of block kk / 4 % 4 for the first four groups.
+        for (int kk : {2 * t, 2 * t + 1}) {
+          const int nibble = kk == 2 * t ? pair & 15 : pair >> 4, gr = kk / 4;
+          unit[((gr % 4) * nr + j) * 4 + kk % 4] |= static_cast<uint8_t>(nibble << (gr < 4 ? 0 : 4));
+        }
+      }
       const uint8_t s = row >= 0 ? scales[g] : 127;
       if (s == 255)
         fail("mxfp4 weights: E8M0 scale 255 (NaN) at output row ", row, ", group ", g, " of a ", m->n, " x ", m->k,
@@ -94,7 +112,9 @@ void check_quantized_packable(const MatrixView& b, int nr, WeightFormat format) 
   validate_quantized_matrix(b);
   HYMOE_CHECK(nr > 0 && nr % 2 == 0);
   WeightFormat natural;
-  HYMOE_CHECK(quantized_panel_format(b, &natural) && natural == format, "a ",
+  HYMOE_CHECK(quantized_panel_format(b, &natural) &&
+                  (natural == format || (natural == WeightFormat::kMxfp4Block32 && format == WeightFormat::kMxfp4Block32I8)),
+              "a ",
               b.quant.scheme == QuantScheme::kFp8Block ? "fp8" : "quantized", " view (block_k ", b.quant.block_k,
               ") packed as ", weight_format_operands(format));
 }
@@ -116,7 +136,7 @@ PackedMatrix pack_columns(const MatrixView& shape_of, int nr, WeightFormat forma
     std::vector<Column> cols(static_cast<size_t>(nr));
     for (int j = 0; j < nr; ++j) cols[static_cast<size_t>(j)] = column_of(p, j);
     if (format == WeightFormat::kFp8Block128) fill_fp8_panel(cols.data(), nr, out.k, buf + p * panel_bytes);
-    else fill_mxfp4_panel(cols.data(), nr, out.k, buf + p * panel_bytes);
+    else fill_mxfp4_panel(format, cols.data(), nr, out.k, buf + p * panel_bytes);
   });
   return out;
 }

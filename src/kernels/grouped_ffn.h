@@ -120,7 +120,7 @@ class GroupedFfn {
 // How the fast implementations compute with the weights they are given (docs/kernels.md, "Formats").
 struct GroupedFfnOptions {
   Bf16Compute bf16 = bf16_compute();  // for bf16 weights: widen to f32, or the native bf16 dot product
-  QuantCompute quant = quant_compute();  // for GGUF block weights: exact f32 activations, or ggml's int8 dot
+  QuantCompute quant = quant_compute();  // GGUF block and MXFP4 weights: exact f32 activations, or ggml's int8 dot
   bool quantize_q8 = false;           // pack the weights (f32 or bf16) as q8 blocks of 32 along K with an f32 scale
                                       // each, and quantize the activations per block the same way when packed
 };
@@ -129,7 +129,7 @@ struct GroupedFfnOptions {
 // bf16 dot (activations rounded to bf16 before each projection, weights to bf16), q8 blocks (activations and
 // weights quantized per block of 32 along K, exactly as the packed kernels do), ggml activations (GGUF block
 // weights exactly decoded; each projection's input rows quantized as ggml's CPU backend does for the weights'
-// type: q8_0 for Q8_0 and Q4_0, q8_K for Q4_K, Q5_K and Q6_K: QuantCompute::kInt8).
+// type: q8_0 for Q8_0, Q4_0 and MXFP4, q8_K for Q4_K, Q5_K and Q6_K: QuantCompute::kInt8).
 enum class RoundingModel { kNone, kBf16Activations, kQ8Blocks, kGgmlActivations };
 
 // Plain reference: double accumulation, no SIMD, no threads. The yardstick for every other implementation. With a

@@ -102,6 +102,11 @@ WeightFormat gguf_compute_format(WeightFormat exact, const GroupedFfnOptions& op
   return options.quant == QuantCompute::kExact ? exact : gguf_int8_twin(exact);
 }
 
+WeightFormat quantized_compute_format(WeightFormat natural, const GroupedFfnOptions& options) {
+  return natural == WeightFormat::kMxfp4Block32 && options.quant != QuantCompute::kExact ? gguf_int8_twin(natural)
+                                                                                           : natural;
+}
+
 WeightFormat choose_down_format(std::span<const MlpWeightsView> weights, Isa isa, const GroupedFfnOptions& options) {
   if (gguf_weights(weights))
     return gguf_compute_format(gguf_role_format(weights, &MlpWeightsView::down, "down", options), options);
@@ -114,7 +119,7 @@ WeightFormat choose_weight_format(std::span<const MlpWeightsView> weights, Isa i
   if (gguf_weights(weights)) return gguf_compute_format(gguf_first_format(weights, options), options);
   if (WeightFormat f; !weights.empty() && weights[0].up.quantized()) {
     HYMOE_CHECK(quantized_panel_format(weights[0].up, &f), "no packed format runs this quantized view");
-    return f;
+    return quantized_compute_format(f, options);
   }
   if (options.quantize_q8) return WeightFormat::kQ8Block32;
   const bool bf16 = !weights.empty() && weights[0].up.dtype == DType::kBF16;
@@ -139,6 +144,10 @@ std::unique_ptr<GroupedFfn> make_grouped_ffn(const GroupedFfnShape& shape, std::
     return make_grouped_ffn_packed(shape, weights, isa, first, down);
   }
   if (isa == Isa::kScalar) {
+    // MXFP4 with int8 compute (kAuto too): the rounding reference, as for GGUF weights.
+    if (WeightFormat f; any_quantized(weights) && quantized_layer_format(weights, is_gated(shape.activation), &f) &&
+                        quantized_compute_format(f, options) != f)
+      return make_grouped_ffn_ref(shape, weights, RoundingModel::kGgmlActivations);
     if (options.quantize_q8) fail("q8 weights need a vector ISA (avx2 or later); HYMOE_ISA=scalar has none");
     if (options.bf16 == Bf16Compute::kNative && !weights.empty() && weights[0].up.dtype == DType::kBF16)
       fail("bf16 compute 'native' needs AVX512_BF16, but the kernels run on isa scalar; use 'widen' or 'auto'");
@@ -153,7 +162,7 @@ std::unique_ptr<GroupedFfn> make_grouped_ffn(const GroupedFfnShape& shape, std::
   if (any_quantized(weights)) {
     WeightFormat f;
     if (!quantized_layer_format(weights, gated, &f)) return make_grouped_ffn_portable(shape, weights);
-    return make_grouped_ffn_packed(shape, weights, isa, f);
+    return make_grouped_ffn_packed(shape, weights, isa, quantized_compute_format(f, options));
   }
   if (!options.quantize_q8)
     for (const auto& w : weights)

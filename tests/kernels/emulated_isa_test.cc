@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -137,6 +138,30 @@ struct V {
     for (int l = 0; l < kWidth; ++l) acc.i[l] += half(pairs.i[l], 0) + half(pairs.i[l], 1);
     return acc;
   }
+  // MXFP4 (gemm_gguf_int8-inl.h): vpshufb (each byte's low four bits index the 16 table bytes of its 128-bit
+  // lane; a set top bit gives 0) and the E8M0 exponents widened to f32 bits max(e << 23, 0x400000).
+  static ivec table16(const uint8_t* t) {
+    ivec r;
+    for (int l = 0; l < kWidth; ++l) std::memcpy(&r.i[l], t + 4 * (l % 4), 4);
+    return r;
+  }
+  static ivec lookup16(ivec table, ivec idx) {
+    ivec r;
+    for (int l = 0; l < kWidth; ++l) {
+      uint32_t out = 0;
+      for (int b = 0; b < 4; ++b) {
+        const uint8_t i = static_cast<uint8_t>(static_cast<uint32_t>(idx.i[l]) >> (8 * b));
+        const int at = l / 4 * 16 + (i & 15);  // byte `at` of the table vector, within the lane's 128 bits
+        const uint8_t v = i & 0x80 ? 0 : static_cast<uint8_t>(static_cast<uint32_t>(table.i[at / 4]) >> (8 * (at % 4)));
+        out |= static_cast<uint32_t>(v) << (8 * b);
+      }
+      r.i[l] = static_cast<int32_t>(out);
+    }
+    return r;
+  }
+  static vec e8m0_scales(const uint8_t* p) {
+    return map([&](int l) { return std::bit_cast<float>(std::max(static_cast<uint32_t>(p[l]) << 23, 0x400000u)); });
+  }
   // vdpbf16ps: per lane, acc += a.odd * b.odd, then acc += a.even * b.even, each rounded to f32 (a bf16 product
   // is exact in f32, so each step is one rounding). DAZ/FTZ are not modelled: the tests' values are normal.
   static bvec load_pairs(const void* p) {
@@ -179,6 +204,7 @@ HYMOE_MODEL_INT8_FORMAT(WeightFormat::kGgmlQ4_0I8, gemm_q4_0w_q8_0_4x32__model)
 HYMOE_MODEL_INT8_FORMAT(WeightFormat::kGgmlQ4_KI8, gemm_q4_kw_q8_k_4x32__model)
 HYMOE_MODEL_INT8_FORMAT(WeightFormat::kGgmlQ5_KI8, gemm_q5_kw_q8_k_4x32__model)
 HYMOE_MODEL_INT8_FORMAT(WeightFormat::kGgmlQ6_KI8, gemm_q6_kw_q8_k_4x32__model)
+HYMOE_MODEL_INT8_FORMAT(WeightFormat::kMxfp4Block32I8, gemm_mxfp4w_q8_0_4x32__model)
 #undef HYMOE_MODEL_INT8_FORMAT
 
 // The whole table, as an ISA unit builds it (this also instantiates every body of the header over the model).
@@ -301,15 +327,22 @@ TEST(EmulatedIsaTest, GroupedDriverRunsTheModelFormats) {
 }
 
 // The GGUF int8 kernel bodies over the vpdpbusd model (what gemm_avx512vnni.cc runs, which no emulator here
-// reaches): every format against its scalar reference on m = 1..4 rows and 1, 3, 9 blocks, the one-row decode form
+// reaches), MXFP4's int8 twin (vpshufb lookup, E8M0 scales) among them: every format against its scalar reference on m = 1..4 rows and 1, 3, 9 blocks, the one-row decode form
 // bit-identical to one-row calls, split K bit-identical to one call.
 TEST(EmulatedIsaTest, VnniGgufInt8MicroKernelsMatchTheReference) {
   Rng rng(23);
   for (const GemmFormat* f : {&gemm_q8_0w_q8_0_4x32__model, &gemm_q4_0w_q8_0_4x32__model, &gemm_q4_kw_q8_k_4x32__model,
-                              &gemm_q5_kw_q8_k_4x32__model, &gemm_q6_kw_q8_k_4x32__model}) {
+                              &gemm_q5_kw_q8_k_4x32__model, &gemm_q6_kw_q8_k_4x32__model,
+                              &gemm_mxfp4w_q8_0_4x32__model}) {
     SCOPED_TRACE(f->name);
     test::gguf::expect_int8_kernel_matches_reference(*f, rng);
   }
+}
+
+// MXFP4's int8 body over the model: one block gives llama.cpp's bits, subnormal scales included.
+TEST(EmulatedIsaTest, VnniMxfp4Int8BlockGivesLlamaCppBits) {
+  Rng rng(24);
+  test::gguf::expect_mxfp4_int8_block_matches_llama_cpp(gemm_mxfp4w_q8_0_4x32__model, rng);
 }
 
 }  // namespace

@@ -59,6 +59,12 @@ QuantMatrix random_mxfp4(Rng& rng, int64_t n, int64_t k) {
 }
 
 bool is_fp8(WeightFormat f) { return f == WeightFormat::kFp8Block128; }
+// These tests are of the exact formats; mxfp4_int8_test.cc has MXFP4's int8 twin (what QuantCompute::kAuto runs).
+GroupedFfnOptions exact_compute() {
+  GroupedFfnOptions o;
+  o.quant = QuantCompute::kExact;
+  return o;
+}
 QuantMatrix random_quant(WeightFormat f, Rng& rng, int64_t n, int64_t k) {
   return is_fp8(f) ? random_fp8(rng, n, k) : random_mxfp4(rng, n, k);
 }
@@ -229,7 +235,7 @@ TEST_P(QuantFormatTest, GroupedFfnMatchesTheReference) {
     for (auto [dim, hidden] : dims)
       for (const auto& rows : batches) {
         const QuantProblem p(format, dim, hidden, rows, seed++);
-        const auto fast = make_grouped_ffn(p.shape, p.views, GetParam());
+        const auto fast = make_grouped_ffn(p.shape, p.views, GetParam(), exact_compute());
         ASSERT_NE(std::string(fast->name()).find(weight_format_operands(format)), std::string::npos) << fast->name();
         const auto ref = make_grouped_ffn_ref(p.shape, p.views);
         expect_matches_reference(p, run_ffn(*fast, p), run_ffn(*ref, p),
@@ -242,7 +248,7 @@ TEST_P(QuantFormatTest, IdenticalBitsForOneAndTwoThreads) {
   const int before = num_threads();
   for (WeightFormat format : kFormats) {
     const QuantProblem p(format, 256, 160, {5, 0, 50, 1, 120, 9}, 77);
-    const auto fast = make_grouped_ffn(p.shape, p.views, GetParam());
+    const auto fast = make_grouped_ffn(p.shape, p.views, GetParam(), exact_compute());
     set_num_threads(1);
     const Outputs one = run_ffn(*fast, p);
     set_num_threads(2);
@@ -330,8 +336,8 @@ TEST(QuantFormatPack, InterleavedGateUpByRowStep) {
   QuantProblem copies = p;
   for (auto& v : p.views) v = {gate, up, dn.view};
   for (auto& v : copies.views) v = {g2.view, u2.view, dn.view};
-  const Outputs strided = run_ffn(*make_grouped_ffn(p.shape, p.views), p);
-  EXPECT_EQ(strided.y, run_ffn(*make_grouped_ffn(copies.shape, copies.views), copies).y);
+  const Outputs strided = run_ffn(*make_grouped_ffn(p.shape, p.views, active_isa(), exact_compute()), p);
+  EXPECT_EQ(strided.y, run_ffn(*make_grouped_ffn(copies.shape, copies.views, active_isa(), exact_compute()), copies).y);
   expect_matches_reference(p, strided, run_ffn(*make_grouped_ffn_ref(p.shape, p.views), p), "row_step 2");
 }
 
@@ -339,7 +345,7 @@ TEST(QuantFormatPack, InterleavedGateUpByRowStep) {
 // k extent is not a multiple of 128 on any ISA (the conformance checkpoint's [16, 16] blocks).
 TEST(QuantFormatFallback, PortablePathRunsOtherViews) {
   const QuantProblem p(WeightFormat::kMxfp4Block32, 64, 96, {2, 0, 5}, 9);
-  const auto scalar = make_grouped_ffn(p.shape, p.views, Isa::kScalar);
+  const auto scalar = make_grouped_ffn(p.shape, p.views, Isa::kScalar, exact_compute());
   EXPECT_NE(std::string(scalar->name()).find("portable"), std::string::npos) << scalar->name();
   const auto ref = make_grouped_ffn_ref(p.shape, p.views);
   expect_matches_reference(p, run_ffn(*scalar, p), run_ffn(*ref, p), scalar->name());

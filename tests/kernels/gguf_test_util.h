@@ -1,6 +1,6 @@
 // Random GGUF block matrices for the kernel tests of the GGUF formats (exact and int8): valid blocks of random
 // bytes with chosen d/dmin (negative, zero), so every code, every 6-bit K-quant scale and min, every Q6_K scale
-// sign and every Q5_K fifth bit occurs.
+// sign and every Q5_K fifth bit occurs; and random MXFP4 matrices for MXFP4's int8 twin.
 #pragma once
 
 #include <algorithm>
@@ -76,6 +76,28 @@ struct GgufMatrix {
   }
 };
 
+// An (n, k) kMxfp4 matrix as gpt-oss stores it (k / 32 groups of 16 code bytes per row, one E8M0 byte each):
+// random bytes, so every E2M1 code occurs, and scales around 2^-4 with 1 group in 8 at 0 or 1 (the subnormal
+// halves 2^-128, 2^-127). The format argument matches GgufMatrix's (the int8 format or its exact twin).
+struct Mxfp4Matrix {
+  std::vector<uint8_t> codes, scales;
+  MatrixView view;
+  Mxfp4Matrix(Rng& rng, WeightFormat, int64_t k, int64_t n) {
+    codes.resize(static_cast<size_t>(n * k / 2));
+    for (auto& c : codes) c = static_cast<uint8_t>(rng.next_u64() & 255);
+    scales.resize(static_cast<size_t>(n * k / 32));
+    for (auto& s : scales) s = static_cast<uint8_t>(rng.uniform() < 0.125 ? rng.below(2) : 120 + rng.below(6));
+    view = MatrixView{codes.data(), DType::kF32, WeightLayout::kOutIn, k, n};
+    view.quant.scheme = QuantScheme::kMxfp4;
+    view.quant.scales = scales.data();
+  }
+};
+
+// Values per block of the source matrix of an int8 format (MXFP4: a 32-k group).
+inline int64_t int8_source_block_values(WeightFormat int8) {
+  return kernels::gguf_int8_layout(int8).mxfp4 ? 32 : block_values(kernels::gguf_exact_twin(int8));
+}
+
 // B as (K, N) floats decoded by the reference.
 inline std::vector<float> decoded(const MatrixView& v) {
   std::vector<float> out(static_cast<size_t>(v.k * v.n)), row(static_cast<size_t>(v.k));
@@ -86,11 +108,12 @@ inline std::vector<float> decoded(const MatrixView& v) {
   return out;
 }
 
-// A layer of GGUF experts: `first` for gate/up, `down` for down.
-struct GgufExperts {
-  std::vector<GgufMatrix> matrices;
+// A layer of GGUF (or MXFP4) experts: `first` for gate/up, `down` for down.
+template <typename Matrix>
+struct BlockExperts {
+  std::vector<Matrix> matrices;
   std::vector<MlpWeightsView> views;
-  GgufExperts(Rng& rng, int64_t G, int64_t D, int64_t H, WeightFormat first, WeightFormat down) {
+  BlockExperts(Rng& rng, int64_t G, int64_t D, int64_t H, WeightFormat first, WeightFormat down) {
     matrices.reserve(static_cast<size_t>(3 * G));
     for (int64_t g = 0; g < G; ++g) {
       MlpWeightsView v;
@@ -101,6 +124,8 @@ struct GgufExperts {
     }
   }
 };
+using GgufExperts = BlockExperts<GgufMatrix>;
+using Mxfp4Experts = BlockExperts<Mxfp4Matrix>;
 
 // A GGUF format's one row over kFewRowsPanels[1] panels (decode) gives the bits of that many one-row calls; p has
 // that many panels of K = k.
@@ -134,11 +159,59 @@ inline void expect_same_bits_on_1_and_2_threads(const kernels::GroupedFfn& ffn, 
   EXPECT_EQ(0, std::memcmp(y1.data(), y2.data(), y1.size() * sizeof(float))) << ffn.name();
 }
 
+// llama.cpp's ggml_vec_dot_mxfp4_q8_0 on one block: d = f16(d_x) * 2^(e - 128) in f32 (E8M0_TO_FP32_HALF), then
+// d * sumi with sumi = sum kvalues_mxfp4[nibble] * q.
+inline float llama_mxfp4_q8_0_block(const uint8_t* nibbles, uint8_t e, const int8_t* q, float dx) {
+  int sumi = 0;
+  for (int kk = 0; kk < 32; ++kk) sumi += kernels::kMxfp4Kvalues[nibbles[kk]] * q[kk];
+  const float d = dx * std::ldexp(1.0f, e - 128);
+  return d * static_cast<float>(sumi);
+}
+
+// MXFP4's int8 micro-kernel f on one block (K = 32) of one row gives llama.cpp's bits for every code (each column
+// a rotation of the 16 codes, two of each) under the E8M0 scales 0, 1 (subnormal halves), 2, 127 and 254 (largest
+// finite), with activations whose q8_0 codes reach +-127.
+inline void expect_mxfp4_int8_block_matches_llama_cpp(const kernels::GemmFormat& f, Rng& rng) {
+  using namespace kernels;
+  const int nr = f.nr;
+  ASSERT_TRUE(gguf_int8_layout(f.format).mxfp4) << f.name;
+  for (uint8_t e : {0, 1, 2, 127, 254}) {
+    Mxfp4Matrix m(rng, f.format, 32, nr);
+    std::vector<uint8_t> nibbles(static_cast<size_t>(nr * 32));
+    for (int j = 0; j < nr; ++j) {
+      for (int kk = 0; kk < 32; ++kk) nibbles[static_cast<size_t>(j * 32 + kk)] = static_cast<uint8_t>((kk + j) % 16);
+      for (int t = 0; t < 16; ++t)
+        m.codes[static_cast<size_t>(j * 16 + t)] = static_cast<uint8_t>(
+            nibbles[static_cast<size_t>(j * 32 + 2 * t)] | nibbles[static_cast<size_t>(j * 32 + 2 * t + 1)] << 4);
+      m.scales[static_cast<size_t>(j)] = e;
+    }
+    const PackedMatrix p = pack_matrix(m.view, nr, f.format);
+    const std::vector<float> x = random_values(rng, 32);
+    std::vector<uint8_t> a(static_cast<size_t>(f.a_unit_bytes()));
+    f.pack_a(x.data(), 32, nullptr, 1, 32, f.mr, a.data());
+    int8_t q[kQ8Block];
+    float dx;
+    quantize_ggml_q8_0_block(x.data(), 32, q, &dx);
+    std::vector<float> c(static_cast<size_t>(nr));
+    f.gemm(1, 32, a.data(), p.data(), c.data(), nr, false, nullptr, 0);
+    for (int j = 0; j < nr; ++j) {
+      const float want = llama_mxfp4_q8_0_block(nibbles.data() + j * 32, e, q, dx);
+      float got = c[static_cast<size_t>(j)];
+      uint32_t got_bits, want_bits;
+      std::memcpy(&got_bits, &got, 4);
+      std::memcpy(&want_bits, &want, 4);
+      ASSERT_EQ(got_bits, want_bits) << f.name << " e " << int{e} << " column " << j << ": " << got << " vs " << want;
+      if (e >= 2) ASSERT_NE(want, 0.0f);
+    }
+  }
+}
+
 // GGUF int8 micro-kernel f against gemm_gguf_int8__ref on m = 1..MR rows, K of 1, 3 and 9 blocks (odd counts of units, of
 // blocks and of the driver's 128-k blocks), N not a multiple of NR; splitting K at 128 (accumulate) and the
 // one-row-over-4-panels form give the same bits as one call. The bound: per unit a product of two scales and one
 // or two FMAs (3 roundings of the unit's terms), then the chain over the units.
-inline void expect_int8_kernel_matches_reference(const kernels::GemmFormat& gemm_format, Rng& rng) {
+template <typename SourceMatrix>
+void expect_int8_kernel_matches_reference_on(const kernels::GemmFormat& gemm_format, Rng& rng) {
   using namespace kernels;
   const GemmFormat* f = &gemm_format;
   const WeightFormat fmt = f->format;
@@ -146,9 +219,10 @@ inline void expect_int8_kernel_matches_reference(const kernels::GemmFormat& gemm
   const int nr = f->nr, mr = f->mr, panels = kFewRowsPanels[1];
   const GgufPanelLayout l = gguf_int8_layout(fmt);
   for (int64_t blocks : {1, 3, 9}) {
-    if (blocks == 9 && block_values(fmt) == kQ8KBlock) continue;
-    const int64_t k = blocks * block_values(fmt), units = k / l.k_unit;
-    const GgufMatrix m(rng, gguf_exact_twin(fmt), k, nr * panels - 3);
+    const int64_t block = int8_source_block_values(fmt);
+    if (blocks == 9 && block == kQ8KBlock) continue;
+    const int64_t k = blocks * block, units = k / l.k_unit;
+    const SourceMatrix m(rng, gguf_exact_twin(fmt), k, nr * panels - 3);
     const PackedMatrix p = pack_matrix(m.view, nr, fmt);
     ASSERT_EQ(p.panels, panels);
     for (int rows = 1; rows <= mr; ++rows) {
@@ -190,6 +264,10 @@ inline void expect_int8_kernel_matches_reference(const kernels::GemmFormat& gemm
     }
     expect_few_rows_equal_one_row_calls(*f, p, k, rng);
   }
+}
+inline void expect_int8_kernel_matches_reference(const kernels::GemmFormat& f, Rng& rng) {
+  if (kernels::gguf_int8_layout(f.format).mxfp4) expect_int8_kernel_matches_reference_on<Mxfp4Matrix>(f, rng);
+  else expect_int8_kernel_matches_reference_on<GgufMatrix>(f, rng);
 }
 
 }  // namespace hymoe::test::gguf

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "hymoe/compute.h"
 #include "hymoe/error.h"
 #include "hymoe/model.h"
 #include "hymoe/quant_decode.h"
@@ -139,7 +140,11 @@ TEST(ModelFiles, UnknownQuantizationAndDenseLayerAreNamed) {
 }
 
 // gpt-oss MXFP4: random codes and scales stored as the release stores them load to the same layer as their
-// decoded values stored as plain fused (E, D, 2I) / (E, I, D) tensors.
+// decoded values stored as plain fused (E, D, 2I) / (E, I, D) tensors. Under QuantCompute::kExact the outputs
+// agree to f32 summation; under kInt8 (and kAuto) the MXFP4 layer quantizes each projection's input to q8_0 as
+// llama.cpp does (docs/semantics.md): each activation moves by at most 0.56 of its block's d = max|x| / 127, which
+// the test holds, as the GGUF cases without y.act_rounded, to 3e-2 of max|y|, and which must show (above 1e-4).
+// `hymoe forward --model ... --quant-compute exact|int8` gives the library's bits under each setting.
 TEST(ModelFiles, GptOssMxfp4MatchesItsDecodedWeights) {
   const int64_t E = 4, D = 64, I = 32, K = 2;
   Rng rng(11);
@@ -197,14 +202,44 @@ TEST(ModelFiles, GptOssMxfp4MatchesItsDecodedWeights) {
     write_text(plain.path() + "/config.json", config.dump());
   }
   const Tensor x = random_normal(rng, {2, 7, D}, 1.0);
-  ModelMoELayer lq = load_model_layer(q.path(), 0), lp = load_model_layer(plain.path(), 0);
-  const Tensor yq = lq.forward(x), yp = lp.forward(x);
-  EXPECT_EQ(lq.last_routing().indices, lp.last_routing().indices);
-  // The same weight values (exact in bf16 and f32); only the kernels' bf16 vs f32 panels differ in summation.
-  EXPECT_TRUE(test::all_close(yq, yp, 1e-4, 1e-4));
-  double max_abs = 0;
-  for (float v : yp.values()) max_abs = std::max(max_abs, static_cast<double>(std::abs(v)));
-  EXPECT_GT(max_abs, 0.1);  // a non-trivial output
+  const TempDir io("hf_mxfp4_io");  // not in the model directory, whose safetensors are the model's
+  {
+    SafetensorsWriter in;
+    in.add("x", x);
+    in.write(io.path() + "/input.safetensors");
+  }
+  const QuantCompute before = quant_compute();
+  for (QuantCompute mode : {QuantCompute::kExact, QuantCompute::kInt8}) {
+    SCOPED_TRACE(std::string(quant_compute_name(mode)));
+    set_quant_compute(mode);  // layers keep the kernels they were built with
+    ModelMoELayer lq = load_model_layer(q.path(), 0), lp = load_model_layer(plain.path(), 0);
+    const Tensor yq = lq.forward(x), yp = lp.forward(x);
+    EXPECT_EQ(lq.last_routing().indices, lp.last_routing().indices);
+    double max_abs = 0, max_err = 0;
+    for (int64_t i = 0; i < yp.numel(); ++i) {
+      max_abs = std::max(max_abs, static_cast<double>(std::abs(yp[i])));
+      max_err = std::max(max_err, static_cast<double>(std::abs(yq[i] - yp[i])));
+    }
+    EXPECT_GT(max_abs, 0.1);  // a non-trivial output
+    if (mode == QuantCompute::kExact) {
+      // The same weight values (exact in f32); only the kernels' summation differs.
+      EXPECT_TRUE(test::all_close(yq, yp, 1e-4, 1e-4));
+    } else {
+      EXPECT_LE(max_err, 3e-2 * max_abs);
+      EXPECT_GT(max_err, 1e-4 * max_abs) << "the activations were not quantized";
+    }
+    const std::string out = io.path() + "/out.safetensors";
+    std::string log;
+    ASSERT_EQ(0, test::run_command(test::tool_path() + " forward --model " + q.path() + " --layer 0 --input " + io.path() +
+                                       "/input.safetensors --output " + out + " --quant-compute " +
+                                       std::string(quant_compute_name(mode)),
+                                   &log))
+        << log;
+    const Tensor y_tool = SafetensorsFile::open(out).read_f32("y");
+    ASSERT_EQ(y_tool.numel(), yq.numel());
+    EXPECT_EQ(0, std::memcmp(y_tool.values().data(), yq.values().data(), sizeof(float) * static_cast<size_t>(yq.numel())));
+  }
+  set_quant_compute(before);
 }
 
 }  // namespace

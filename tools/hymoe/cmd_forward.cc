@@ -164,7 +164,7 @@ Action add_forward_command(CLI::App& app) {
                  "instead of --config/--weights");
   cmd->add_option("--layer", o->layer, "with --model: the MoE layer (GGUF: block) to run");
   cmd->add_option("--quant-compute", o->quant_compute,
-                  "GGUF block weights: auto (= int8), exact (exact weights, f32 activations: matches `y`) or int8 "
+                  "GGUF block and MXFP4 weights: auto (= int8), exact (exact weights, f32 activations: matches `y`) or int8 "
                   "(activations quantized per block as llama.cpp's CPU backend does, integer dot products) "
                   "(default: HYMOE_QUANT_COMPUTE or auto)");
   return [o] {
