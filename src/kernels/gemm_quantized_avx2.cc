@@ -1,12 +1,14 @@
 // AVX2 + F16C micro-kernels of the compact quantized formats (gemm_quantized.h): gemm_fp8w_f32_4x16__avx2 and
-// gemm_mxfp4w_f32_4x16__avx2. Each decodes a k row of 16 weights from the panel into two f32 vectors, exactly,
-// then runs the f32 FMA chain of the bf16-widen kernel: every C element is one chain in increasing k, so blocking
-// and threads never change the bits. Compiled with -mavx2 -mfma -mf16c (and only this file); reached through
-// isa_kernels(), chosen at run time.
+// gemm_mxfp4w_f32_4x16__avx2, each with a few-rows form (m rows over kFewRowsPanels[m] panels per call: fp8 up to
+// 3 rows, mxfp4 up to 2). Each decodes a k row of 16 weights from the panel into two f32 vectors, exactly, then
+// runs the f32 FMA chain of the bf16-widen kernel: every C element is one chain in increasing k, so blocking,
+// the few-rows form and threads never change the bits. Compiled with -mavx2 -mfma -mf16c (and only this file);
+// reached through isa_kernels(), chosen at run time.
 //
 // Register budget: 4 rows x 2 ymm = 8 accumulators, 2 per-column multipliers, 2 decoded weight vectors, a
 // broadcast and the decode's temporaries and constants fit the 16 ymm registers; 6 rows (the f32 kernel's tile)
-// would spill an accumulator on every k.
+// would spill an accumulator on every k. The few-rows forms hold 8 (1 row x 4 panels) to 12 (3 x 2, 2 x 3)
+// accumulators; their multipliers are read from L1 as memory operands where registers run out.
 #include <immintrin.h>
 
 #include "kernels/gemm_quantized.h"
@@ -18,32 +20,32 @@ constexpr int kMr = 4, kNr = 16;
 constexpr int64_t kFp8UnitBytes = weight_unit_bytes(WeightFormat::kFp8Block128, kNr);
 constexpr int64_t kMxfp4UnitBytes = weight_unit_bytes(WeightFormat::kMxfp4Block32, kNr);
 
-// Step k of an M-row tile with the decoded weights of columns 0-7 (w0) and 8-15 (w1).
-template <int M>
-inline void fma_step(const float* ak, __m256 w0, __m256 w1, __m256 (&acc0)[M], __m256 (&acc1)[M]) {
+// Accumulators of M rows over P panels: acc[i][2p] and acc[i][2p + 1] hold row i's columns 0-7 and 8-15 of panel p,
+// whose C is at c + i * ldc + p * kNr.
+template <int M, int P>
+inline void load_acc(const float* c, int64_t ldc, bool accumulate, __m256 (&acc)[M][2 * P]) {
+#pragma GCC unroll 4
+  for (int i = 0; i < M; ++i)
+#pragma GCC unroll 8
+    for (int j = 0; j < 2 * P; ++j) acc[i][j] = accumulate ? _mm256_loadu_ps(c + i * ldc + j * 8) : _mm256_setzero_ps();
+}
+
+template <int M, int P>
+inline void store_acc(float* c, int64_t ldc, const __m256 (&acc)[M][2 * P]) {
+#pragma GCC unroll 4
+  for (int i = 0; i < M; ++i)
+#pragma GCC unroll 8
+    for (int j = 0; j < 2 * P; ++j) _mm256_storeu_ps(c + i * ldc + j * 8, acc[i][j]);
+}
+
+// Step k of panel p with its decoded weights of columns 0-7 (w0) and 8-15 (w1): one FMA per C element.
+template <int M, int P>
+inline void fma_step(const float* ak, int p, __m256 w0, __m256 w1, __m256 (&acc)[M][2 * P]) {
 #pragma GCC unroll 4
   for (int i = 0; i < M; ++i) {
     const __m256 av = _mm256_broadcast_ss(ak + i);
-    acc0[i] = _mm256_fmadd_ps(av, w0, acc0[i]);
-    acc1[i] = _mm256_fmadd_ps(av, w1, acc1[i]);
-  }
-}
-
-template <int M>
-inline void load_acc(const float* c, int64_t ldc, bool accumulate, __m256 (&acc0)[M], __m256 (&acc1)[M]) {
-#pragma GCC unroll 4
-  for (int i = 0; i < M; ++i) {
-    acc0[i] = accumulate ? _mm256_loadu_ps(c + i * ldc) : _mm256_setzero_ps();
-    acc1[i] = accumulate ? _mm256_loadu_ps(c + i * ldc + 8) : _mm256_setzero_ps();
-  }
-}
-
-template <int M>
-inline void store_acc(float* c, int64_t ldc, const __m256 (&acc0)[M], const __m256 (&acc1)[M]) {
-#pragma GCC unroll 4
-  for (int i = 0; i < M; ++i) {
-    _mm256_storeu_ps(c + i * ldc, acc0[i]);
-    _mm256_storeu_ps(c + i * ldc + 8, acc1[i]);
+    acc[i][2 * p] = _mm256_fmadd_ps(av, w0, acc[i][2 * p]);
+    acc[i][2 * p + 1] = _mm256_fmadd_ps(av, w1, acc[i][2 * p + 1]);
   }
 }
 
@@ -69,24 +71,35 @@ inline void fp8_weights(const uint8_t* codes, __m256 m0, __m256 m1, __m256& w0, 
   w1 = _mm256_mul_ps(_mm256_cvtph_ps(_mm256_extracti128_si256(half, 1)), m1);
 }
 
-template <int M>
-void fp8_tile(int64_t kc, const float* a, const uint8_t* b, float* c, int64_t ldc, bool accumulate, Prefetcher pf) {
-  __m256 acc0[M], acc1[M];
-  load_acc<M>(c, ldc, accumulate, acc0, acc1);
+// M rows over P panels (panel p at b + p * panel_stride bytes, its C at c + p * kNr). P > 1 is the few-rows form:
+// one row has only 2 chains per panel, too few to cover the FMA latency; 4 panels give 8.
+template <int M, int P>
+void fp8_tile(int64_t kc, const float* a, const uint8_t* b, int64_t panel_stride, float* c, int64_t ldc,
+              bool accumulate, Prefetcher pf) {
+  __m256 acc[M][2 * P];
+  load_acc<M, P>(c, ldc, accumulate, acc);
   for (int64_t k0 = 0; k0 < kc; k0 += kFp8PanelBlock) {
     const uint8_t* unit = b + k0 / kFp8PanelBlock * kFp8UnitBytes;
     pf.unit();
-    const float* multipliers = reinterpret_cast<const float*>(unit + kFp8PanelBlock * kNr);
-    const __m256 m0 = _mm256_loadu_ps(multipliers), m1 = _mm256_loadu_ps(multipliers + 8);
+    __m256 m[P][2];
+#pragma GCC unroll 4
+    for (int p = 0; p < P; ++p) {
+      const float* multipliers = reinterpret_cast<const float*>(unit + p * panel_stride + kFp8PanelBlock * kNr);
+      m[p][0] = _mm256_loadu_ps(multipliers);
+      m[p][1] = _mm256_loadu_ps(multipliers + 8);
+    }
     const int64_t steps = kc - k0 < kFp8PanelBlock ? kc - k0 : kFp8PanelBlock;
 #pragma GCC unroll 2
     for (int64_t k = 0; k < steps; ++k) {
-      __m256 w0, w1;
-      fp8_weights(unit + k * kNr, m0, m1, w0, w1);
-      fma_step<M>(a + (k0 + k) * kMr, w0, w1, acc0, acc1);
+#pragma GCC unroll 4
+      for (int p = 0; p < P; ++p) {
+        __m256 w0, w1;
+        fp8_weights(unit + p * panel_stride + k * kNr, m[p][0], m[p][1], w0, w1);
+        fma_step<M, P>(a + (k0 + k) * kMr, p, w0, w1, acc);
+      }
     }
   }
-  store_acc<M>(c, ldc, acc0, acc1);
+  store_acc<M, P>(c, ldc, acc);
 }
 
 // ---- mxfp4: a vpshufb table of 2 * e2m1 as int8 (exact small integers), then times 2^(s-128) per column.
@@ -105,71 +118,83 @@ inline void mxfp4_weights(__m128i twice_values, __m256 s0, __m256 s1, __m256& w0
   w1 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(twice_values, 8))), s1);
 }
 
-template <int M>
-void mxfp4_tile(int64_t kc, const float* a, const uint8_t* b, float* c, int64_t ldc, bool accumulate,
-                Prefetcher pf) {
+template <int M, int P>
+void mxfp4_tile(int64_t kc, const float* a, const uint8_t* b, int64_t panel_stride, float* c, int64_t ldc,
+                bool accumulate, Prefetcher pf) {
   const __m128i table = _mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
   const __m128i nibble = _mm_set1_epi8(0x0f);
-  __m256 acc0[M], acc1[M];
-  load_acc<M>(c, ldc, accumulate, acc0, acc1);
+  __m256 acc[M][2 * P];
+  load_acc<M, P>(c, ldc, accumulate, acc);
   for (int64_t k0 = 0; k0 < kc; k0 += kMxfp4PanelGroup) {
     const uint8_t* unit = b + k0 / kMxfp4PanelGroup * kMxfp4UnitBytes;
     pf.unit();
-    const __m256 s0 = half_e8m0_scales(unit + (kMxfp4PanelGroup / 2) * kNr);
-    const __m256 s1 = half_e8m0_scales(unit + (kMxfp4PanelGroup / 2) * kNr + 8);
+    __m256 s[P][2];
+#pragma GCC unroll 4
+    for (int p = 0; p < P; ++p) {
+      s[p][0] = half_e8m0_scales(unit + p * panel_stride + (kMxfp4PanelGroup / 2) * kNr);
+      s[p][1] = half_e8m0_scales(unit + p * panel_stride + (kMxfp4PanelGroup / 2) * kNr + 8);
+    }
 #pragma GCC unroll 2
     for (int t = 0; t < kMxfp4PanelGroup / 2; ++t) {
-      const __m128i pair = _mm_loadu_si128(reinterpret_cast<const __m128i*>(unit + t * kNr));
-      const __m128i even = _mm_shuffle_epi8(table, _mm_and_si128(pair, nibble));
-      const __m128i odd = _mm_shuffle_epi8(table, _mm_and_si128(_mm_srli_epi16(pair, 4), nibble));
-      __m256 w0, w1;
-      mxfp4_weights(even, s0, s1, w0, w1);
-      fma_step<M>(a + (k0 + 2 * t) * kMr, w0, w1, acc0, acc1);
-      mxfp4_weights(odd, s0, s1, w0, w1);
-      fma_step<M>(a + (k0 + 2 * t + 1) * kMr, w0, w1, acc0, acc1);
+#pragma GCC unroll 4
+      for (int p = 0; p < P; ++p) {
+        const __m128i pair = _mm_loadu_si128(reinterpret_cast<const __m128i*>(unit + p * panel_stride + t * kNr));
+        const __m128i even = _mm_shuffle_epi8(table, _mm_and_si128(pair, nibble));
+        const __m128i odd = _mm_shuffle_epi8(table, _mm_and_si128(_mm_srli_epi16(pair, 4), nibble));
+        __m256 w0, w1;
+        mxfp4_weights(even, s[p][0], s[p][1], w0, w1);
+        fma_step<M, P>(a + (k0 + 2 * t) * kMr, p, w0, w1, acc);
+        mxfp4_weights(odd, s[p][0], s[p][1], w0, w1);
+        fma_step<M, P>(a + (k0 + 2 * t + 1) * kMr, p, w0, w1, acc);
+      }
     }
   }
-  store_acc<M>(c, ldc, acc0, acc1);
+  store_acc<M, P>(c, ldc, acc);
 }
 
-// m in 1..kMr picks the instantiation with exactly m rows.
-template <template <int> class Tile, int M = kMr>
-struct Rows {
-  static void run(int m, int64_t kc, const float* a, const uint8_t* b, float* c, int64_t ldc, bool acc,
-                  Prefetcher pf) {
-    if (m == M) return Tile<M>::run(kc, a, b, c, ldc, acc, pf);
-    if constexpr (M > 1) Rows<Tile, M - 1>::run(m, kc, a, b, c, ldc, acc, pf);
-  }
-};
-template <int M>
-struct Fp8Tile {
-  static void run(int64_t kc, const float* a, const uint8_t* b, float* c, int64_t ldc, bool acc, Prefetcher pf) {
-    fp8_tile<M>(kc, a, b, c, ldc, acc, pf);
-  }
-};
-template <int M>
-struct Mxfp4Tile {
-  static void run(int64_t kc, const float* a, const uint8_t* b, float* c, int64_t ldc, bool acc, Prefetcher pf) {
-    mxfp4_tile<M>(kc, a, b, c, ldc, acc, pf);
-  }
-};
+// The m-row kernels (one panel) and the few-rows forms (m rows over kFewRowsPanels[m] panels) of both formats.
+enum class Code { kFp8, kMxfp4 };
+template <Code F, int M, int P>
+void tile(int64_t kc, const float* a, const uint8_t* b, int64_t panel_stride, float* c, int64_t ldc, bool acc,
+          Prefetcher pf) {
+  if constexpr (F == Code::kFp8) fp8_tile<M, P>(kc, a, b, panel_stride, c, ldc, acc, pf);
+  else mxfp4_tile<M, P>(kc, a, b, panel_stride, c, ldc, acc, pf);
+}
+constexpr int64_t unit_k(Code f) { return f == Code::kFp8 ? kFp8PanelBlock : kMxfp4PanelGroup; }
 
-void gemm_fp8w(int m, int64_t kc, const void* a, const void* b, float* c, int64_t ldc, bool acc, const void* pf,
+template <Code F>
+void gemm_rows(int m, int64_t kc, const void* a, const void* b, float* c, int64_t ldc, bool acc, const void* pf,
                int64_t pf_bytes) {
-  Rows<Fp8Tile>::run(m, kc, static_cast<const float*>(a), static_cast<const uint8_t*>(b), c, ldc, acc,
-                     Prefetcher(pf, pf_bytes, (kc + kFp8PanelBlock - 1) / kFp8PanelBlock));
+  const auto* ap = static_cast<const float*>(a);
+  const auto* bp = static_cast<const uint8_t*>(b);
+  const Prefetcher hint(pf, pf_bytes, (kc + unit_k(F) - 1) / unit_k(F));
+  switch (m) {
+    case 1: return tile<F, 1, 1>(kc, ap, bp, 0, c, ldc, acc, hint);
+    case 2: return tile<F, 2, 1>(kc, ap, bp, 0, c, ldc, acc, hint);
+    case 3: return tile<F, 3, 1>(kc, ap, bp, 0, c, ldc, acc, hint);
+    default: return tile<F, kMr, 1>(kc, ap, bp, 0, c, ldc, acc, hint);
+  }
 }
-void gemm_mxfp4w(int m, int64_t kc, const void* a, const void* b, float* c, int64_t ldc, bool acc, const void* pf,
-                 int64_t pf_bytes) {
-  Rows<Mxfp4Tile>::run(m, kc, static_cast<const float*>(a), static_cast<const uint8_t*>(b), c, ldc, acc,
-                       Prefetcher(pf, pf_bytes, (kc + kMxfp4PanelGroup - 1) / kMxfp4PanelGroup));
+static_assert(kMr == 4, "gemm_rows instantiates 1..4 rows");
+
+template <Code F>
+void gemm_few(int m, int64_t kc, const void* a, const void* b, int64_t panel_stride_bytes, float* c, int64_t ldc,
+              bool acc) {
+  const auto* ap = static_cast<const float*>(a);
+  const auto* bp = static_cast<const uint8_t*>(b);
+  const Prefetcher none(nullptr, 0, 0);
+  switch (m) {
+    case 1: return tile<F, 1, kFewRowsPanels[1]>(kc, ap, bp, panel_stride_bytes, c, ldc, acc, none);
+    case 2: return tile<F, 2, kFewRowsPanels[2]>(kc, ap, bp, panel_stride_bytes, c, ldc, acc, none);
+    default: return tile<F, 3, kFewRowsPanels[3]>(kc, ap, bp, panel_stride_bytes, c, ldc, acc, none);
+  }
 }
 
 }  // namespace
 
 const GemmFormat kGemmFp8wF32Avx2{WeightFormat::kFp8Block128, "gemm_fp8w_f32_4x16__avx2", kMr, kNr,
-                                  pack_activations_f32, gemm_fp8w, nullptr, 0};
+                                  pack_activations_f32, gemm_rows<Code::kFp8>, gemm_few<Code::kFp8>, 3};
 const GemmFormat kGemmMxfp4wF32Avx2{WeightFormat::kMxfp4Block32, "gemm_mxfp4w_f32_4x16__avx2", kMr, kNr,
-                                    pack_activations_f32, gemm_mxfp4w, nullptr, 0};
+                                    pack_activations_f32, gemm_rows<Code::kMxfp4>, gemm_few<Code::kMxfp4>, 2};
 
 }  // namespace hymoe::kernels

@@ -148,6 +148,71 @@ TEST_P(QuantFormatTest, MicroKernelsMatchTheirReferences) {
   }
 }
 
+// The few-rows forms (m = 1..few_rows_max rows over kFewRowsPanels[m] panels, the decode and few-tokens case) give
+// the bits of one m-row call per panel, with and without accumulate, for K around and across the units and N not
+// a multiple of the panels (the last panel's padding columns); so does a few-rows call split at a K block (the
+// driver's kKc), and it writes nothing outside its rows and panels.
+TEST_P(QuantFormatTest, FewRowsFormsEqualTheirRowCalls) {
+  Rng rng(31);
+  for (WeightFormat format : kFormats) {
+    const GemmFormat* f = ik_->format(format);
+    ASSERT_NE(f->gemm_few, nullptr) << f->name;
+    ASSERT_GE(f->few_rows_max, 1) << f->name;
+    const int mr = f->mr, nr = f->nr;
+    const std::vector<int64_t> ks = is_fp8(format) ? std::vector<int64_t>{1, 7, 128, 129, 300, 384}
+                                                   : std::vector<int64_t>{32, 96, 160, 288};
+    for (int m = 1; m <= f->few_rows_max; ++m)
+      for (int64_t k : ks) {
+        const int panels = kFewRowsPanels[m];
+        const QuantMatrix q = random_quant(format, rng, panels * nr - 3, k);
+        const PackedMatrix b = pack_matrix(q.view, nr, format);
+        ASSERT_EQ(b.panels, panels);
+        const int64_t ldc = panels * nr + 5;
+        const auto a = random_values(rng, f->units(k) * f->a_unit_bytes() / 4);  // a (units * k_unit, mr) micro-panel
+        const auto c0 = random_values(rng, mr * ldc);
+        for (bool acc : {false, true}) {
+          std::vector<float> few = c0, rows = c0, split = c0;
+          f->gemm_few(m, k, a.data(), b.data(), b.panel_bytes(), few.data(), ldc, acc);
+          for (int p = 0; p < panels; ++p)
+            f->gemm(m, k, a.data(), b.buffer.data() + p * b.panel_bytes(), rows.data() + p * nr, ldc, acc, nullptr, 0);
+          ASSERT_EQ(0, std::memcmp(few.data(), rows.data(), few.size() * sizeof(float)))
+              << f->name << " m=" << m << " k=" << k << " acc=" << acc;
+          const int64_t half = 128;
+          if (k <= half) continue;
+          const int64_t unit = k_unit(format);
+          f->gemm_few(m, half, a.data(), b.data(), b.panel_bytes(), split.data(), ldc, acc);
+          f->gemm_few(m, k - half, a.data() + half * mr, b.buffer.data() + half / unit * f->b_unit_bytes(),
+                      b.panel_bytes(), split.data(), ldc, true);
+          ASSERT_EQ(0, std::memcmp(split.data(), few.data(), few.size() * sizeof(float)))
+              << f->name << " m=" << m << " k=" << k << " split at " << half;
+        }
+        // The rows' values moved: the kernels wrote the tile (and only it, which the memcmp above shares).
+        std::vector<float> few = c0;
+        f->gemm_few(m, k, a.data(), b.data(), b.panel_bytes(), few.data(), ldc, false);
+        for (int i = 0; i < mr; ++i)
+          for (int64_t j = 0; j < ldc; ++j) {
+            const size_t at = static_cast<size_t>(i * ldc + j);
+            if (i >= m || j >= panels * nr) ASSERT_EQ(few[at], c0[at]) << f->name << " wrote outside its tile";
+          }
+        std::vector<float> want(static_cast<size_t>(mr * nr));
+        for (int p = 0; p < panels; ++p) {
+          if (is_fp8(format)) gemm_fp8w_f32__ref(m, mr, nr, k, a.data(), b.buffer.data() + p * b.panel_bytes(), want.data(), nr, false);
+          else gemm_mxfp4w_f32__ref(m, mr, nr, k, a.data(), b.buffer.data() + p * b.panel_bytes(), want.data(), nr, false);
+          for (int i = 0; i < m; ++i)
+            for (int j = 0; j < nr; ++j) {
+              double abs_sum = 0;
+              const int64_t col = p * nr + j;
+              for (int64_t kk = 0; kk < k && col < q.view.n; ++kk)
+                abs_sum += std::abs(static_cast<double>(a[static_cast<size_t>(kk * mr + i)]) * q.view.at(kk, col));
+              ASSERT_NEAR(few[static_cast<size_t>(i * ldc + col)], want[static_cast<size_t>(i * nr + j)],
+                          dot_error_bound(k, abs_sum))
+                  << f->name << " m=" << m << " k=" << k << " at " << i << "," << col;
+            }
+        }
+      }
+  }
+}
+
 // A ragged problem in one quantized format; y = scale * ffn(x).
 struct QuantProblem {
   GroupedFfnShape shape;
