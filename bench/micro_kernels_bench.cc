@@ -65,8 +65,9 @@ BENCHMARK_CAPTURE(BM_FewRowsBf16w, avx2, Isa::kAvx2)->ArgsProduct({{256}, {1, 2,
 BENCHMARK_CAPTURE(BM_FewRowsF32w, avx512, Isa::kAvx512)->ArgsProduct({{256}, {1, 2, 3}});
 
 // The fp8 and mxfp4 kernels, operands hot: range(0) rows; range(1) = 0 runs the m-row kernel on one panel, 1 the
-// few-rows form over kFewRowsPanels[rows] panels (rows <= 3). K = 256. The packed bytes are built directly: finite
-// e4m3 codes with unit multipliers, any E2M1 codes with the scale 2^0 (the kernels' cost does not depend on them).
+// few-rows form over kFewRowsPanels[rows] panels (rows <= 3). K = 256. The packed bytes are built directly: normal
+// e4m3 codes of both signs with unit multipliers (the fp8 kernels' fast decode; a unit holding a subnormal or zero
+// code takes the F16C one), any E2M1 codes with the scale 2^0.
 void BM_QuantizedKernel(benchmark::State& state, WeightFormat format) {
   const IsaKernels* ik = kernels_or_skip(state, Isa::kAvx2);
   if (!ik) return;
@@ -79,7 +80,7 @@ void BM_QuantizedKernel(benchmark::State& state, WeightFormat format) {
   for (int64_t u = 0; u < panels * units; ++u) {
     uint8_t* unit = b.data() + u * f.b_unit_bytes();
     const int64_t code_bytes = format == WeightFormat::kFp8Block128 ? kc / units * f.nr : kc / units / 2 * f.nr;
-    for (int64_t i = 0; i < code_bytes; ++i) unit[i] = static_cast<uint8_t>((i * 37 + u) % 127);
+    for (int64_t i = 0; i < code_bytes; ++i) unit[i] = static_cast<uint8_t>(8 + (i * 37 + u) % 119 + (i % 3 == 0 ? 0x80 : 0));
     for (int j = 0; j < f.nr; ++j) {
       if (format == WeightFormat::kFp8Block128) reinterpret_cast<float*>(unit + code_bytes)[j] = 1.0f;
       else unit[code_bytes + j] = 127;

@@ -1,14 +1,14 @@
 // AVX2 + F16C micro-kernels of the compact quantized formats (gemm_quantized.h): gemm_fp8w_f32_4x16__avx2 and
-// gemm_mxfp4w_f32_4x16__avx2, each with a few-rows form (m rows over kFewRowsPanels[m] panels per call: fp8 up to
-// 3 rows, mxfp4 up to 2). Each decodes a k row of 16 weights from the panel into two f32 vectors, exactly, then
-// runs the f32 FMA chain of the bf16-widen kernel: every C element is one chain in increasing k, so blocking,
-// the few-rows form and threads never change the bits. Compiled with -mavx2 -mfma -mf16c (and only this file);
-// reached through isa_kernels(), chosen at run time.
+// gemm_mxfp4w_f32_4x16__avx2, each with a few-rows form for decode (one row over kFewRowsPanels[1] panels per
+// call). Each decodes a k row of 16 weights from the panel into two f32 vectors, exactly, then runs the f32 FMA
+// chain of the bf16-widen kernel: every C element is one chain in increasing k, so blocking, the few-rows form
+// and threads never change the bits. Compiled with -mavx2 -mfma -mf16c (and only this file); reached through
+// isa_kernels(), chosen at run time.
 //
 // Register budget: 4 rows x 2 ymm = 8 accumulators, 2 per-column multipliers, 2 decoded weight vectors, a
 // broadcast and the decode's temporaries and constants fit the 16 ymm registers; 6 rows (the f32 kernel's tile)
-// would spill an accumulator on every k. The few-rows forms hold 8 (1 row x 4 panels) to 12 (3 x 2, 2 x 3)
-// accumulators; their multipliers are read from L1 as memory operands where registers run out.
+// would spill an accumulator on every k. The decode form holds 8 accumulators (1 row x 4 panels); its 8
+// multiplier vectors are read from L1 as memory operands where registers run out.
 #include <immintrin.h>
 
 #include "kernels/gemm_quantized.h"
@@ -20,22 +20,42 @@ constexpr int kMr = 4, kNr = 16;
 constexpr int64_t kFp8UnitBytes = weight_unit_bytes(WeightFormat::kFp8Block128, kNr);
 constexpr int64_t kMxfp4UnitBytes = weight_unit_bytes(WeightFormat::kMxfp4Block32, kNr);
 
-// Accumulators of M rows over P panels: acc[i][2p] and acc[i][2p + 1] hold row i's columns 0-7 and 8-15 of panel p,
-// whose C is at c + i * ldc + p * kNr.
-template <int M, int P>
+// Accumulators of M rows over P panels: acc[i][2p] and acc[i][2p + 1] hold row i's 16 columns of panel p, whose
+// C is at c + i * ldc + p * kNr: columns 0-7 and 8-15, or with kSplitHalves (the fp8 kernels' order, see
+// fp8_weights_normal) columns 0-3 and 8-11, and 4-7 and 12-15. Moving a value between lanes is exact.
+template <bool kSplitHalves>
+inline void to_split_halves(__m256& lo, __m256& hi) {
+  if constexpr (kSplitHalves) {
+    const __m256 a = _mm256_permute2f128_ps(lo, hi, 0x20), b = _mm256_permute2f128_ps(lo, hi, 0x31);
+    lo = a;
+    hi = b;
+  }
+}
+
+template <int M, int P, bool kSplitHalves>
 inline void load_acc(const float* c, int64_t ldc, bool accumulate, __m256 (&acc)[M][2 * P]) {
 #pragma GCC unroll 4
   for (int i = 0; i < M; ++i)
-#pragma GCC unroll 8
-    for (int j = 0; j < 2 * P; ++j) acc[i][j] = accumulate ? _mm256_loadu_ps(c + i * ldc + j * 8) : _mm256_setzero_ps();
+#pragma GCC unroll 4
+    for (int p = 0; p < P; ++p) {
+      acc[i][2 * p] = accumulate ? _mm256_loadu_ps(c + i * ldc + p * kNr) : _mm256_setzero_ps();
+      acc[i][2 * p + 1] = accumulate ? _mm256_loadu_ps(c + i * ldc + p * kNr + 8) : _mm256_setzero_ps();
+      if (accumulate) to_split_halves<kSplitHalves>(acc[i][2 * p], acc[i][2 * p + 1]);
+    }
 }
 
-template <int M, int P>
+// The split-halves order is its own inverse.
+template <int M, int P, bool kSplitHalves>
 inline void store_acc(float* c, int64_t ldc, const __m256 (&acc)[M][2 * P]) {
 #pragma GCC unroll 4
   for (int i = 0; i < M; ++i)
-#pragma GCC unroll 8
-    for (int j = 0; j < 2 * P; ++j) _mm256_storeu_ps(c + i * ldc + j * 8, acc[i][j]);
+#pragma GCC unroll 4
+    for (int p = 0; p < P; ++p) {
+      __m256 lo = acc[i][2 * p], hi = acc[i][2 * p + 1];
+      to_split_halves<kSplitHalves>(lo, hi);
+      _mm256_storeu_ps(c + i * ldc + p * kNr, lo);
+      _mm256_storeu_ps(c + i * ldc + p * kNr + 8, hi);
+    }
 }
 
 // Step k of panel p with its decoded weights of columns 0-7 (w0) and 8-15 (w1): one FMA per C element.
@@ -62,13 +82,65 @@ struct Prefetcher {
   }
 };
 
-// ---- fp8: 16 e4m3 codes to f16 bits, sign-extended to 16 bits first: shifted left by 7 the code's low 7 bits
-// land on f16's bits 7-13 and its sign on bits 14 and 15; clearing bit 14 leaves (b & 0x80) << 8 | (b & 0x7f) << 7.
+// ---- fp8. Two exact decodes of a k row of 16 e4m3 codes to fp8(b) * 2^-8, then times the multipliers:
+// fp8_weights_normal for units whose codes are all normal (exponent field e >= 1, the common case: a checkpoint
+// block's subnormals and zeros are rare), fp8_weights (F16C) for any code. Both give the same values, so which
+// one a unit takes never changes a bit.
+//
+// Normal codes, integer ops only: the top 16 bits of the f32 are (b & 0x80) << 8 | ((b & 0x7f) << 4) + (112 << 7):
+// the code's 4 exponent and 3 mantissa bits land on f32's exponent (e + 112, so 2^(e - 15) = 2^(e - 7) * 2^-8)
+// and the mantissa's top bits. The codes sign-extended to 16 bits and shifted left by 4 carry the sign on bits
+// 11-15, so the mask 0x87f0 keeps bit 15 and the code's low 7 bits; the add cannot carry into the sign. The
+// vpunpck{l,h}wd that append 16 zero bits work within 128-bit lanes, so w0 holds columns 0-3 and 8-11 and w1
+// columns 4-7 and 12-15 (the split-halves order of load_acc): 8 simple instructions per 16 weights, where the
+// two vcvtph2ps of fp8_weights take about 2 cycles each on Zen 3.
+inline void fp8_weights_normal(const uint8_t* codes, __m256 m0, __m256 m1, __m256& w0, __m256& w1) {
+  const __m256i wide = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes)));
+  const __m256i top = _mm256_add_epi16(_mm256_and_si256(_mm256_slli_epi16(wide, 4), _mm256_set1_epi16(static_cast<short>(0x87F0))),
+                                       _mm256_set1_epi16(112 << 7));
+  w0 = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_unpacklo_epi16(_mm256_setzero_si256(), top)), m0);
+  w1 = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_unpackhi_epi16(_mm256_setzero_si256(), top)), m1);
+}
+
+// Any finite code: sign-extended to 16 bits and shifted left by 7, the code's low 7 bits land on f16's bits 7-13
+// and its sign on bits 14 and 15; clearing bit 14 leaves the f16 bits (b & 0x80) << 8 | (b & 0x7f) << 7, whose
+// value is fp8(b) * 2^-8 (subnormals included: the exponent biases differ by 8). Returned in the split-halves
+// order, with m0 and m1 in it too.
 inline void fp8_weights(const uint8_t* codes, __m256 m0, __m256 m1, __m256& w0, __m256& w1) {
   const __m256i wide = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes)));
   const __m256i half = _mm256_and_si256(_mm256_slli_epi16(wide, 7), _mm256_set1_epi16(static_cast<short>(0xBF80)));
-  w0 = _mm256_mul_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(half)), m0);
-  w1 = _mm256_mul_ps(_mm256_cvtph_ps(_mm256_extracti128_si256(half, 1)), m1);
+  __m256 lo = _mm256_cvtph_ps(_mm256_castsi256_si128(half)), hi = _mm256_cvtph_ps(_mm256_extracti128_si256(half, 1));
+  to_split_halves<true>(lo, hi);
+  w0 = _mm256_mul_ps(lo, m0);
+  w1 = _mm256_mul_ps(hi, m1);
+}
+
+// Whether rows [0, rows) of the P panels' unit (rows of 16 codes) hold only normal codes (e >= 1, i.e.
+// b & 0x78 != 0): a vpand and a vpminub per 32 codes, in four independent chains (one chain, a loop-carried
+// vpminub per 32 codes, measured 17% of the 3-row kernel's time).
+template <int P>
+inline bool fp8_units_normal(const uint8_t* unit, int64_t panel_stride, int64_t rows) {
+  const __m256i exponent = _mm256_set1_epi8(0x78);
+  const auto masked = [&](const uint8_t* p) {
+    return _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)), exponent);
+  };
+  __m256i low[4] = {exponent, exponent, exponent, exponent};
+  const int64_t bytes = rows * kNr;
+#pragma GCC unroll 4
+  for (int p = 0; p < P; ++p) {
+    const uint8_t* codes = unit + p * panel_stride;
+    int64_t i = 0;
+    for (; i + 128 <= bytes; i += 128)
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) low[j] = _mm256_min_epu8(low[j], masked(codes + i + 32 * j));
+    for (; i + 32 <= bytes; i += 32) low[0] = _mm256_min_epu8(low[0], masked(codes + i));
+    if (i < bytes) {  // one row of 16 codes left
+      const __m256i row = _mm256_set_m128i(_mm_set1_epi8(0x78), _mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + i)));
+      low[1] = _mm256_min_epu8(low[1], _mm256_and_si256(row, exponent));
+    }
+  }
+  const __m256i all = _mm256_min_epu8(_mm256_min_epu8(low[0], low[1]), _mm256_min_epu8(low[2], low[3]));
+  return _mm256_movemask_epi8(_mm256_cmpeq_epi8(all, _mm256_setzero_si256())) == 0;
 }
 
 // M rows over P panels (panel p at b + p * panel_stride bytes, its C at c + p * kNr). P > 1 is the few-rows form:
@@ -77,7 +149,7 @@ template <int M, int P>
 void fp8_tile(int64_t kc, const float* a, const uint8_t* b, int64_t panel_stride, float* c, int64_t ldc,
               bool accumulate, Prefetcher pf) {
   __m256 acc[M][2 * P];
-  load_acc<M, P>(c, ldc, accumulate, acc);
+  load_acc<M, P, true>(c, ldc, accumulate, acc);
   for (int64_t k0 = 0; k0 < kc; k0 += kFp8PanelBlock) {
     const uint8_t* unit = b + k0 / kFp8PanelBlock * kFp8UnitBytes;
     pf.unit();
@@ -87,19 +159,29 @@ void fp8_tile(int64_t kc, const float* a, const uint8_t* b, int64_t panel_stride
       const float* multipliers = reinterpret_cast<const float*>(unit + p * panel_stride + kFp8PanelBlock * kNr);
       m[p][0] = _mm256_loadu_ps(multipliers);
       m[p][1] = _mm256_loadu_ps(multipliers + 8);
+      to_split_halves<true>(m[p][0], m[p][1]);
     }
     const int64_t steps = kc - k0 < kFp8PanelBlock ? kc - k0 : kFp8PanelBlock;
+    if (fp8_units_normal<P>(unit, panel_stride, steps)) {
 #pragma GCC unroll 2
-    for (int64_t k = 0; k < steps; ++k) {
+      for (int64_t k = 0; k < steps; ++k)
 #pragma GCC unroll 4
-      for (int p = 0; p < P; ++p) {
-        __m256 w0, w1;
-        fp8_weights(unit + p * panel_stride + k * kNr, m[p][0], m[p][1], w0, w1);
-        fma_step<M, P>(a + (k0 + k) * kMr, p, w0, w1, acc);
-      }
+        for (int p = 0; p < P; ++p) {
+          __m256 w0, w1;
+          fp8_weights_normal(unit + p * panel_stride + k * kNr, m[p][0], m[p][1], w0, w1);
+          fma_step<M, P>(a + (k0 + k) * kMr, p, w0, w1, acc);
+        }
+    } else {
+      for (int64_t k = 0; k < steps; ++k)
+#pragma GCC unroll 4
+        for (int p = 0; p < P; ++p) {
+          __m256 w0, w1;
+          fp8_weights(unit + p * panel_stride + k * kNr, m[p][0], m[p][1], w0, w1);
+          fma_step<M, P>(a + (k0 + k) * kMr, p, w0, w1, acc);
+        }
     }
   }
-  store_acc<M, P>(c, ldc, acc);
+  store_acc<M, P, true>(c, ldc, acc);
 }
 
 // ---- mxfp4: a vpshufb table of 2 * e2m1 as int8 (exact small integers), then times 2^(s-128) per column.
@@ -124,7 +206,7 @@ void mxfp4_tile(int64_t kc, const float* a, const uint8_t* b, int64_t panel_stri
   const __m128i table = _mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
   const __m128i nibble = _mm_set1_epi8(0x0f);
   __m256 acc[M][2 * P];
-  load_acc<M, P>(c, ldc, accumulate, acc);
+  load_acc<M, P, false>(c, ldc, accumulate, acc);
   for (int64_t k0 = 0; k0 < kc; k0 += kMxfp4PanelGroup) {
     const uint8_t* unit = b + k0 / kMxfp4PanelGroup * kMxfp4UnitBytes;
     pf.unit();
@@ -149,7 +231,7 @@ void mxfp4_tile(int64_t kc, const float* a, const uint8_t* b, int64_t panel_stri
       }
     }
   }
-  store_acc<M, P>(c, ldc, acc);
+  store_acc<M, P, false>(c, ldc, acc);
 }
 
 // The m-row kernels (one panel) and the few-rows forms (m rows over kFewRowsPanels[m] panels) of both formats.
@@ -177,24 +259,22 @@ void gemm_rows(int m, int64_t kc, const void* a, const void* b, float* c, int64_
 }
 static_assert(kMr == 4, "gemm_rows instantiates 1..4 rows");
 
+// One row over kFewRowsPanels[1] panels (few_rows_max = 1): the decode case. Forms of 2 and 3 rows (3 and 2
+// panels, 12 accumulators) measured no faster than the 2- and 3-row kernels on one panel (hot, fp8 3 rows 5.6
+// against 6.2 G weights/s; mxfp4 within noise), and those keep the driver's prefetch.
 template <Code F>
 void gemm_few(int m, int64_t kc, const void* a, const void* b, int64_t panel_stride_bytes, float* c, int64_t ldc,
               bool acc) {
-  const auto* ap = static_cast<const float*>(a);
-  const auto* bp = static_cast<const uint8_t*>(b);
-  const Prefetcher none(nullptr, 0, 0);
-  switch (m) {
-    case 1: return tile<F, 1, kFewRowsPanels[1]>(kc, ap, bp, panel_stride_bytes, c, ldc, acc, none);
-    case 2: return tile<F, 2, kFewRowsPanels[2]>(kc, ap, bp, panel_stride_bytes, c, ldc, acc, none);
-    default: return tile<F, 3, kFewRowsPanels[3]>(kc, ap, bp, panel_stride_bytes, c, ldc, acc, none);
-  }
+  (void)m;  // always 1
+  tile<F, 1, kFewRowsPanels[1]>(kc, static_cast<const float*>(a), static_cast<const uint8_t*>(b), panel_stride_bytes,
+                                c, ldc, acc, Prefetcher(nullptr, 0, 0));
 }
 
 }  // namespace
 
 const GemmFormat kGemmFp8wF32Avx2{WeightFormat::kFp8Block128, "gemm_fp8w_f32_4x16__avx2", kMr, kNr,
-                                  pack_activations_f32, gemm_rows<Code::kFp8>, gemm_few<Code::kFp8>, 3};
+                                  pack_activations_f32, gemm_rows<Code::kFp8>, gemm_few<Code::kFp8>, 1};
 const GemmFormat kGemmMxfp4wF32Avx2{WeightFormat::kMxfp4Block32, "gemm_mxfp4w_f32_4x16__avx2", kMr, kNr,
-                                    pack_activations_f32, gemm_rows<Code::kMxfp4>, gemm_few<Code::kMxfp4>, 2};
+                                    pack_activations_f32, gemm_rows<Code::kMxfp4>, gemm_few<Code::kMxfp4>, 1};
 
 }  // namespace hymoe::kernels

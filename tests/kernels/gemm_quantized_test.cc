@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "fast_kernel_test_util.h"
@@ -29,13 +30,25 @@ struct QuantMatrix {
   MatrixView view;
 };
 
-// Random finite e4m3 codes (every sign, subnormals included) and block scales of [128 or block_k] blocks.
+// The normal e4m3 codes (exponent field >= 1, not NaN): 0x08-0x7e and 0x88-0xfe.
+constexpr int kNormalFp8Codes = 2 * 119;
+uint8_t normal_fp8_code(int64_t i) {
+  const int64_t at = i % kNormalFp8Codes;
+  return static_cast<uint8_t>(at < 119 ? 0x08 + at : 0x88 + at - 119);
+}
+
+// Random finite e4m3 codes of both signs and block scales of [128 or block_k] blocks. The kernels decode a unit
+// of 128 k with only normal codes one way and any other unit another (gemm_quantized_avx2.cc), so k in
+// [128, 256) (and [384, 512) ...) holds only normal codes and the rest any finite code (subnormals and zeros one
+// in 8).
 QuantMatrix random_fp8(Rng& rng, int64_t n, int64_t k, int64_t block_n = 128, int64_t block_k = 128) {
   QuantMatrix m;
   m.codes.resize(static_cast<size_t>(n * k));
-  for (auto& c : m.codes) {
-    c = static_cast<uint8_t>(rng.below(256));
-    if ((c & 0x7f) == 0x7f) c = 0x05;  // a subnormal instead of NaN
+  for (size_t i = 0; i < m.codes.size(); ++i) {
+    uint8_t& c = m.codes[i];
+    c = normal_fp8_code(static_cast<int64_t>(rng.below(kNormalFp8Codes)));
+    if ((static_cast<int64_t>(i) % k) / 128 % 2 == 0 && rng.below(8) == 0)
+      c = static_cast<uint8_t>(rng.below(8) | (rng.below(2) << 7));  // a subnormal or zero, either sign
   }
   const int64_t sn = (n + block_n - 1) / block_n, sk = (k + block_k - 1) / block_k;
   m.scales.resize(static_cast<size_t>(sn * sk));
@@ -69,9 +82,12 @@ class QuantFormatTest : public test::IsaKernelsTest {};
 
 // Every finite e4m3 code (both signs, the subnormals 0x01-0x07 and 0x81-0x87, +-0) under two scales, and every
 // E2M1 code under the E8M0 scales 0 (2^-127, subnormal results), 1, 127 and 250: the micro-kernel with a one-hot
-// activation row returns w(k, :) itself, which must be the scalar decoder's value to the bit.
+// activation row returns w(k, :) itself, which must be the scalar decoder's value to the bit. fp8 twice: with every
+// code in each 128-k unit, and with only the normal codes (the kernels' other decode).
 TEST_P(QuantFormatTest, MicroKernelsDecodeEveryCodeExactly) {
-  for (WeightFormat format : kFormats) {
+  for (const auto& [format, normal_only] : {std::pair{WeightFormat::kFp8Block128, false},
+                                           std::pair{WeightFormat::kFp8Block128, true},
+                                           std::pair{WeightFormat::kMxfp4Block32, false}}) {
     const GemmFormat* f = ik_->format(format);
     ASSERT_NE(f, nullptr) << weight_format_operands(format);
     const int nr = f->nr, mr = f->mr;
@@ -80,7 +96,9 @@ TEST_P(QuantFormatTest, MicroKernelsDecodeEveryCodeExactly) {
     q.view = MatrixView{nullptr, DType::kF32, WeightLayout::kOutIn, k, nr};
     if (is_fp8(format)) {
       q.codes.resize(static_cast<size_t>(nr * k));
-      for (size_t i = 0; i < q.codes.size(); ++i) q.codes[i] = static_cast<uint8_t>(i % 254 < 127 ? i % 254 : i % 254 + 1);
+      for (size_t i = 0; i < q.codes.size(); ++i)
+        q.codes[i] = normal_only ? normal_fp8_code(static_cast<int64_t>(i))
+                                 : static_cast<uint8_t>(i % 254 < 127 ? i % 254 : i % 254 + 1);
       q.scales = {0.75f, 0x1p-3f};  // block (0, 0) and (0, 1)
       q.view.quant = {QuantScheme::kFp8Block, 0, q.scales.data(), 128, 128};
     } else {
