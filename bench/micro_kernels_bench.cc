@@ -80,7 +80,8 @@ void BM_QuantizedKernel(benchmark::State& state, WeightFormat format) {
   for (int64_t u = 0; u < panels * units; ++u) {
     uint8_t* unit = b.data() + u * f.b_unit_bytes();
     const int64_t code_bytes = format == WeightFormat::kFp8Block128 ? kc / units * f.nr : kc / units / 2 * f.nr;
-    for (int64_t i = 0; i < code_bytes; ++i) unit[i] = static_cast<uint8_t>(8 + (i * 37 + u) % 119 + (i % 3 == 0 ? 0x80 : 0));
+    for (int64_t i = 0; i < code_bytes; ++i)
+      unit[i] = static_cast<uint8_t>(8 + (i * 37 + u) % 119 + (i % 3 == 0 ? 0x80 : 0));
     for (int j = 0; j < f.nr; ++j) {
       if (format == WeightFormat::kFp8Block128) reinterpret_cast<float*>(unit + code_bytes)[j] = 1.0f;
       else unit[code_bytes + j] = 127;

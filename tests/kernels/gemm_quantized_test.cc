@@ -214,8 +214,9 @@ TEST_P(QuantFormatTest, FewRowsFormsEqualTheirRowCalls) {
           }
         std::vector<float> want(static_cast<size_t>(mr * nr));
         for (int p = 0; p < panels; ++p) {
-          if (is_fp8(format)) gemm_fp8w_f32__ref(m, mr, nr, k, a.data(), b.buffer.data() + p * b.panel_bytes(), want.data(), nr, false);
-          else gemm_mxfp4w_f32__ref(m, mr, nr, k, a.data(), b.buffer.data() + p * b.panel_bytes(), want.data(), nr, false);
+          const uint8_t* panel = b.buffer.data() + p * b.panel_bytes();
+          if (is_fp8(format)) gemm_fp8w_f32__ref(m, mr, nr, k, a.data(), panel, want.data(), nr, false);
+          else gemm_mxfp4w_f32__ref(m, mr, nr, k, a.data(), panel, want.data(), nr, false);
           for (int i = 0; i < m; ++i)
             for (int j = 0; j < nr; ++j) {
               double abs_sum = 0;
