@@ -37,17 +37,17 @@ uint8_t normal_fp8_code(int64_t i) {
   return static_cast<uint8_t>(at < 119 ? 0x08 + at : 0x88 + at - 119);
 }
 
-// Random finite e4m3 codes of both signs and block scales of [128 or block_k] blocks. The kernels decode a unit
-// of 128 k with only normal codes one way and any other unit another (gemm_quantized_avx2.cc), so k in
-// [128, 256) (and [384, 512) ...) holds only normal codes and the rest any finite code (subnormals and zeros one
-// in 8).
+// Random finite e4m3 codes of both signs and block scales of [128 or block_k] blocks. The kernels decode 32 rows
+// of a 128-k unit with only normal codes one way and any others another (gemm_quantized_avx2.cc), so k in
+// [32, 64) (and [96, 128) ...) holds only normal codes and the rest any finite code (subnormals and zeros one in
+// 8): every unit of 128 k mixes the two.
 QuantMatrix random_fp8(Rng& rng, int64_t n, int64_t k, int64_t block_n = 128, int64_t block_k = 128) {
   QuantMatrix m;
   m.codes.resize(static_cast<size_t>(n * k));
   for (size_t i = 0; i < m.codes.size(); ++i) {
     uint8_t& c = m.codes[i];
     c = normal_fp8_code(static_cast<int64_t>(rng.below(kNormalFp8Codes)));
-    if ((static_cast<int64_t>(i) % k) / 128 % 2 == 0 && rng.below(8) == 0)
+    if ((static_cast<int64_t>(i) % k) / 32 % 2 == 0 && rng.below(8) == 0)
       c = static_cast<uint8_t>(rng.below(8) | (rng.below(2) << 7));  // a subnormal or zero, either sign
   }
   const int64_t sn = (n + block_n - 1) / block_n, sk = (k + block_k - 1) / block_k;
@@ -83,7 +83,7 @@ class QuantFormatTest : public test::IsaKernelsTest {};
 // Every finite e4m3 code (both signs, the subnormals 0x01-0x07 and 0x81-0x87, +-0) under two scales, and every
 // E2M1 code under the E8M0 scales 0 (2^-127, subnormal results), 1, 127 and 250: the micro-kernel with a one-hot
 // activation row returns w(k, :) itself, which must be the scalar decoder's value to the bit. fp8 twice: with every
-// code in each 128-k unit, and with only the normal codes (the kernels' other decode).
+// code in each 128-k unit, and with only the normal codes (the kernels' faster decode).
 TEST_P(QuantFormatTest, MicroKernelsDecodeEveryCodeExactly) {
   for (const auto& [format, normal_only] : {std::pair{WeightFormat::kFp8Block128, false},
                                            std::pair{WeightFormat::kFp8Block128, true},
