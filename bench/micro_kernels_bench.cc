@@ -64,6 +64,44 @@ BENCHMARK_CAPTURE(BM_FewRowsF32w, avx2, Isa::kAvx2)->ArgsProduct({{256}, {1, 2, 
 BENCHMARK_CAPTURE(BM_FewRowsBf16w, avx2, Isa::kAvx2)->ArgsProduct({{256}, {1, 2, 3}});
 BENCHMARK_CAPTURE(BM_FewRowsF32w, avx512, Isa::kAvx512)->ArgsProduct({{256}, {1, 2, 3}});
 
+// The fp8 and mxfp4 kernels, operands hot: range(0) rows; range(1) = 0 runs the m-row kernel on one panel, 1 the
+// few-rows form over kFewRowsPanels[rows] panels (rows <= few_rows_max, which is 1). K = 256. The packed bytes are built directly: normal
+// e4m3 codes of both signs with unit multipliers (the fp8 kernels' fast decode; a unit holding a subnormal or zero
+// code takes the F16C one), any E2M1 codes with the scale 2^0.
+void BM_QuantizedKernel(benchmark::State& state, WeightFormat format) {
+  const IsaKernels* ik = kernels_or_skip(state, Isa::kAvx2);
+  if (!ik) return;
+  const GemmFormat& f = *ik->format(format);
+  const int m = static_cast<int>(state.range(0));
+  const bool few = state.range(1) != 0;
+  const int panels = few ? kFewRowsPanels[m] : 1;
+  const int64_t kc = 256, units = f.units(kc), panel_bytes = units * f.b_unit_bytes();
+  std::vector<uint8_t> b(static_cast<size_t>(panels * panel_bytes));
+  for (int64_t u = 0; u < panels * units; ++u) {
+    uint8_t* unit = b.data() + u * f.b_unit_bytes();
+    const int64_t code_bytes = format == WeightFormat::kFp8Block128 ? kc / units * f.nr : kc / units / 2 * f.nr;
+    for (int64_t i = 0; i < code_bytes; ++i)
+      unit[i] = static_cast<uint8_t>(8 + (i * 37 + u) % 119 + (i % 3 == 0 ? 0x80 : 0));
+    for (int j = 0; j < f.nr; ++j) {
+      if (format == WeightFormat::kFp8Block128) reinterpret_cast<float*>(unit + code_bytes)[j] = 1.0f;
+      else unit[code_bytes + j] = 127;
+    }
+  }
+  std::vector<float> a(static_cast<size_t>(f.mr * kc), 0.5f), c(static_cast<size_t>(f.mr * panels * f.nr));
+  for (auto _ : state) {
+    if (few) f.gemm_few(m, kc, a.data(), b.data(), panel_bytes, c.data(), panels * f.nr, false);
+    else f.gemm(m, kc, a.data(), b.data(), c.data(), f.nr, false, nullptr, 0);
+    benchmark::DoNotOptimize(c.data());
+  }
+  state.counters["weights/s"] =
+      benchmark::Counter(static_cast<double>(panels * f.nr * kc), benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(f.name);
+}
+BENCHMARK_CAPTURE(BM_QuantizedKernel, fp8, WeightFormat::kFp8Block128)
+    ->Args({1, 0})->Args({2, 0})->Args({3, 0})->Args({4, 0})->Args({1, 1});
+BENCHMARK_CAPTURE(BM_QuantizedKernel, mxfp4, WeightFormat::kMxfp4Block32)
+    ->Args({1, 0})->Args({2, 0})->Args({3, 0})->Args({4, 0})->Args({1, 1});
+
 // Packing one expert's gate/up pair (dim 2048, hidden 1408) from nn.Linear layout.
 void BM_PackGateUp(benchmark::State& state) {
   const int64_t D = 2048, H = 1408;

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "fast_kernel_test_util.h"
@@ -29,13 +30,25 @@ struct QuantMatrix {
   MatrixView view;
 };
 
-// Random finite e4m3 codes (every sign, subnormals included) and block scales of [128 or block_k] blocks.
+// The normal e4m3 codes (exponent field >= 1, not NaN): 0x08-0x7e and 0x88-0xfe.
+constexpr int kNormalFp8Codes = 2 * 119;
+uint8_t normal_fp8_code(int64_t i) {
+  const int64_t at = i % kNormalFp8Codes;
+  return static_cast<uint8_t>(at < 119 ? 0x08 + at : 0x88 + at - 119);
+}
+
+// Random finite e4m3 codes of both signs and block scales of [128 or block_k] blocks. The kernels decode 32 rows
+// of a 128-k unit with only normal codes one way and any others another (gemm_quantized_avx2.cc), so k in
+// [32, 64) (and [96, 128) ...) holds only normal codes and the rest any finite code (subnormals and zeros one in
+// 8): every unit of 128 k mixes the two.
 QuantMatrix random_fp8(Rng& rng, int64_t n, int64_t k, int64_t block_n = 128, int64_t block_k = 128) {
   QuantMatrix m;
   m.codes.resize(static_cast<size_t>(n * k));
-  for (auto& c : m.codes) {
-    c = static_cast<uint8_t>(rng.below(256));
-    if ((c & 0x7f) == 0x7f) c = 0x05;  // a subnormal instead of NaN
+  for (size_t i = 0; i < m.codes.size(); ++i) {
+    uint8_t& c = m.codes[i];
+    c = normal_fp8_code(static_cast<int64_t>(rng.below(kNormalFp8Codes)));
+    if ((static_cast<int64_t>(i) % k) / 32 % 2 == 0 && rng.below(8) == 0)
+      c = static_cast<uint8_t>(rng.below(8) | (rng.below(2) << 7));  // a subnormal or zero, either sign
   }
   const int64_t sn = (n + block_n - 1) / block_n, sk = (k + block_k - 1) / block_k;
   m.scales.resize(static_cast<size_t>(sn * sk));
@@ -75,9 +88,12 @@ class QuantFormatTest : public test::IsaKernelsTest {};
 
 // Every finite e4m3 code (both signs, the subnormals 0x01-0x07 and 0x81-0x87, +-0) under two scales, and every
 // E2M1 code under the E8M0 scales 0 (2^-127, subnormal results), 1, 127 and 250: the micro-kernel with a one-hot
-// activation row returns w(k, :) itself, which must be the scalar decoder's value to the bit.
+// activation row returns w(k, :) itself, which must be the scalar decoder's value to the bit. fp8 twice: with every
+// code in each 128-k unit, and with only the normal codes (the kernels' faster decode).
 TEST_P(QuantFormatTest, MicroKernelsDecodeEveryCodeExactly) {
-  for (WeightFormat format : kFormats) {
+  for (const auto& [format, normal_only] : {std::pair{WeightFormat::kFp8Block128, false},
+                                           std::pair{WeightFormat::kFp8Block128, true},
+                                           std::pair{WeightFormat::kMxfp4Block32, false}}) {
     const GemmFormat* f = ik_->format(format);
     ASSERT_NE(f, nullptr) << weight_format_operands(format);
     const int nr = f->nr, mr = f->mr;
@@ -86,7 +102,9 @@ TEST_P(QuantFormatTest, MicroKernelsDecodeEveryCodeExactly) {
     q.view = MatrixView{nullptr, DType::kF32, WeightLayout::kOutIn, k, nr};
     if (is_fp8(format)) {
       q.codes.resize(static_cast<size_t>(nr * k));
-      for (size_t i = 0; i < q.codes.size(); ++i) q.codes[i] = static_cast<uint8_t>(i % 254 < 127 ? i % 254 : i % 254 + 1);
+      for (size_t i = 0; i < q.codes.size(); ++i)
+        q.codes[i] = normal_only ? normal_fp8_code(static_cast<int64_t>(i))
+                                 : static_cast<uint8_t>(i % 254 < 127 ? i % 254 : i % 254 + 1);
       q.scales = {0.75f, 0x1p-3f};  // block (0, 0) and (0, 1)
       q.view.quant = {QuantScheme::kFp8Block, 0, q.scales.data(), 128, 128};
     } else {
@@ -151,6 +169,72 @@ TEST_P(QuantFormatTest, MicroKernelsMatchTheirReferences) {
             }
         }
     }
+  }
+}
+
+// The few-rows forms (m = 1..few_rows_max rows over kFewRowsPanels[m] panels, the decode and few-tokens case) give
+// the bits of one m-row call per panel, with and without accumulate, for K around and across the units and N not
+// a multiple of the panels (the last panel's padding columns); so does a few-rows call split at a K block (the
+// driver's kKc), and it writes nothing outside its rows and panels.
+TEST_P(QuantFormatTest, FewRowsFormsEqualTheirRowCalls) {
+  Rng rng(31);
+  for (WeightFormat format : kFormats) {
+    const GemmFormat* f = ik_->format(format);
+    ASSERT_NE(f->gemm_few, nullptr) << f->name;
+    ASSERT_GE(f->few_rows_max, 1) << f->name;
+    const int mr = f->mr, nr = f->nr;
+    const std::vector<int64_t> ks = is_fp8(format) ? std::vector<int64_t>{1, 7, 128, 129, 300, 384}
+                                                   : std::vector<int64_t>{32, 96, 160, 288};
+    for (int m = 1; m <= f->few_rows_max; ++m)
+      for (int64_t k : ks) {
+        const int panels = kFewRowsPanels[m];
+        const QuantMatrix q = random_quant(format, rng, panels * nr - 3, k);
+        const PackedMatrix b = pack_matrix(q.view, nr, format);
+        ASSERT_EQ(b.panels, panels);
+        const int64_t ldc = panels * nr + 5;
+        const auto a = random_values(rng, f->units(k) * f->a_unit_bytes() / 4);  // a (units * k_unit, mr) micro-panel
+        const auto c0 = random_values(rng, mr * ldc);
+        for (bool acc : {false, true}) {
+          std::vector<float> few = c0, rows = c0, split = c0;
+          f->gemm_few(m, k, a.data(), b.data(), b.panel_bytes(), few.data(), ldc, acc);
+          for (int p = 0; p < panels; ++p)
+            f->gemm(m, k, a.data(), b.buffer.data() + p * b.panel_bytes(), rows.data() + p * nr, ldc, acc, nullptr, 0);
+          ASSERT_EQ(0, std::memcmp(few.data(), rows.data(), few.size() * sizeof(float)))
+              << f->name << " m=" << m << " k=" << k << " acc=" << acc;
+          const int64_t half = 128;
+          if (k <= half) continue;
+          const int64_t unit = k_unit(format);
+          f->gemm_few(m, half, a.data(), b.data(), b.panel_bytes(), split.data(), ldc, acc);
+          f->gemm_few(m, k - half, a.data() + half * mr, b.buffer.data() + half / unit * f->b_unit_bytes(),
+                      b.panel_bytes(), split.data(), ldc, true);
+          ASSERT_EQ(0, std::memcmp(split.data(), few.data(), few.size() * sizeof(float)))
+              << f->name << " m=" << m << " k=" << k << " split at " << half;
+        }
+        // The rows' values moved: the kernels wrote the tile (and only it, which the memcmp above shares).
+        std::vector<float> few = c0;
+        f->gemm_few(m, k, a.data(), b.data(), b.panel_bytes(), few.data(), ldc, false);
+        for (int i = 0; i < mr; ++i)
+          for (int64_t j = 0; j < ldc; ++j) {
+            const size_t at = static_cast<size_t>(i * ldc + j);
+            if (i >= m || j >= panels * nr) ASSERT_EQ(few[at], c0[at]) << f->name << " wrote outside its tile";
+          }
+        std::vector<float> want(static_cast<size_t>(mr * nr));
+        for (int p = 0; p < panels; ++p) {
+          const uint8_t* panel = b.buffer.data() + p * b.panel_bytes();
+          if (is_fp8(format)) gemm_fp8w_f32__ref(m, mr, nr, k, a.data(), panel, want.data(), nr, false);
+          else gemm_mxfp4w_f32__ref(m, mr, nr, k, a.data(), panel, want.data(), nr, false);
+          for (int i = 0; i < m; ++i)
+            for (int j = 0; j < nr; ++j) {
+              double abs_sum = 0;
+              const int64_t col = p * nr + j;
+              for (int64_t kk = 0; kk < k && col < q.view.n; ++kk)
+                abs_sum += std::abs(static_cast<double>(a[static_cast<size_t>(kk * mr + i)]) * q.view.at(kk, col));
+              ASSERT_NEAR(few[static_cast<size_t>(i * ldc + col)], want[static_cast<size_t>(i * nr + j)],
+                          dot_error_bound(k, abs_sum))
+                  << f->name << " m=" << m << " k=" << k << " at " << i << "," << col;
+            }
+        }
+      }
   }
 }
 
