@@ -23,6 +23,7 @@ namespace hymoe::kernels {
 namespace {
 
 using hymoe::test::gguf::Mxfp4Matrix;
+using hymoe::test::gguf::with_quant;
 
 // The GGUF form of a checkpoint-form matrix: per row and group of 32, the block {e, qs[16]} with value j in qs[j]'s
 // low nibble and value j + 16 in its high one.
@@ -92,12 +93,6 @@ TEST(GgufMxfp4Pack, NanScaleIsRefused) {
       EXPECT_NE(std::string(e.what()).find("E8M0 scale 255 (NaN) at output row 2, group 1"), std::string::npos) << e.what();
     }
   }
-}
-
-GroupedFfnOptions with_quant(QuantCompute q) {
-  GroupedFfnOptions o;
-  o.quant = q;
-  return o;
 }
 
 // A layer of experts in both forms, gpt-oss's clamped SwiGLU with biases: the same bits from either form, in the exact
