@@ -3,7 +3,8 @@
 // config and blocks are read (read_gguf_moe_config, find_gguf_moe_block) and decodable tensors are dequantized,
 // so the sanitizers see every byte a reader would touch. Anything else (a crash, a sanitizer report, another
 // exception type) is a bug. Seeds: fuzz/corpus/gguf, small files written by
-// tests/data/gguf/make_quant_checks.py --fuzz-seeds, and three tiny MoE models (qwen3moe, qwen2moe, deepseek2).
+// tests/data/gguf/make_quant_checks.py --fuzz-seeds (MXFP4 among the types), and four tiny MoE models (qwen3moe,
+// qwen2moe, deepseek2, gpt-oss with MXFP4 experts and biases).
 #include <cstddef>
 #include <cstdint>
 #include <vector>

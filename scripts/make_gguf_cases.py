@@ -34,8 +34,22 @@ NORM_FLOOR = 6.103515625e-5
 SCALE_FIELDS = {Q.Q8_0: [0], Q.Q4_0: [0], Q.Q4_K: [0, 2], Q.Q5_K: [0, 2], Q.Q6_K: [208]}
 
 
+def random_mxfp4_blocks(rng, rows, cols):
+    """Random MXFP4 blocks (every nibble random) whose E8M0 exponents put the weights' std near 1/sqrt(cols), each
+    block's exponent one of three around it; returns (raw, values)."""
+    n_blocks = rows * cols // 32
+    raw = rng.integers(0, 256, size=(n_blocks, 17), dtype=np.uint8)
+    kvalue_rms = np.sqrt(np.mean(np.array(gguf.quants.MXFP4.kvalues, dtype=np.float64) ** 2))
+    e = 128 + int(np.round(np.log2(1.0 / (np.sqrt(cols) * kvalue_rms))))
+    raw[:, 0] = e + rng.integers(-1, 2, size=n_blocks)
+    raw = raw.reshape(rows, -1)
+    return raw, gguf.quants.dequantize(raw, Q.MXFP4).astype(np.float64)
+
+
 def random_blocks(rng, qtype, rows, cols):
     """Random raw blocks of `qtype` for a (rows, cols) matrix, scaled to std 1/sqrt(cols); returns (raw, values)."""
+    if qtype == Q.MXFP4:
+        return random_mxfp4_blocks(rng, rows, cols)
     block_values, block_bytes = gguf.GGML_QUANT_SIZES[qtype]
     n_blocks = rows * cols // block_values
     raw = rng.integers(0, 256, size=(n_blocks, block_bytes), dtype=np.uint8)
@@ -89,10 +103,24 @@ def swiglu(gate, up, down, x):
     return down @ (silu(gate @ x) * (up @ x))
 
 
-def route(spec, router, bias, x, use_bias=True, use_groups=True):
+SWIGLU_OAI_ALPHA, SWIGLU_OAI_LIMIT = 1.702, 7.0  # llama.cpp's build_moe_ffn fixes them for LLM_FFN_SWIGLU_OAI_MOE
+
+
+def swiglu_oai(g, u):
+    """ggml_swiglu_oai: g clamped above at the limit, u clamped to +-limit, g * sigmoid(alpha g) * (u + 1)."""
+    g = np.minimum(g, SWIGLU_OAI_LIMIT)
+    u = np.clip(u, -SWIGLU_OAI_LIMIT, SWIGLU_OAI_LIMIT)
+    return g / (1.0 + np.exp(-SWIGLU_OAI_ALPHA * g)) * (u + 1.0)
+
+
+def route(spec, router, bias, x, use_bias=True, use_groups=True, logit_bias=None):
     """llama.cpp's build_moe_ffn routing in float64: (indices, weights, selection scores after masking, group scores)."""
     logits = router @ x
-    if spec["gating"] == "softmax":
+    if logit_bias is not None:  # gpt-oss: ffn_gate_inp.bias
+        logits = logits + logit_bias
+    if spec["gating"] == "softmax_weight":  # SOFTMAX_WEIGHT: scores are the logits; softmax over the K chosen below
+        p = logits.copy()
+    elif spec["gating"] == "softmax":
         p = np.exp(logits - logits.max())
         p /= p.sum()
     else:
@@ -110,6 +138,9 @@ def route(spec, router, bias, x, use_bias=True, use_groups=True):
         s = masked
     idx = np.argsort(-s, kind="stable")[:spec["K"]]
     w = p[idx]
+    if spec["gating"] == "softmax_weight":
+        w = np.exp(w - w.max())
+        w = w / w.sum()
     if spec["norm"]:
         w = w / max(w.sum(), NORM_FLOOR)
     if spec["w_scale"] not in (0.0, 1.0):
@@ -145,6 +176,15 @@ def build_case(out_dir, spec, seed):
     gate_arr, gate_t, gate = make_experts(rng, types["gate"], E, H, D)
     up_arr, up_t, up = make_experts(rng, types["up"], E, H, D)
     down_arr, down_t, down = make_experts(rng, types["down"], E, D, H)
+    # gpt-oss: router bias (E), expert biases gate/up (E, H) and down (E, D), all F32 as llama.cpp's converter
+    # writes them; gate/up biases wide enough that the SwiGLU's clamps act on some values.
+    oai = None
+    if spec.get("biases"):
+        oai = {"router": (rng.standard_normal(E) * 0.5).astype(np.float32),
+               "gate": (rng.standard_normal((E, H)) * 4.0).astype(np.float32),
+               "up": (rng.standard_normal((E, H)) * 4.0).astype(np.float32),
+               "down": (rng.standard_normal((E, D)) * 0.5).astype(np.float32)}
+    router_bias64 = oai["router"].astype(np.float64) if oai else None
     shared = None
     if Hs:
         shared = {k: make_matrix(rng, types["shared_" + k], r, c)
@@ -166,7 +206,7 @@ def build_case(out_dir, spec, seed):
         x = rng.standard_normal(D)
         x = x / np.sqrt(np.mean(x * x))
         x = x.astype(np.float32).astype(np.float64)
-        idx, _, s, gs = route(spec, router64, bias, x)
+        idx, _, s, gs = route(spec, router64, bias, x, logit_bias=router_bias64)
         if min(margins(spec, s, gs)) < MARGIN:
             continue
         if shared_gate is not None and abs(shared_gate.astype(np.float64) @ x) < 0.3:
@@ -193,15 +233,23 @@ def build_case(out_dir, spec, seed):
     weights = np.zeros((T, K))
     min_cut = min_slot = min_group = np.inf
     counts = [0] * E
+    clamped = {"gate_above_limit": 0, "up_outside_limit": 0}
     for t in range(T):
         x = X[t]
-        idx, w, s, gs = route(spec, router64, bias, x)
+        idx, w, s, gs = route(spec, router64, bias, x, logit_bias=router_bias64)
         cut, slot, group = margins(spec, s, gs)
         min_cut, min_slot, min_group = min(min_cut, cut), min(min_slot, slot), min(min_group, group)
         indices[t], weights[t] = idx, w
         for k, e in enumerate(idx):
             counts[e] += 1
-            Y[t] += w[k] * swiglu(gate[e], up[e], down[e], x)
+            if oai is None:
+                Y[t] += w[k] * swiglu(gate[e], up[e], down[e], x)
+                continue
+            g = gate[e] @ x + oai["gate"][e]
+            u = up[e] @ x + oai["up"][e]
+            clamped["gate_above_limit"] += int((g > SWIGLU_OAI_LIMIT).sum())
+            clamped["up_outside_limit"] += int((np.abs(u) > SWIGLU_OAI_LIMIT).sum())
+            Y[t] += w[k] * (down[e] @ swiglu_oai(g, u) + oai["down"][e])
         if shared is not None:
             out = swiglu(shared["gate"][2], shared["up"][2], shared["down"][2], x)
             if shared_gate is not None:
@@ -224,7 +272,7 @@ def build_case(out_dir, spec, seed):
     w.add_layer_norm_rms_eps(1e-6)
     w.add_expert_count(E)
     w.add_expert_used_count(K)
-    if arch in ("qwen2moe", "qwen3moe", "deepseek2"):
+    if arch in ("qwen2moe", "qwen3moe", "deepseek2", "gpt-oss"):
         w.add_expert_feed_forward_length(H)
     if arch == "qwen2moe":
         w.add_expert_shared_feed_forward_length(Hs)
@@ -267,6 +315,10 @@ def build_case(out_dir, spec, seed):
     if shared_gate is not None:
         add_typed("blk.1.ffn_gate_inp_shexp.weight", (shared_gate, None))
     add_typed("blk.1.ffn_gate_inp.weight", (router, None))
+    if oai is not None:
+        add_typed("blk.1.ffn_gate_inp.bias", (oai["router"], None))
+        for k in ("gate", "up", "down"):
+            add_typed(f"blk.1.ffn_{k}_exps.bias", (oai[k], None))
     if bias is not None:
         add_typed("blk.1.exp_probs_b.bias", (bias, None))
     add_typed("output_norm.weight", (np.ones(D, dtype=np.float32), None))
@@ -291,11 +343,14 @@ def build_case(out_dir, spec, seed):
         "semantics": {"gating": spec["gating"], "norm_w": spec["norm"], "w_scale": spec["w_scale"],
                       "exp_probs_b": bias is not None, "n_groups": spec.get("groups", 0),
                       "n_group_used": spec.get("groups_used", 0),
-                      "shared": "sigmoid_gated" if shared_gate is not None else ("plain" if Hs else "none")},
+                      "shared": "sigmoid_gated" if shared_gate is not None else ("plain" if Hs else "none"),
+                      **({"biases": True, "activation": "swiglu_oai"} if oai is not None else {})},
         "margins": {"topk_cut": finite_or_none(min_cut), "slot_order": finite_or_none(min_slot),
                     "group_cut": finite_or_none(min_group), "required": MARGIN,
                     "tokens_changed_by_bias": got_bias, "tokens_changed_by_groups": got_groups},
         "expert_token_counts": counts,
+        **({"swiglu_oai": {"alpha": SWIGLU_OAI_ALPHA, "limit": SWIGLU_OAI_LIMIT, "clamped_values": clamped}}
+           if oai is not None else {}),
         "suggested_tolerance": {"y": {"rtol": 1e-4, "atol": 2e-5 * max(1.0, y_max)},
                                 "route_weights": {"rtol": 1e-5, "atol": 1e-6}, "route_indices": "exact, slot by slot"},
         "y_max_abs": y_max,
@@ -372,6 +427,10 @@ CASES = [
     dict(case="olmoe_q4_k_m_k1", arch="olmoe", D=256, H=256, E=2, K=1, n_ff=32, gating="softmax", norm=False,
          w_scale=0.0, types=dict(gate=Q.Q4_K, up=Q.Q4_K, down=Q.Q6_K, dense=Q.Q8_0),
          description="olmoe: Q4_K gate/up with Q6_K down (Q4_K_M's mix), top-1 of 2 experts, weight = p"),
+    dict(case="gpt_oss_mxfp4", arch="gpt-oss", D=64, H=64, E=8, K=4, n_ff=64, gating="softmax_weight", norm=False,
+         w_scale=0.0, biases=True, types=dict(gate=Q.MXFP4, up=Q.MXFP4, down=Q.MXFP4, dense=Q.Q8_0),
+         description="gpt-oss: MXFP4 experts (ggml type 39), router bias, softmax over the top-4 logits "
+                     "(SOFTMAX_WEIGHT), expert biases, clamped SwiGLU (alpha 1.702, limit 7; clamps act)"),
 ]
 
 

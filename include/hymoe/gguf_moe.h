@@ -1,5 +1,5 @@
 // The MoE blocks of a GGUF model as llama.cpp reads them, for the architectures hymoe knows: `llama` (Mixtral),
-// `qwen2moe`, `qwen3moe`, `olmoe` and `deepseek2`. Reads the hyperparameters (with llama.cpp's exact key types
+// `qwen2moe`, `qwen3moe`, `olmoe`, `deepseek2` and `gpt-oss`. Reads the hyperparameters (with llama.cpp's exact key types
 // and fallbacks), the routing settings each architecture fixes or reads, and finds and checks one block's
 // tensors (names, shapes, decodable types). Plain data over a GgufFile; nothing is read from the tensors here.
 #pragma once
@@ -11,7 +11,9 @@
 
 namespace hymoe {
 
-enum class GgufGating { kSoftmax, kSigmoid };
+// llama.cpp's expert gating functions: softmax over all experts, sigmoid, or SOFTMAX_WEIGHT (select on the logits,
+// softmax over the K selected: gpt-oss, deepseek2's expert_gating_func 3).
+enum class GgufGating { kSoftmax, kSigmoid, kSoftmaxWeight };
 
 struct GgufMoeConfig {
   std::string architecture;         // general.architecture
@@ -24,6 +26,8 @@ struct GgufMoeConfig {
   uint32_t shared_hidden = 0;       // hidden size of the shared expert; 0 when the architecture has none
   bool shared_gate = false;         // qwen2moe: the shared expert's output is scaled by sigmoid(ffn_gate_inp_shexp . x)
   uint32_t leading_dense_blocks = 0;  // deepseek2: blocks below this are dense
+  bool biases = false;              // gpt-oss: router and experts have biases (and the clamped SwiGLU, alpha 1.702,
+                                    // limit 7, which llama.cpp's graph fixes)
   // Routing, as llama.cpp's build_moe_ffn runs it for the architecture.
   GgufGating gating = GgufGating::kSoftmax;
   bool norm_weights = false;        // divide the K weights by their sum (at least 6.103515625e-5)
@@ -42,6 +46,10 @@ GgufMoeConfig read_gguf_moe_config(const GgufFile& file);
 struct GgufMoeBlock {
   uint32_t block = 0;
   const GgufTensorInfo* router = nullptr;     // ffn_gate_inp, ne [D, E]
+  const GgufTensorInfo* router_bias = nullptr;     // gpt-oss: ffn_gate_inp.bias, ne [E]
+  const GgufTensorInfo* gate_exps_bias = nullptr;  // gpt-oss: ne [H, E]
+  const GgufTensorInfo* up_exps_bias = nullptr;    // gpt-oss: ne [H, E]
+  const GgufTensorInfo* down_exps_bias = nullptr;  // gpt-oss: ne [D, E]
   const GgufTensorInfo* gate_exps = nullptr;  // ne [D, H, E]
   const GgufTensorInfo* up_exps = nullptr;    // ne [D, H, E]
   const GgufTensorInfo* down_exps = nullptr;  // ne [H, D, E]

@@ -168,6 +168,9 @@ struct MoELayerSpec {
   ExpertStorage storage = ExpertStorage::kPerExpertLinear;
   std::string experts_prefix;                           // "model.layers.1.mlp.experts."
   std::string gate_name = "gate_proj", up_name = "up_proj", down_name = "down_proj";  // per-expert names
+  // kFusedOutIn only: float biases <experts_prefix><name>.bias, (E, out) each (GGUF gpt-oss), added as the kernels
+  // add gpt-oss's (grouped_ffn.h, MlpWeightsView).
+  bool expert_biases = false;
   SharedExpertSpec shared;
 };
 

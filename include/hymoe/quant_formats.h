@@ -1,9 +1,10 @@
-// GGUF's block weight formats (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K) and plain element types (F32, F16, BF16): the
+// GGUF's block weight formats (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, MXFP4) and plain element types (F32, F16, BF16): the
 // layout of one block and its exact scalar decoding, the ground truth every packing and micro-kernel of these
 // formats is tested against. Depends on core only; knows nothing of files, experts or routing.
 //
 // Every decoded value is exact in f32: scales (f16 widened to f32) times small integer codes need at most 24
-// significant bits, so only Q4_K/Q5_K's final `d*sc*q - dmin*m` rounds, once (an FMA gives the same bits).
+// significant bits, so only Q4_K/Q5_K's final `d*sc*q - dmin*m` rounds, once (an FMA gives the same bits). MXFP4's
+// values are a power of two times a small integer: exact too (past float's range they are inf, as in ggml).
 #pragma once
 
 #include <cstddef>
@@ -42,8 +43,16 @@ struct BlockQ6_K {  // 256 values in 16 sub-blocks of 16 with signed 8-bit scale
   int8_t scales[16];
   uint16_t d;  // last, unlike the other formats
 };
+// gpt-oss's experts in llama.cpp's files (ggml type 39). Value j = kvalue[qs[j] & 15] * 2^(e - 128), value j + 16 =
+// kvalue[qs[j] >> 4] * 2^(e - 128), kvalue = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, ..., -12}: twice the E2M1 value, so the
+// scale is half of E8M0's 2^(e - 127) (ggml's E8M0_TO_FP32_HALF). The nibble order differs from the Hugging Face
+// checkpoints' (quant_decode.h: byte t holds values 2t, 2t + 1); codes and scales mean the same.
+struct BlockMxfp4 {
+  uint8_t e;  // E8M0 exponent; 255 (NaN in OCP MX) decodes to NaN here (ggml reads it as 2^127)
+  uint8_t qs[16];
+};
 static_assert(sizeof(BlockQ8_0) == 34 && sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_K) == 144 &&
-              sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210, "GGUF block sizes");
+              sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210 && sizeof(BlockMxfp4) == 17, "GGUF block sizes");
 
 // Each decodes one block from `block` (any alignment) into the block's 32 or 256 floats.
 void dequantize_block_q8_0_ref(const std::byte* block, float* out);
@@ -51,8 +60,12 @@ void dequantize_block_q4_0_ref(const std::byte* block, float* out);
 void dequantize_block_q4_k_ref(const std::byte* block, float* out);
 void dequantize_block_q5_k_ref(const std::byte* block, float* out);
 void dequantize_block_q6_k_ref(const std::byte* block, float* out);
+void dequantize_block_mxfp4_ref(const std::byte* block, float* out);
+// An MXFP4 block's codes in the Hugging Face order hymoe's MXFP4 panels take (pairs[t]: value 2t in the low nibble,
+// 2t + 1 in the high one); returns its E8M0 exponent e. The block's values are e2m1(code) * 2^(e - 127).
+uint8_t mxfp4_block_code_pairs(const std::byte* block, uint8_t pairs[16]);
 
-// Whether dequantize_row_ref decodes type id `type`: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K.
+// Whether dequantize_row_ref decodes type id `type`: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, MXFP4.
 bool can_dequantize(uint32_t type);
 // Decodes `n` values of type `type` (n a multiple of its block size; `src` holds n / block_values blocks) into
 // `out`. The caller checks can_dequantize and the sizes (HYMOE_CHECK here).

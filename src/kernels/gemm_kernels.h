@@ -25,7 +25,8 @@
 //   fp8 block  per panel, per k block of 128: (128, NR) u8 float8 e4m3fn codes, then NR f32 multipliers (the
 //              checkpoint's block scale times 2^8, see gemm_quantized.cc); decoded exactly in registers; f32 FMA.
 //   mxfp4      per panel, per k group of 32: (16, NR) u8 (k pair t of column j: low nibble k = 2t, high 2t + 1,
-//              E2M1 codes), then NR u8 E8M0 scales; decoded exactly in registers; f32 FMA.
+//              E2M1 codes), then NR u8 E8M0 scales; decoded exactly in registers; f32 FMA. GGUF's MXFP4 blocks
+//              (ggml type 39: value j and j + 16 in byte j) are reordered into these pairs when packed.
 // K is padded with zeros to the format's k unit (1, 2, 16, 32 or 128). A gate/up pair is packed interleaved:
 // panel p holds gate columns [p*NR/2, (p+1)*NR/2) then up columns of the same range, so one tile produces both halves of
 // SwiGLU's input.
@@ -192,7 +193,8 @@ PackedMatrix pack_gate_up(const MatrixView& gate, const MatrixView& up, int nr, 
 // the bit: d = max|x| / 127 (0 for an all-zero block), q = round-to-nearest-even(x / d) in [-127, 127]; the n <= 32
 // values past x[n) are taken as 0.
 void quantize_q8_block(const float* x, int n, int8_t* q, float* d);
-// The GGUF panel format of ggml type id `type` (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K); false for any other type.
+// The panel format of ggml type id `type`: the GGUF format of Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, or kMxfp4Block32 for
+// MXFP4 (packed by gemm_quantized.h, int8 twin kMxfp4Block32I8); false for any other type.
 bool gguf_weight_format(uint32_t type, WeightFormat* format);
 // Panel p's GGUF branch of pack_matrix / pack_gate_up (gemm_pack_gguf.cc): column j of the panel is column
 // column_of(j).second of gate (first == 0) or up (first == 1), or zeros where that is < 0. The views are kGgml of

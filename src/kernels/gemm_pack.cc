@@ -139,7 +139,7 @@ WeightFormat natural_format(const MatrixView& b) {
 PackedMatrix pack_matrix(const MatrixView& b, int nr) { return pack_matrix(b, nr, natural_format(b)); }
 
 PackedMatrix pack_matrix(const MatrixView& b, int nr, WeightFormat format) {
-  if (b.quantized() && b.quant.scheme != QuantScheme::kGgml) return pack_quantized_matrix(b, nr, format);
+  if (packs_as_quantized(b)) return pack_quantized_matrix(b, nr, format);
   check_packable(b, nr);
   check_format(b, format);
   PackedMatrix out;
@@ -167,7 +167,7 @@ PackedMatrix pack_gate_up(const MatrixView& gate, const MatrixView& up, int nr) 
 }
 
 PackedMatrix pack_gate_up(const MatrixView& gate, const MatrixView& up, int nr, WeightFormat format) {
-  if (up.quantized() && up.quant.scheme != QuantScheme::kGgml) return pack_quantized_gate_up(gate, up, nr, format);
+  if (packs_as_quantized(up)) return pack_quantized_gate_up(gate, up, nr, format);
   check_packable(gate, nr);
   check_packable(up, nr);
   HYMOE_CHECK(gate.k == up.k && gate.n == up.n && gate.dtype == up.dtype && gate.quant.scheme == up.quant.scheme &&

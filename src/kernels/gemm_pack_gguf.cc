@@ -13,6 +13,10 @@
 namespace hymoe::kernels {
 
 bool gguf_weight_format(uint32_t type, WeightFormat* format) {
+  if (type == static_cast<uint32_t>(GgmlType::kMXFP4)) {  // the Hugging Face MXFP4 panels (gemm_quantized.h)
+    *format = WeightFormat::kMxfp4Block32;
+    return true;
+  }
   for (WeightFormat f : {WeightFormat::kGgmlQ8_0, WeightFormat::kGgmlQ4_0, WeightFormat::kGgmlQ4_K,
                          WeightFormat::kGgmlQ5_K, WeightFormat::kGgmlQ6_K})
     if (gguf_panel_layout(f).ggml_type == type) {

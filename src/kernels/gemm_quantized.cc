@@ -7,6 +7,7 @@
 
 #include "hymoe/error.h"
 #include "hymoe/quant_decode.h"
+#include "hymoe/quant_formats.h"
 #include "kernels/gemm_driver.h"
 #include "kernels/thread_pool.h"
 
@@ -19,16 +20,26 @@ static_assert(k_unit(WeightFormat::kMxfp4Block32I8) == kMxfp4PanelGroup &&
               weight_unit_bytes(WeightFormat::kMxfp4Block32I8, 16) == weight_unit_bytes(WeightFormat::kMxfp4Block32, 16),
               "the int8 mxfp4 panels keep the exact ones' 17 bytes per 32 k and column");
 
+namespace {
+bool is_ggml_mxfp4(const MatrixView& b) {
+  return b.quant.scheme == QuantScheme::kGgml && b.quant.ggml_type == static_cast<uint32_t>(GgmlType::kMXFP4);
+}
+}  // namespace
+
 bool quantized_panel_format(const MatrixView& b, WeightFormat* format) {
   if (b.quant.scheme == QuantScheme::kFp8Block && b.quant.block_k % kFp8PanelBlock == 0) {
     *format = WeightFormat::kFp8Block128;
     return true;
   }
-  if (b.quant.scheme == QuantScheme::kMxfp4) {
+  if (b.quant.scheme == QuantScheme::kMxfp4 || is_ggml_mxfp4(b)) {
     *format = WeightFormat::kMxfp4Block32;
     return true;
   }
   return false;
+}
+
+bool packs_as_quantized(const MatrixView& b) {
+  return b.quantized() && (b.quant.scheme != QuantScheme::kGgml || is_ggml_mxfp4(b));
 }
 
 namespace {
@@ -72,6 +83,23 @@ void fill_fp8_panel(const Column* cols, int nr, int64_t k, uint8_t* panel) {
   }
 }
 
+// Group g (32 k) of an mxfp4 column: its 16 code pairs in the Hugging Face order (byte t: k 2t low, 2t + 1 high)
+// into pairs, and its E8M0 scale; a padding column (row < 0) is code 0 with scale 127.
+uint8_t mxfp4_column_group(const Column& col, int64_t k, int64_t g, uint8_t pairs[kMxfp4PanelGroup / 2]) {
+  const MatrixView* m = col.src;
+  const int64_t groups = k / kMxfp4PanelGroup;
+  if (col.row < 0) {
+    std::memset(pairs, 0, kMxfp4PanelGroup / 2);
+    return 127;
+  }
+  if (is_ggml_mxfp4(*m))  // GGUF: 17-byte blocks (e, qs[16]), value j and j + 16 in byte j: reordered
+    return mxfp4_block_code_pairs(
+        static_cast<const std::byte*>(m->data) + (col.row * groups + g) * int64_t{sizeof(BlockMxfp4)}, pairs);
+  const int64_t stored = col.row * m->quant.row_step;
+  std::memcpy(pairs, static_cast<const uint8_t*>(m->data) + stored * (k / 2) + g * 16, kMxfp4PanelGroup / 2);
+  return static_cast<const uint8_t*>(m->quant.scales)[stored * groups + g];
+}
+
 // Both mxfp4 panel formats: kMxfp4Block32 (code pairs as stored) and kMxfp4Block32I8 (the nibbles in Q4_0's int8
 // layout, gguf_int8_layout), each unit's codes then its nr E8M0 scales.
 void fill_mxfp4_panel(WeightFormat format, const Column* cols, int nr, int64_t k, uint8_t* panel) {
@@ -82,13 +110,12 @@ void fill_mxfp4_panel(WeightFormat format, const Column* cols, int nr, int64_t k
   for (int j = 0; j < nr; ++j) {
     const MatrixView* m = cols[j].src;
     const int64_t row = cols[j].row;
-    const int64_t stored = m ? row * m->quant.row_step : 0;
-    const auto* codes = m ? static_cast<const uint8_t*>(m->data) + stored * (k / 2) : nullptr;
-    const auto* scales = m ? static_cast<const uint8_t*>(m->quant.scales) + stored * groups : nullptr;
     for (int64_t g = 0; g < groups; ++g) {
       uint8_t* unit = panel + g * unit_bytes;
+      uint8_t pairs[kMxfp4PanelGroup / 2];
+      const uint8_t s = mxfp4_column_group(cols[j], k, g, pairs);
       for (int t = 0; t < kMxfp4PanelGroup / 2; ++t) {
-        const uint8_t pair = row >= 0 ? codes[g * 16 + t] : 0;
+        const uint8_t pair = pairs[t];
         if (!int8) {
           unit[t * nr + j] = pair;
           continue;
@@ -99,7 +126,6 @@ void fill_mxfp4_panel(WeightFormat format, const Column* cols, int nr, int64_t k
           unit[((gr % 4) * nr + j) * 4 + kk % 4] |= static_cast<uint8_t>(nibble << (gr < 4 ? 0 : 4));
         }
       }
-      const uint8_t s = row >= 0 ? scales[g] : 127;
       if (s == 255)
         fail("mxfp4 weights: E8M0 scale 255 (NaN) at output row ", row, ", group ", g, " of a ", m->n, " x ", m->k,
              " matrix");

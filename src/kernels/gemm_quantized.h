@@ -17,10 +17,13 @@ inline constexpr int kFp8PanelBlock = 128;
 inline constexpr int kMxfp4PanelGroup = 32;
 
 // Whether a panel format runs the quantized view natively, and which (into *format): fp8 blocks whose
-// k extent is a multiple of 128 (every 128-k unit lies in one block; block_n is free) and every mxfp4 view.
+// k extent is a multiple of 128 (every 128-k unit lies in one block; block_n is free), every mxfp4 view, and
+// GGUF's MXFP4 blocks (a kGgml view of type 39: the same codes and scales, another byte order).
 bool quantized_panel_format(const MatrixView& b, WeightFormat* format);
+// Whether pack_matrix and pack_gate_up pack the view here (pack_quantized_*): fp8 and mxfp4 views, GGUF MXFP4 ones.
+bool packs_as_quantized(const MatrixView& b);
 
-// Packs a quantized view (kFp8Block or kMxfp4) into its panel format; a gate/up pair interleaved as
+// Packs a quantized view (kFp8Block, kMxfp4 or GGUF MXFP4) into its panel format; a gate/up pair interleaved as
 // pack_gate_up does. Codes the format cannot run fail with an error naming the value and its place: fp8 NaN codes
 // (0x7f, 0xff; the checkpoints have none), non-finite fp8 scales or scales times 2^8 past float's range, and E8M0
 // scale 255 (NaN).

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "hymoe/ggml_type.h"
 #include "kernels/gemm_kernels.h"
 #include "kernels/grouped_ffn.h"
 
@@ -16,7 +17,9 @@ namespace {
 void round_row(RoundingModel rounding, const float* x, int64_t n, std::vector<double>& out, uint32_t ggml_type = 0) {
   out.resize(static_cast<size_t>(n));
   if (rounding == RoundingModel::kGgmlActivations) {
-    const bool q8_k = ggml_type >= 12;  // Q4_K, Q5_K, Q6_K
+    // ggml's vec_dot_type: q8_K for the K-quants (Q4_K, Q5_K, Q6_K), q8_0 for Q8_0, Q4_0 and MXFP4 (GGUF's type 39
+    // or a checkpoint's mxfp4 view, ggml_type 0).
+    const bool q8_k = ggml_type >= static_cast<uint32_t>(GgmlType::kQ4_K) && ggml_type <= static_cast<uint32_t>(GgmlType::kQ6_K);
     const int block = q8_k ? kQ8KBlock : kQ8Block;
     int8_t q[kQ8KBlock];
     for (int64_t b = 0; b < n; b += block) {

@@ -1,10 +1,13 @@
 // Scalar reference decoders of GGUF's block formats: plain loops, no SIMD, no threads, written from the block
 // layouts in quant_formats.h. Tests pin them bit for bit to hand-computed blocks and to llama.cpp's gguf-py.
+#include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "hymoe/dtype.h"
 #include "hymoe/error.h"
 #include "hymoe/quant_formats.h"
+#include "kernels/gemm_kernels.h"
 
 namespace hymoe {
 namespace {
@@ -98,6 +101,23 @@ void dequantize_block_q6_k_ref(const std::byte* block, float* out) {
     out[i] = d * static_cast<float>(b.scales[i / 16]) * static_cast<float>(q6_k_code(b, i));
 }
 
+void dequantize_block_mxfp4_ref(const std::byte* block, float* out) {
+  const auto b = load_block<BlockMxfp4>(block);
+  // 2^(e - 128), subnormal for e = 0 and 1 (ldexp is exact there); kvalue 0 of code 8 gives +0, as ggml does.
+  const float half_scale = b.e == 255 ? std::numeric_limits<float>::quiet_NaN() : std::ldexp(1.0f, b.e - 128);
+  for (int j = 0; j < 16; ++j) {
+    out[j] = static_cast<float>(kernels::kMxfp4Kvalues[b.qs[j] & 15]) * half_scale;
+    out[j + 16] = static_cast<float>(kernels::kMxfp4Kvalues[b.qs[j] >> 4]) * half_scale;
+  }
+}
+
+uint8_t mxfp4_block_code_pairs(const std::byte* block, uint8_t pairs[16]) {
+  const auto b = load_block<BlockMxfp4>(block);
+  auto code = [&b](int i) { return i < 16 ? b.qs[i] & 15 : b.qs[i - 16] >> 4; };
+  for (int t = 0; t < 16; ++t) pairs[t] = static_cast<uint8_t>(code(2 * t) | code(2 * t + 1) << 4);
+  return b.e;
+}
+
 int ggml_sub_block_values(uint32_t type) {
   switch (static_cast<GgmlType>(type)) {
     case GgmlType::kQ8_0:
@@ -174,7 +194,8 @@ bool can_dequantize(uint32_t type) {
     case GgmlType::kQ4_0:
     case GgmlType::kQ4_K:
     case GgmlType::kQ5_K:
-    case GgmlType::kQ6_K: return true;
+    case GgmlType::kQ6_K:
+    case GgmlType::kMXFP4: return true;
     default: return false;
   }
 }
@@ -202,6 +223,7 @@ void dequantize_row_ref(uint32_t type, const std::byte* src, float* out, int64_t
     case GgmlType::kQ4_K: decode = dequantize_block_q4_k_ref; break;
     case GgmlType::kQ5_K: decode = dequantize_block_q5_k_ref; break;
     case GgmlType::kQ6_K: decode = dequantize_block_q6_k_ref; break;
+    case GgmlType::kMXFP4: decode = dequantize_block_mxfp4_ref; break;
     default: break;
   }
   for (int64_t b = 0; b < blocks; ++b) decode(src + b * traits.block_bytes, out + b * traits.block_values);

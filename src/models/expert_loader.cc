@@ -50,7 +50,7 @@ bool aligned_for(const TensorRef& t) {
 
 // The (rows, cols) matrix starting at row `first_row` of a GGUF tensor (ne = [cols, ...]): one routed expert's
 // slice of a fused (E, out, in) tensor, or a whole 2-D one. Every GGUF weight view is made here, so this is the
-// one function that decides how the kernels see ggml blocks. Block types (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K) are
+// one function that decides how the kernels see ggml blocks. Block types (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, MXFP4) are
 // viewed in place as kGgml views: the grouped kernels repack the slice's codes into their compact panels when
 // the layer is built, while the file is still mapped (docs/kernels.md, "Formats"). F16 and BF16 are widened
 // exactly to f32 (dequantize_row_ref) into a buffer of `w`, F32 copied there (GGUF data need not be aligned).
@@ -60,12 +60,19 @@ MatrixView ggml_rows_view(const TensorRef& t, int64_t first_row, int64_t rows, i
   const GgmlTypeTraits* traits = ggml_type_traits(type);
   if (!traits || !can_dequantize(type))
     fail(t.file, ": tensor ", quote_for_message(t.name), " has type ", ggml_type_name(type),
-         ", which hymoe does not decode (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K)");
+         ", which hymoe does not decode (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, MXFP4)");
   HYMOE_CHECK(cols % traits->block_values == 0);
   const int64_t row_bytes = cols / traits->block_values * traits->block_bytes;
   HYMOE_CHECK(first_row >= 0 && rows >= 0 && static_cast<uint64_t>((first_row + rows) * row_bytes) <= t.bytes.size());
   const std::byte* codes = t.bytes.data() + first_row * row_bytes;
   w.weight_elements += rows * cols;
+  // MXFP4's E8M0 255 is NaN in OCP MX (ggml reads it as 2^127): refused here, where the file and tensor are known.
+  if (type == static_cast<uint32_t>(GgmlType::kMXFP4))
+    for (int64_t b = 0; b < rows * (cols / traits->block_values); ++b)
+      if (static_cast<uint8_t>(codes[b * traits->block_bytes]) == 255)
+        fail(t.file, ": tensor ", quote_for_message(t.name), " has E8M0 scale 255 (NaN) in row ",
+             first_row + b / (cols / traits->block_values), ", block ", b % (cols / traits->block_values),
+             " of MXFP4 weights; hymoe takes finite scales only");
   if (traits->block_values > 1)
     return MatrixView{codes, DType::kF32, WeightLayout::kOutIn, cols, rows, {kernels::QuantScheme::kGgml, type}};
   auto& buf = w.f32_buffers.emplace_back(static_cast<size_t>(rows * cols));
@@ -241,6 +248,17 @@ ExpertWeights load_fused_out_in_experts(const TensorSource& src, const MoELayerS
     v.up = ggml_rows_view(up, e * H, H, D, w);
     v.down = ggml_rows_view(down, e * D, D, H, w);
     w.views.push_back(v);
+  }
+  if (spec.expert_biases) {  // (E, out) each; expert e's row is its bias
+    const float* gb = w.f32_buffers.emplace_back(load_f32(src, p + spec.gate_name + ".bias", {E, H}, why)).data();
+    const float* ub = w.f32_buffers.emplace_back(load_f32(src, p + spec.up_name + ".bias", {E, H}, why)).data();
+    const float* db = w.f32_buffers.emplace_back(load_f32(src, p + spec.down_name + ".bias", {E, D}, why)).data();
+    for (int64_t e = 0; e < E; ++e) {
+      auto& v = w.views[static_cast<size_t>(e)];
+      v.gate_bias = gb + e * H;
+      v.up_bias = ub + e * H;
+      v.down_bias = db + e * D;
+    }
   }
   w.dtype = DType::kF32;
   return w;

@@ -49,7 +49,13 @@ class GgufSource final : public TensorSource {
 // normalization and scale in one place (the per-architecture choices were made by read_gguf_moe_config).
 RouterOptions llama_cpp_router(const GgufMoeConfig& c, bool has_exp_probs_b) {
   RouterOptions r;
-  r.scoring = c.gating == GgufGating::kSigmoid ? RouterScoring::kSigmoid : RouterScoring::kSoftmax;
+  switch (c.gating) {
+    case GgufGating::kSoftmax: r.scoring = RouterScoring::kSoftmax; break;
+    case GgufGating::kSigmoid: r.scoring = RouterScoring::kSigmoid; break;
+    // SOFTMAX_WEIGHT: the logits are the scores (selection, groups, exp_probs_b), the K chosen ones softmaxed.
+    case GgufGating::kSoftmaxWeight: r.scoring = RouterScoring::kSoftmaxOverTopKLogits; break;
+  }
+  r.logit_bias = c.biases;  // gpt-oss: ffn_gate_inp.bias added to the logits
   r.selection_bias = has_exp_probs_b;  // exp_probs_b: added for the selection only, for any gating
   if (c.group_count > 1) {             // build_moe_ffn groups whenever expert_group_count > 1, for every arch
     r.group_limited = true;
@@ -93,7 +99,14 @@ class GgufFamily final : public ModelFamily {
     s.top_k = config_.expert_used_count;
     s.router = llama_cpp_router(config_, b.exp_probs_b != nullptr);
     s.router_weight = b.router->name;
+    if (b.router_bias) s.router_bias = b.router_bias->name;
     if (b.exp_probs_b) s.selection_bias = b.exp_probs_b->name;
+    if (config_.biases) {  // gpt-oss: LLM_FFN_SWIGLU_OAI_MOE, alpha and limit fixed in llama.cpp's build_moe_ffn
+      s.activation = ExpertActivation::kClampedSwiGLU;
+      s.swiglu_alpha = 1.702;
+      s.swiglu_limit = 7.0;
+      s.expert_biases = true;
+    }
     s.storage = ExpertStorage::kFusedOutIn;
     s.experts_prefix = p;
     s.gate_name = "ffn_gate_exps";

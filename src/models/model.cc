@@ -49,6 +49,8 @@ std::vector<std::string> Model::layer_tensor_names(int64_t layer) const {
   if (s.router.selection_bias) names.push_back(s.selection_bias);
   if (s.storage == ExpertStorage::kFusedOutIn) {  // GGUF: the prefix is the block's, so name each tensor
     for (const std::string* n : {&s.gate_name, &s.up_name, &s.down_name}) names.push_back(s.experts_prefix + *n + ".weight");
+    if (s.expert_biases)
+      for (const std::string* n : {&s.gate_name, &s.up_name, &s.down_name}) names.push_back(s.experts_prefix + *n + ".bias");
     if (s.shared.hidden > 0)
       for (const std::string* n : {&s.shared.gate_name, &s.shared.up_name, &s.shared.down_name})
         names.push_back(s.shared.prefix + *n + ".weight");

@@ -17,17 +17,23 @@ struct ArchitectureRules {
   bool shared_from_shared_length;        // qwen2moe: expert_shared_feed_forward_length (fallback n_ff)
   bool shared_from_shared_count;         // deepseek2: H * expert_shared_count
   bool norm_weights;                     // fixed, except deepseek2 (read from metadata)
+  bool hidden_fallback;                  // qwen2moe, qwen3moe: feed_forward_length / K without the expert key
+  bool gpt_oss;                          // SOFTMAX_WEIGHT gating, biases, clamped SwiGLU
   std::string_view fixed;
 };
 
-constexpr std::array<ArchitectureRules, 5> kArchitectures = {{
-    {"llama", true, false, false, true, "softmax gating, normalized weights, no scale, no shared expert"},
-    {"qwen2moe", false, true, false, false,
+constexpr std::array<ArchitectureRules, 6> kArchitectures = {{
+    {"llama", true, false, false, true, false, false, "softmax gating, normalized weights, no scale, no shared expert"},
+    {"qwen2moe", false, true, false, false, true, false,
      "softmax gating, weights not normalized, no scale, sigmoid-gated shared expert"},
-    {"qwen3moe", false, false, false, true, "softmax gating, normalized weights, no scale, no shared expert"},
-    {"olmoe", true, false, false, false, "softmax gating, weights not normalized, no scale, no shared expert"},
-    {"deepseek2", false, false, true, false,
+    {"qwen3moe", false, false, false, true, true, false, "softmax gating, normalized weights, no scale, no shared expert"},
+    {"olmoe", true, false, false, false, false, false,
+     "softmax gating, weights not normalized, no scale, no shared expert"},
+    {"deepseek2", false, false, true, false, false, false,
      "gating, normalization and scale read from metadata; ungated shared expert"},
+    {"gpt-oss", false, false, false, false, false, true,
+     "softmax over the top-k logits (SOFTMAX_WEIGHT), weights not normalized, no scale, router and expert biases, "
+     "clamped SwiGLU (alpha 1.702, limit 7), no shared expert"},
 }};
 
 std::string key(const GgufMoeConfig& c, std::string_view name) { return c.architecture + "." + std::string(name); }
@@ -44,7 +50,7 @@ GgufMoeConfig read_gguf_moe_config(const GgufFile& file) {
     if (r.name == c.architecture) rules = &r;
   if (!rules)
     fail(file.label(), ": architecture '", c.architecture,
-         "' is not one hymoe runs (llama, qwen2moe, qwen3moe, olmoe, deepseek2)");
+         "' is not one hymoe runs (llama, qwen2moe, qwen3moe, olmoe, deepseek2, gpt-oss)");
   c.fixed_by_architecture = rules->fixed;
   c.block_count = file.require_u32(key(c, "block_count"));
   c.embedding_length = file.require_u32(key(c, "embedding_length"));
@@ -63,7 +69,7 @@ GgufMoeConfig read_gguf_moe_config(const GgufFile& file) {
   } else if (expert_ff) {
     c.expert_hidden = *expert_ff;
     c.expert_hidden_from = key(c, "expert_feed_forward_length");
-  } else if (c.architecture != "deepseek2" && n_ff) {
+  } else if (rules->hidden_fallback && n_ff) {
     c.expert_hidden = *n_ff / c.expert_used_count;
     c.expert_hidden_from = key(c, "feed_forward_length") + " / expert_used_count";
   } else {
@@ -83,14 +89,20 @@ GgufMoeConfig read_gguf_moe_config(const GgufFile& file) {
     const uint32_t gating = file.get_u32(key(c, "expert_gating_func")).value_or(0);
     if (gating == 2) {
       c.gating = GgufGating::kSigmoid;
-    } else if (gating > 2) {
+    } else if (gating == 3) {
+      c.gating = GgufGating::kSoftmaxWeight;
+    } else if (gating > 3) {
       fail(file.label(), ": metadata key '", key(c, "expert_gating_func"), "' is ", gating,
-           "; hymoe runs 1 (softmax) and 2 (sigmoid)");
+           "; hymoe runs 1 (softmax), 2 (sigmoid) and 3 (softmax over the selected logits)");
     }
     c.norm_weights = file.get_bool(key(c, "expert_weights_norm")).value_or(false);
     c.weights_scale = file.get_f32(key(c, "expert_weights_scale")).value_or(0.0f);
   } else {
     c.norm_weights = rules->norm_weights;
+  }
+  if (rules->gpt_oss) {
+    c.gating = GgufGating::kSoftmaxWeight;
+    c.biases = true;
   }
   c.group_count = file.get_u32(key(c, "expert_group_count")).value_or(0);
   c.group_used_count = file.get_u32(key(c, "expert_group_used_count")).value_or(0);
@@ -113,7 +125,7 @@ uint64_t GgufMoeBlock::expert_bytes(uint32_t expert_count) const {
 uint64_t GgufMoeBlock::total_bytes() const {
   uint64_t total = 0;
   for (const GgufTensorInfo* t : {router, gate_exps, up_exps, down_exps, exp_probs_b, gate_shexp, up_shexp, down_shexp,
-                                  gate_inp_shexp})
+                                  gate_inp_shexp, router_bias, gate_exps_bias, up_exps_bias, down_exps_bias})
     if (t) total += t->nbytes;
   return total;
 }
@@ -148,7 +160,7 @@ GgufMoeBlock find_gguf_moe_block(const GgufFile& file, const GgufMoeConfig& c, u
     }
     if (!can_dequantize(t->type))
       fail(file.label(), ": tensor ", quote_for_message(t->name), " has type ", ggml_type_name(t->type),
-           ", which hymoe does not decode (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K)");
+           ", which hymoe does not decode (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, MXFP4)");
     return t;
   };
   GgufMoeBlock b;
@@ -158,6 +170,12 @@ GgufMoeBlock find_gguf_moe_block(const GgufFile& file, const GgufMoeConfig& c, u
   b.up_exps = get("ffn_up_exps.weight", {D, H, E, 1}, true);
   b.down_exps = get("ffn_down_exps.weight", {H, D, E, 1}, true);
   if (c.architecture == "deepseek2") b.exp_probs_b = get("exp_probs_b.bias", {E, 1, 1, 1}, false);
+  if (c.biases) {
+    b.router_bias = get("ffn_gate_inp.bias", {E, 1, 1, 1}, true);
+    b.gate_exps_bias = get("ffn_gate_exps.bias", {H, E, 1, 1}, true);
+    b.up_exps_bias = get("ffn_up_exps.bias", {H, E, 1, 1}, true);
+    b.down_exps_bias = get("ffn_down_exps.bias", {D, E, 1, 1}, true);
+  }
   if (Hs > 0) {
     b.gate_shexp = get("ffn_gate_shexp.weight", {D, Hs, 1, 1}, true);
     b.up_shexp = get("ffn_up_shexp.weight", {D, Hs, 1, 1}, true);

@@ -358,7 +358,7 @@ TEST(GgufGroupedFfn, UnsupportedOrMixedTypesAreClearErrors) {
   for (Isa isa : {Isa::kScalar, Isa::kAvx2}) {
     const std::string e = error_of([&] { make_grouped_ffn(shape, views, isa); });
     EXPECT_NE(e.find("down weights are ggml type F16"), std::string::npos) << e;
-    EXPECT_NE(e.find("Q8_0, Q4_0, Q4_K, Q5_K or Q6_K"), std::string::npos) << e;
+    EXPECT_NE(e.find("Q8_0, Q4_0, Q4_K, Q5_K, Q6_K or MXFP4"), std::string::npos) << e;
   }
   // Gate and up of different types.
   views = experts.views;

@@ -32,6 +32,13 @@ using kernels::gguf_panel_layout;
 constexpr WeightFormat kGgufFormats[] = {WeightFormat::kGgmlQ8_0, WeightFormat::kGgmlQ4_0, WeightFormat::kGgmlQ4_K,
                                          WeightFormat::kGgmlQ5_K, WeightFormat::kGgmlQ6_K};
 
+// Default grouped-FFN options but the QuantCompute setting.
+inline kernels::GroupedFfnOptions with_quant(QuantCompute q) {
+  kernels::GroupedFfnOptions o;
+  o.quant = q;
+  return o;
+}
+
 inline uint32_t type_of(WeightFormat f) { return kernels::gguf_format_type(f); }
 inline int64_t block_values(WeightFormat f) { return ggml_type_traits(type_of(f))->block_values; }
 

@@ -24,14 +24,9 @@ namespace {
 using hymoe::test::gguf::expect_int8_kernel_matches_reference;
 using hymoe::test::gguf::expect_same_bits_on_1_and_2_threads;
 using hymoe::test::gguf::Mxfp4Matrix;
+using hymoe::test::gguf::with_quant;
 
 constexpr WeightFormat kFormat = WeightFormat::kMxfp4Block32I8;
-
-GroupedFfnOptions with_quant(QuantCompute q) {
-  GroupedFfnOptions o;
-  o.quant = q;
-  return o;
-}
 
 // Every weight exactly (padding columns zero; -0 as +0) in the exact format's 17 bytes per 32 weights, the codes in Q4_0's
 // nibble layout (k 4h + t at byte (h, j, t)'s low nibble, k 16 + 4h + t at its high one) and u <= 24.

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <bit>
+#include <cmath>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <vector>
@@ -111,6 +112,38 @@ TEST(QuantRef, Q6_KHandBuilt) {
   EXPECT_EQ(x[1], -8.0f);                // qh[1] bits 0-1 are clear
 }
 
+// MXFP4 (ggml type 39): value j in byte j's low nibble, j + 16 in its high one (not the checkpoints' 2t, 2t + 1),
+// kvalue (twice E2M1) times 2^(e - 128); code 8 is +0 as ggml decodes it; e = 255 is NaN.
+TEST(QuantRef, Mxfp4HandBuilt) {
+  BlockMxfp4 b{};
+  b.e = 130;           // half scale 2^2
+  b.qs[0] = 0xF1;      // value 0: code 1 (kvalue 1), value 16: code 15 (kvalue -12)
+  b.qs[15] = 0x87;     // value 15: code 7 (kvalue 12), value 31: code 8 (kvalue 0, +0)
+  b.qs[1] = 0x5A;      // value 1: code 10 (kvalue -2), value 17: code 5 (kvalue 6)
+  auto x = decode(b, dequantize_block_mxfp4_ref, 32);
+  EXPECT_EQ(x[0], 4.0f);
+  EXPECT_EQ(x[16], -48.0f);
+  EXPECT_EQ(x[15], 48.0f);
+  EXPECT_EQ(std::bit_cast<uint32_t>(x[31]), 0u);
+  EXPECT_EQ(x[1], -8.0f);
+  EXPECT_EQ(x[17], 24.0f);
+  // The same codes in the checkpoints' pair order: pair t holds values 2t (low) and 2t + 1 (high).
+  uint8_t pairs[16];
+  EXPECT_EQ(mxfp4_block_code_pairs(reinterpret_cast<const std::byte*>(&b), pairs), 130);
+  EXPECT_EQ(pairs[0], 0xA1);  // values 0, 1: codes 1, 10
+  EXPECT_EQ(pairs[7], 0x70);  // values 14, 15: codes 0, 7
+  EXPECT_EQ(pairs[8], 0x5F);  // values 16, 17: codes 15, 5
+  EXPECT_EQ(pairs[15], 0x80); // values 30, 31: codes 0, 8
+  b.e = 0;  // 2^-128, subnormal: exact
+  x = decode(b, dequantize_block_mxfp4_ref, 32);
+  EXPECT_EQ(x[0], std::ldexp(1.0f, -128));
+  EXPECT_EQ(x[16], -12 * std::ldexp(1.0f, -128));
+  b.e = 255;
+  x = decode(b, dequantize_block_mxfp4_ref, 32);
+  EXPECT_TRUE(std::isnan(x[0]));
+  EXPECT_TRUE(can_dequantize(static_cast<uint32_t>(GgmlType::kMXFP4)));
+}
+
 TEST(QuantRef, RowDecoderWalksBlocksAndPlainTypes) {
   BlockQ8_0 blocks[2]{};
   blocks[0].d = float_to_f16(1.0f);
@@ -139,7 +172,7 @@ std::vector<float> dequantize_tensor(const GgufFile& f, const GgufTensorInfo& t)
 TEST(QuantRef, RandomBlocksMatchGgufPyBitForBit) {
   const auto f = GgufFile::open(test::data_dir() + "/gguf/quant_blocks.gguf");
   int checked = 0;
-  for (const char* type : {"F16", "BF16", "Q8_0", "Q4_0", "Q4_K", "Q5_K", "Q6_K"}) {
+  for (const char* type : {"F16", "BF16", "Q8_0", "Q4_0", "Q4_K", "Q5_K", "Q6_K", "MXFP4"}) {
     SCOPED_TRACE(type);
     const GgufTensorInfo& blocks = f.tensor(std::string(type) + ".blocks");
     const GgufTensorInfo& expected = f.tensor(std::string(type) + ".expected");
@@ -156,7 +189,7 @@ TEST(QuantRef, RandomBlocksMatchGgufPyBitForBit) {
     }
     checked += static_cast<int>(got.size());
   }
-  EXPECT_EQ(checked, 256 + 256 + 2 * 24 * 32 + 3 * 6 * 256);  // every value the script wrote
+  EXPECT_EQ(checked, 256 + 256 + 2 * 24 * 32 + 3 * 6 * 256 + 24 * 32);  // every value the script wrote
 }
 
 uint64_t fnv1a64(const std::vector<float>& values) {

@@ -56,7 +56,7 @@ bool rounds_activations(const GgufCase& c, QuantCompute mode) {
   if (mode == QuantCompute::kExact) return false;
   const std::string t = c.meta["tensor_types"]["blk." + std::to_string(c.meta["block"].get<int>()) +
                                               ".ffn_up_exps.weight"].get<std::string>();
-  return t == "Q8_0" || t == "Q4_0" || t == "Q4_K" || t == "Q5_K" || t == "Q6_K";
+  return t == "Q8_0" || t == "Q4_0" || t == "Q4_K" || t == "Q5_K" || t == "Q6_K" || t == "MXFP4";
 }
 
 // y, route.indices and route.weights against expected.safetensors with the case's tolerances: y, or y.act_rounded
@@ -126,7 +126,7 @@ TEST(GgufModel, SharedCasesThroughTheLibrary) {
 
 TEST(GgufModel, ExtraCasesThroughTheLibrary) {
   const auto cases = extra_cases();
-  ASSERT_GE(cases.size(), 8u);
+  ASSERT_GE(cases.size(), 9u);
   for (const auto& c : cases) expect_library_matches(c);
 }
 
@@ -200,6 +200,59 @@ TEST(GgufModel, DeepSeek2SpecCarriesLlamaCppRouting) {
   EXPECT_NE(test::error_of([&] { m.family().moe_layer(2); })
                 .find("model.gguf: block 2 does not exist (deepseek2.block_count = 2)"),
             std::string::npos);
+}
+
+// gpt-oss: the HF family's routing and activation from llama.cpp's fixed settings, MXFP4 experts kept in their
+// 0.53-byte panels, and a case that needs the router bias, the expert biases and the clamps.
+TEST(GgufModel, GptOssSpecCarriesLlamaCppSemantics) {
+  const std::string dir = test::data_dir() + "/conformance/gguf-extra/gpt_oss_mxfp4";
+  const Model m = Model::open(dir + "/model.gguf");
+  EXPECT_EQ(m.family().name(), "gpt-oss");
+  EXPECT_FALSE(m.family().is_moe_layer(0));
+  const MoELayerSpec s = m.family().moe_layer(1);
+  EXPECT_EQ(s.router.scoring, RouterScoring::kSoftmaxOverTopKLogits);
+  EXPECT_TRUE(s.router.logit_bias);
+  EXPECT_FALSE(s.router.selection_bias);
+  EXPECT_FALSE(s.router.normalize);
+  EXPECT_EQ(s.router.scaling_factor, 1.0);
+  EXPECT_EQ(s.activation, ExpertActivation::kClampedSwiGLU);
+  EXPECT_EQ(s.swiglu_alpha, 1.702);
+  EXPECT_EQ(s.swiglu_limit, 7.0);
+  EXPECT_TRUE(s.expert_biases);
+  EXPECT_EQ(m.layer_tensor_names(1),
+            (std::vector<std::string>{"blk.1.ffn_gate_inp.weight", "blk.1.ffn_gate_inp.bias",
+                                      "blk.1.ffn_gate_exps.weight", "blk.1.ffn_up_exps.weight",
+                                      "blk.1.ffn_down_exps.weight", "blk.1.ffn_gate_exps.bias",
+                                      "blk.1.ffn_up_exps.bias", "blk.1.ffn_down_exps.bias"}));
+  // Resident: the MXFP4 panels (17 bytes per 32 weights) plus the router, its bias and the expert biases in f32.
+  const GgufCase c = load_case(dir);
+  const auto& d = c.meta["dims"];
+  const int64_t D = d["D"], H = d["H"], E = d["E"];
+  const ModelMoELayer layer = m.load_layer(1);
+  EXPECT_EQ(layer.resident_weight_bytes(), 3 * D * H * E / 32 * 17 + 4 * E * (2 * H + D) + 4 * (E * D + E));
+
+  // Without the biases or the clamps, y moves far outside the case's tolerance: the case exercises each.
+  const Tensor x = SafetensorsFile::open(dir + "/input.safetensors").read_f32("x");
+  const Tensor y_exp = SafetensorsFile::open(dir + "/expected.safetensors").read_f32("y");
+  const double atol = c.meta["suggested_tolerance"]["y"]["atol"].get<double>();
+  const QuantCompute before = quant_compute();
+  set_quant_compute(QuantCompute::kExact);
+  auto max_error = [&](const MoELayerSpec& changed) {
+    ModelMoELayer l = ModelMoELayer::load(m.source(), changed, m.quantization());
+    const Tensor y = l.forward(x);
+    double worst = 0;
+    for (int64_t i = 0; i < y.numel(); ++i) worst = std::max(worst, std::abs(static_cast<double>(y[i]) - y_exp[i]));
+    return worst;
+  };
+  EXPECT_LT(max_error(s), atol);
+  MoELayerSpec no_clamp = s;
+  no_clamp.swiglu_limit = 1e30;
+  EXPECT_GT(max_error(no_clamp), 100 * atol);
+  MoELayerSpec plain = s;
+  plain.activation = ExpertActivation::kSwiGLU;
+  plain.expert_biases = false;
+  EXPECT_GT(max_error(plain), 100 * atol);
+  set_quant_compute(before);
 }
 
 // --model is a GGUF file by its extension or by its magic; anything else is a model directory.

@@ -105,6 +105,50 @@ TEST(GgufMoe, ArchitectureFixesOrReadsTheRouting) {
       << error_of(ds, 0);
 }
 
+// gpt-oss: SOFTMAX_WEIGHT gating and biases fixed by the architecture, the hidden size from
+// expert_feed_forward_length only (llama.cpp requires it), the router and expert biases found and shape-checked.
+TEST(GgufMoe, GptOssConfigAndBlock) {
+  FileSpec spec = moe_file("gpt-oss");
+  spec.tensors.push_back({"blk.1.ffn_gate_inp.bias", 0, {E}});
+  spec.tensors.push_back({"blk.1.ffn_gate_exps.bias", 0, {H, E}});
+  spec.tensors.push_back({"blk.1.ffn_up_exps.bias", 0, {H, E}});
+  spec.tensors.push_back({"blk.1.ffn_down_exps.bias", 0, {D, E}});
+  const auto f = GgufFile::from_bytes(build(spec), "g.gguf");
+  const GgufMoeConfig c = read_gguf_moe_config(f);
+  EXPECT_EQ(c.gating, GgufGating::kSoftmaxWeight);
+  EXPECT_TRUE(c.biases);
+  EXPECT_FALSE(c.norm_weights);
+  EXPECT_EQ(c.expert_hidden_from, "gpt-oss.expert_feed_forward_length");
+  const GgufMoeBlock b = find_gguf_moe_block(f, c, 1);
+  ASSERT_NE(b.router_bias, nullptr);
+  EXPECT_EQ(b.down_exps_bias->name, "blk.1.ffn_down_exps.bias");
+  EXPECT_EQ(b.total_bytes(), 3 * D * H * E * 4 + D * E * 4 + (E + 2 * H * E + D * E) * 4);
+  FileSpec no_hidden = spec;
+  no_hidden.kvs.erase(no_hidden.kvs.begin() + 5);  // expert_feed_forward_length; feed_forward_length stays
+  EXPECT_NE(error_of(no_hidden).find("m.gguf: missing metadata key 'gpt-oss.expert_feed_forward_length'"),
+            std::string::npos)
+      << error_of(no_hidden);
+  // Each bias is required.
+  for (size_t i = 4; i < spec.tensors.size(); ++i) {
+    FileSpec missing = spec;
+    missing.tensors.erase(missing.tensors.begin() + static_cast<std::ptrdiff_t>(i));
+    EXPECT_NE(error_of(missing).find("missing tensor '" + spec.tensors[i].name + "' of MoE block 1"), std::string::npos)
+        << error_of(missing);
+  }
+}
+
+// deepseek2's expert_gating_func 3 is SOFTMAX_WEIGHT too; 4 (sqrt-softplus) is not run.
+TEST(GgufMoe, DeepSeek2GatingFunc3) {
+  FileSpec ds = moe_file("deepseek2");
+  ds.kvs.insert(ds.kvs.end(), {kv_u32("deepseek2.expert_shared_count", 0), kv_u32("deepseek2.expert_gating_func", 3)});
+  EXPECT_EQ(read_gguf_moe_config(GgufFile::from_bytes(build(ds), "d.gguf")).gating, GgufGating::kSoftmaxWeight);
+  ds.kvs.back() = kv_u32("deepseek2.expert_gating_func", 4);
+  EXPECT_NE(error_of(ds).find("metadata key 'deepseek2.expert_gating_func' is 4; hymoe runs 1 (softmax), 2 (sigmoid) "
+                              "and 3 (softmax over the selected logits)"),
+            std::string::npos)
+      << error_of(ds);
+}
+
 TEST(GgufMoe, ConformanceCases) {
   const std::string root = test::data_dir() + "/conformance/gguf/";
   const auto q2 = GgufFile::open(root + "qwen2moe_q8_0/model.gguf");

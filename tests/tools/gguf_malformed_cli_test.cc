@@ -9,6 +9,7 @@
 #include <fstream>
 #include <functional>
 
+#include "hymoe/gguf.h"
 #include "hymoe/safetensors.h"
 #include "io/gguf_test_builder.h"
 #include "test_util.h"
@@ -32,6 +33,31 @@ FileSpec valid_file() {
                   {"blk.1.ffn_down_exps.weight", 0, {H, D, E}}};
   spec.data_fill = 0;
   return spec;
+}
+
+// A gpt-oss file: MXFP4 experts (all-zero blocks: scale 2^-128, codes 0), F32 router and biases.
+FileSpec gpt_oss_file() {
+  FileSpec spec;
+  spec.kvs = {kv_string("general.architecture", "gpt-oss"), kv_u32("gpt-oss.block_count", 2),
+              kv_u32("gpt-oss.embedding_length", D), kv_u32("gpt-oss.expert_count", E),
+              kv_u32("gpt-oss.expert_used_count", 2), kv_u32("gpt-oss.expert_feed_forward_length", H)};
+  const uint64_t mxfp4_bytes = D / 32 * 17 * H * E;
+  spec.tensors = {{"blk.1.ffn_gate_inp.weight", 0, {D, E}},
+                  {"blk.1.ffn_gate_inp.bias", 0, {E}},
+                  {"blk.1.ffn_gate_exps.weight", 39, {D, H, E}, std::nullopt, mxfp4_bytes},
+                  {"blk.1.ffn_gate_exps.bias", 0, {H, E}},
+                  {"blk.1.ffn_up_exps.weight", 39, {D, H, E}, std::nullopt, mxfp4_bytes},
+                  {"blk.1.ffn_up_exps.bias", 0, {H, E}},
+                  {"blk.1.ffn_down_exps.weight", 39, {H, D, E}, std::nullopt, mxfp4_bytes},
+                  {"blk.1.ffn_down_exps.bias", 0, {D, E}}};
+  spec.data_fill = 0;
+  return spec;
+}
+
+std::vector<std::byte> gpt_oss_with(const std::function<void(FileSpec&)>& change) {
+  FileSpec spec = gpt_oss_file();
+  change(spec);
+  return build(spec);
 }
 
 struct Kind {
@@ -177,6 +203,14 @@ std::vector<Kind> not_a_moe_block() {
       {"unsupported_type",
        [] { return with([](FileSpec& s) { s.tensors[1] = {"blk.1.ffn_gate_exps.weight", 3, {D, H, E}, std::nullopt, 20 * H * E}; }); },
        "tensor 'blk.1.ffn_gate_exps.weight' has type Q4_1, which hymoe does not decode"},
+      {"gpt_oss_missing_expert_bias", [] { return gpt_oss_with([](FileSpec& s) { s.tensors.pop_back(); }); },
+       "missing tensor 'blk.1.ffn_down_exps.bias' of MoE block 1"},
+      {"gpt_oss_expert_bias_of_wrong_shape", [] { return gpt_oss_with([](FileSpec& s) { s.tensors[5].ne = {H, 1}; }); },
+       "tensor 'blk.1.ffn_up_exps.bias' has ne = [32, 1], expected [32, 4]"},
+      {"gpt_oss_missing_router_bias", [] { return gpt_oss_with([](FileSpec& s) { s.tensors.erase(s.tensors.begin() + 1); }); },
+       "missing tensor 'blk.1.ffn_gate_inp.bias' of MoE block 1"},
+      {"gpt_oss_without_expert_feed_forward_length", [] { return gpt_oss_with([](FileSpec& s) { s.kvs.pop_back(); }); },
+       "missing metadata key 'gpt-oss.expert_feed_forward_length'"},
       // An expert count no tensor agrees with is a shape error, before anything is sized by it.
       {"huge_expert_count", [] { return with([](FileSpec& s) { s.kvs[3] = kv_u32("qwen3moe.expert_count", 0xffffffffu); }); },
        "tensor 'blk.1.ffn_gate_inp.weight' has ne = [32, 4], expected [32, 4294967295]"},
@@ -219,12 +253,35 @@ class GgufMalformedCli : public ::testing::Test {
 };
 
 TEST_F(GgufMalformedCli, TheValidFileIsAccepted) {
-  const std::string path = dir_.path("valid.gguf");
-  write(path, build(valid_file()));
+  for (const auto& [name, bytes] : {std::pair{"valid.gguf", build(valid_file())}, {"gpt_oss.gguf", build(gpt_oss_file())}}) {
+    const std::string path = dir_.path(name);
+    write(path, bytes);
+    std::string log;
+    EXPECT_EQ(run_command(tool_path() + " inspect " + path, &log), 0) << log;
+    EXPECT_EQ(run_command(forward_command(path), &log), 0) << log;
+    EXPECT_TRUE(std::filesystem::exists(dir_.path("out.safetensors")));
+    std::filesystem::remove(dir_.path("out.safetensors"));
+  }
+}
+
+// An MXFP4 block with E8M0 scale 255 (NaN in OCP MX): the file is well-formed (inspect lists it), the layer is not
+// built from it.
+TEST_F(GgufMalformedCli, Mxfp4NanScaleIsANamedError) {
+  std::vector<std::byte> bytes = build(gpt_oss_file());
+  {
+    const GgufFile f = GgufFile::from_bytes(bytes, "m.gguf");
+    const GgufTensorInfo& up = f.tensor("blk.1.ffn_up_exps.weight");
+    bytes[f.data_offset() + up.offset + (H + 3) * (D / 32) * 17] = std::byte{255};  // expert 1, its row 3, block 0
+  }
+  const std::string path = dir_.path("nan_scale.gguf");
+  write(path, bytes);
   std::string log;
   EXPECT_EQ(run_command(tool_path() + " inspect " + path, &log), 0) << log;
-  EXPECT_EQ(run_command(forward_command(path), &log), 0) << log;
-  EXPECT_TRUE(std::filesystem::exists(dir_.path("out.safetensors")));
+  EXPECT_EQ(run_command(forward_command(path), &log), 1) << log;
+  EXPECT_NE(log.find(path + ": tensor 'blk.1.ffn_up_exps.weight' has E8M0 scale 255 (NaN) in row 35, block 0"),
+            std::string::npos)
+      << log;
+  EXPECT_FALSE(std::filesystem::exists(dir_.path("out.safetensors")));
 }
 
 // block_count is read from the file: inspect lists the blocks no tensor names as one line, however many.

@@ -51,6 +51,27 @@ TEST(InspectGguf, Qwen2MoeSharedExpert) {
   EXPECT_NE(log.find("tokenizer.ggml.tokens"), std::string::npos) << log;
 }
 
+TEST(InspectGguf, GptOssMxfp4) {
+  int status = 0;
+  const std::string log = inspect(data_dir() + "/conformance/gguf-extra/gpt_oss_mxfp4/model.gguf", &status);
+  ASSERT_EQ(status, 0) << log;
+  EXPECT_NE(log.find("architecture gpt-oss: 2 blocks, embedding 64, 8 experts, top-4, expert hidden 64 "
+                     "(from gpt-oss.expert_feed_forward_length)"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("routing: top-k logits softmax (SOFTMAX_WEIGHT) gating, weights normalized: no, weights scale: "
+                     "none, expert groups: none"),
+            std::string::npos)
+      << log;
+  // 3 * 64 * 64 weights of 17/32 bytes per expert; the block adds the router (2048), its bias (32) and the expert
+  // biases (8 * (64 + 64 + 64) * 4 = 6144).
+  EXPECT_NE(log.find("block   1  MoE    experts 8 (gate MXFP4, up MXFP4, down MXFP4), 6528 bytes per expert; router "
+                     "F32; router and expert biases; 60448 bytes"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("blk.1.ffn_down_exps.weight  MXFP4    [64, 64, 8]"), std::string::npos) << log;
+}
+
 TEST(InspectGguf, MalformedFileIsAnError) {
   const std::string dir = temp_dir("inspect_gguf");
   const std::string path = dir + "/bad.gguf";

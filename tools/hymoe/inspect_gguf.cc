@@ -49,7 +49,10 @@ void print_model(const GgufFile& file) {
   if (c.shared_hidden) fmt::print(", shared expert hidden {}{}", c.shared_hidden, c.shared_gate ? " (sigmoid-gated)" : "");
   fmt::print("\n");
   fmt::print("routing: {} gating, weights normalized: {}, weights scale: {}, expert groups: {}\n",
-             c.gating == GgufGating::kSoftmax ? "softmax" : "sigmoid", c.norm_weights ? "yes" : "no",
+             c.gating == GgufGating::kSoftmax   ? "softmax"
+             : c.gating == GgufGating::kSigmoid ? "sigmoid"
+                                                : "top-k logits softmax (SOFTMAX_WEIGHT)",
+             c.norm_weights ? "yes" : "no",
              c.weights_scale == 0.0f || c.weights_scale == 1.0f ? std::string("none") : fmt::format("{}", c.weights_scale),
              c.group_count > 1 ? fmt::format("{} of {} (top-2 sum per group)", c.group_used_count, c.group_count)
                                : std::string("none"));
@@ -68,6 +71,7 @@ void print_model(const GgufFile& file) {
                  ggml_type_name(m.down_exps->type), m.expert_bytes(c.expert_count), ggml_type_name(m.router->type));
       if (m.gate_shexp) fmt::print("; shared {}", types_of({m.gate_shexp, m.up_shexp, m.down_shexp}));
       if (m.exp_probs_b) fmt::print("; selection bias exp_probs_b");
+      if (m.router_bias) fmt::print("; router and expert biases");
       fmt::print("; {} bytes\n", m.total_bytes());
       moe_bytes += m.total_bytes();
       ++moe_blocks;
