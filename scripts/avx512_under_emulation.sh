@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the kernel tests on an emulated AVX-512 CPU, for machines that have none: boots Debian's cloud Linux kernel
-# in Bochs (CPU model corei7_skylake_x unless HYMOE_EMU_CPU names another; Bochs 2.7's tigerlake enumerates an XSAVE
-# layout the kernel rejects) with an initramfs holding a static /init and the static kernel test executable, reads
+# in Bochs (CPU model corei7_skylake_x unless HYMOE_EMU_CPU names another; Bochs 2.7's models with VNNI do not boot
+# this kernel: docs/kernels.md) with an initramfs holding a static /init and the static kernel test executable, reads
 # their report from the emulated serial port and fails unless hymoe detected AVX-512 by itself and every AVX-512
 # test ran and passed. Emulation proves correctness only; its speed says nothing about the kernels' speed.
 #

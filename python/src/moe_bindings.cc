@@ -65,20 +65,22 @@ double ms_since(Clock::time_point start) {
 
 // What one forward gives back besides y.
 struct ForwardResult {
-  Tensor y, counts;
+  Tensor y, counts;  // counts: empty unless asked for
   float aux = 0.0f, z = 0.0f;
   int64_t id = 0;
 };
 
-// Runs the layer on `xt` (already copied out of Python's memory) with the GIL released.
-ForwardResult forward_without_gil(Layer& self, const Tensor& xt, bool train, int64_t step, int64_t max_steps) {
+// Runs the layer on `xt` (already copied out of Python's memory) with the GIL released. `with_counts` copies the
+// expert counts out too; the capsule's caller reads them from the layer when asked instead.
+ForwardResult forward_without_gil(Layer& self, const Tensor& xt, bool train, int64_t step, int64_t max_steps,
+                                  bool with_counts) {
   ForwardResult r;
   py::gil_scoped_release release;
   std::lock_guard lock(self.mutex);
   r.y = self.layer.forward(xt, train ? Mode::kTrain : Mode::kEval, step, max_steps);
   r.aux = self.layer.aux_loss();
   r.z = self.layer.z_loss();
-  r.counts = self.layer.expert_counts();
+  if (with_counts) r.counts = self.layer.expert_counts();
   r.id = ++self.forwards;
   self.saved_forward = train ? r.id : 0;
   return r;
@@ -87,7 +89,7 @@ ForwardResult forward_without_gil(Layer& self, const Tensor& xt, bool train, int
 // (forward_id, y, aux_loss, z_loss, counts) of the layer on `xt`.
 py::tuple run_forward(Layer& self, const Tensor& xt, bool train, int64_t step, int64_t max_steps,
                       Clock::time_point start) {
-  ForwardResult r = forward_without_gil(self, xt, train, step, max_steps);
+  ForwardResult r = forward_without_gil(self, xt, train, step, max_steps, true);
   py::tuple out =
       py::make_tuple(r.id, tensor_to_numpy(std::move(r.y)), r.aux, r.z, tensor_to_numpy(std::move(r.counts)));
   self.last_call_ms = ms_since(start);
@@ -135,7 +137,7 @@ void api_forward(void* layer, const float* x, const int64_t* shape, int ndim, bo
   const auto start = Clock::now();
   Layer& self = *static_cast<Layer*>(layer);
   try {
-    ForwardResult r = forward_without_gil(self, input_at(x, Shape(shape, shape + ndim)), train, step, max_steps);
+    ForwardResult r = forward_without_gil(self, input_at(x, Shape(shape, shape + ndim)), train, step, max_steps, false);
     out->forward_id = r.id;
     out->aux_loss = r.aux;
     out->z_loss = r.z;

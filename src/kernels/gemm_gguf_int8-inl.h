@@ -136,6 +136,18 @@ void int8_tile(int64_t units, const uint8_t* a, const uint8_t* b, int64_t panel_
   for (int64_t u = 0; u < units; ++u) {
     for (int64_t l = 0; l < lines_per_unit && prefetch < prefetch_end; ++l, prefetch += 64)
       __builtin_prefetch(prefetch, 0, 2);
+    // The decode form (one row over P panels, which the driver gives no hint) fetches each panel's next unit
+    // into L1 itself: with the hardware prefetchers alone the core waits on a unit's lines, then computes, and the
+    // two barely overlap. Measured cold in hymoe_decode_stream_bench (docs/performance.md): Q4_0 and MXFP4 15%
+    // faster, Q5_K and Q6_K 40-60%, Q4_K within noise; Q8_0 12% slower (9 lines a unit and panel, twice the
+    // others': the prefetches then crowd the core's outstanding misses), so its codes go without.
+    if constexpr (P > 1 && L::kL.code_bits < 8)
+      if (u + 1 < units)
+#pragma GCC unroll 4
+        for (int p = 0; p < P; ++p)
+#pragma GCC unroll 16
+          for (int64_t o = 0; o < L::kBUnit; o += 64)
+            __builtin_prefetch(b + p * panel_stride + (u + 1) * L::kBUnit + o, 0, 3);
     const uint8_t* au = a + u * L::kAUnit;
     const float* da = reinterpret_cast<const float*>(au + L::kL.k_unit * kIntMr);
     const int32_t* sums = reinterpret_cast<const int32_t*>(au + (L::kL.k_unit + 4) * kIntMr);
