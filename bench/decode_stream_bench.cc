@@ -134,8 +134,8 @@ void BM_DecodeStreamF32Plus16ScalarAdds(benchmark::State& s) { stream(s, false, 
 void BM_DecodeStreamF32Plus40VectorAdds(benchmark::State& s) { stream(s, false, row_four_panels<Extra::kVector, 40>); }
 void BM_DecodeStreamF32Plus8L1Loads(benchmark::State& s) { stream(s, false, row_four_panels<Extra::kL1Loads, 8>); }
 
-// The int8 decode (the GGUF and MXFP4 integer formats at T = 1): the same 8 experts x 96 panels x K = 2048 in the
-// format's packed panels (16 sets used in turn, so every pass reads from memory), streamed the driver's way for
+// The int8 decode (the GGUF and MXFP4 integer formats at T = 1; also fp8 and MXFP4's exact kernels, the Fp8* and
+// Mxfp4Exact* rows): the same 8 experts x 96 panels x K = 2048 in the format's packed panels (16 sets used in turn, so every pass reads from memory), streamed the driver's way for
 // int8 rows (tiles of 8 panels, whole K per call, four panels per call); beside it the same access pattern with
 // loads only (what memory gives this pattern) and the kernel on one tile's panels hot in L2 (what the core gives).
 // The codes are a constant byte: the kernels' speed does not depend on the values.
@@ -186,6 +186,8 @@ void int8_stream(benchmark::State& state, WeightFormat format, Int8Pass pass) {
   std::vector<float> out(static_cast<size_t>(num_threads() * 8 * kNr));
   // Hot: each thread runs one tile's 8 panels (320 KiB in Q4_0) kHotRepeats times.
   constexpr int64_t kHotRepeats = 64;
+  // As the driver: whole K per call where one row's packed activations fit half of L1, else K blocks.
+  const bool whole_k = f.units(kK) * f.a_unit_bytes() <= kFewWholeKActivationBytes;
   const int64_t tiles = pass == Int8Pass::kHot ? num_threads() : kExperts * kPanels / 8;
   for (auto _ : state) {
     const int64_t set = w.next_set;
@@ -198,7 +200,13 @@ void int8_stream(benchmark::State& state, WeightFormat format, Int8Pass pass) {
         for (int64_t p = 0; p < 8; p += kFewRowsPanels[1]) {
           const uint8_t* b = tile + p * w.panel_bytes;
           if (pass == Int8Pass::kLoadsOnly) read_four_panels(w.panel_bytes, b, w.panel_bytes, c + p * kNr);
-          else f.gemm_few(1, kK, w.a.data(), b, w.panel_bytes, c + p * kNr, 8 * kNr, false);
+          else if (whole_k) f.gemm_few(1, kK, w.a.data(), b, w.panel_bytes, c + p * kNr, 8 * kNr, false);
+          else
+            for (int64_t k0 = 0; k0 < kK; k0 += kKc) {
+              const int64_t units = k0 / k_unit(f.format);
+              f.gemm_few(1, kKc, w.a.data() + units * f.a_unit_bytes(), b + units * f.b_unit_bytes(), w.panel_bytes,
+                         c + p * kNr, 8 * kNr, k0 > 0);
+            }
         }
     });
     benchmark::DoNotOptimize(out.data());
@@ -213,6 +221,10 @@ void BM_Int8StreamQ8_0(benchmark::State& s) { int8_stream(s, WeightFormat::kGgml
 void BM_Int8StreamQ4_K(benchmark::State& s) { int8_stream(s, WeightFormat::kGgmlQ4_KI8, Int8Pass::kCold); }
 void BM_Int8StreamQ5_K(benchmark::State& s) { int8_stream(s, WeightFormat::kGgmlQ5_KI8, Int8Pass::kCold); }
 void BM_Int8StreamQ6_K(benchmark::State& s) { int8_stream(s, WeightFormat::kGgmlQ6_KI8, Int8Pass::kCold); }
+void BM_Fp8Stream(benchmark::State& s) { int8_stream(s, WeightFormat::kFp8Block128, Int8Pass::kCold); }
+void BM_Fp8Hot(benchmark::State& s) { int8_stream(s, WeightFormat::kFp8Block128, Int8Pass::kHot); }
+void BM_Mxfp4ExactStream(benchmark::State& s) { int8_stream(s, WeightFormat::kMxfp4Block32, Int8Pass::kCold); }
+void BM_Mxfp4ExactHot(benchmark::State& s) { int8_stream(s, WeightFormat::kMxfp4Block32, Int8Pass::kHot); }
 void BM_Int8StreamLoadsOnlyQ4_0(benchmark::State& s) { int8_stream(s, WeightFormat::kGgmlQ4_0I8, Int8Pass::kLoadsOnly); }
 void BM_Int8HotQ4_0(benchmark::State& s) { int8_stream(s, WeightFormat::kGgmlQ4_0I8, Int8Pass::kHot); }
 void BM_Int8HotMxfp4(benchmark::State& s) { int8_stream(s, WeightFormat::kMxfp4Block32I8, Int8Pass::kHot); }
@@ -232,6 +244,10 @@ DECODE_STREAM(BM_Int8StreamQ8_0);
 DECODE_STREAM(BM_Int8StreamQ4_K);
 DECODE_STREAM(BM_Int8StreamQ5_K);
 DECODE_STREAM(BM_Int8StreamQ6_K);
+DECODE_STREAM(BM_Fp8Stream);
+DECODE_STREAM(BM_Fp8Hot);
+DECODE_STREAM(BM_Mxfp4ExactStream);
+DECODE_STREAM(BM_Mxfp4ExactHot);
 DECODE_STREAM(BM_Int8StreamLoadsOnlyQ4_0);
 DECODE_STREAM(BM_Int8HotQ4_0);
 DECODE_STREAM(BM_Int8HotMxfp4);
