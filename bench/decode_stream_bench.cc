@@ -2,8 +2,8 @@
 // decode kernel (one row over four weight panels, the driver's K blocks) streaming cold weights, f32 against bf16,
 // beside copies of the f32 kernel that do extra work per k step without reading new memory (register-only adds,
 // or loads of a line that stays in L1). If the copies lose about what bf16 loses, the bf16 kernel's loss is the
-// cost of its extra instructions, not of its data. Second, the int8 decode form (GGUF and MXFP4 weights at T = 1)
-// cold, against the same access pattern with loads only and against itself hot in L2.
+// cost of its extra instructions, not of its data. Second, the quantized decode forms (GGUF, MXFP4 and fp8 weights at
+// T = 1) cold, against the same access pattern with loads only and against themselves hot in L2.
 //
 //   hymoe_decode_stream_bench --benchmark_enable_random_interleaving=true --benchmark_repetitions=10
 //                             --benchmark_report_aggregates_only=true
@@ -134,24 +134,25 @@ void BM_DecodeStreamF32Plus16ScalarAdds(benchmark::State& s) { stream(s, false, 
 void BM_DecodeStreamF32Plus40VectorAdds(benchmark::State& s) { stream(s, false, row_four_panels<Extra::kVector, 40>); }
 void BM_DecodeStreamF32Plus8L1Loads(benchmark::State& s) { stream(s, false, row_four_panels<Extra::kL1Loads, 8>); }
 
-// The int8 decode (the GGUF and MXFP4 integer formats at T = 1; also fp8 and MXFP4's exact kernels, the Fp8* and
-// Mxfp4Exact* rows): the same 8 experts x 96 panels x K = 2048 in the format's packed panels (16 sets used in turn, so every pass reads from memory), streamed the driver's way for
-// int8 rows (tiles of 8 panels, whole K per call, four panels per call); beside it the same access pattern with
-// loads only (what memory gives this pattern) and the kernel on one tile's panels hot in L2 (what the core gives).
-// The codes are a constant byte: the kernels' speed does not depend on the values.
-struct Int8Weights {
+// The quantized decode forms at T = 1: the GGUF and MXFP4 integer formats (Int8* rows) and fp8's and MXFP4's exact
+// kernels (Fp8*, Mxfp4Exact*). The same 8 experts x 96 panels x K = 2048 in the format's packed panels (16 sets
+// used in turn, so every pass reads from memory), streamed the driver's way (tiles of 8 panels, four panels per
+// call, whole K where one row's packed activations fit half of L1, else K blocks); beside it the same access
+// pattern with loads only (what memory gives this pattern) and the kernel on one tile's panels hot in L2 (what
+// the core gives). The codes are a constant byte: the kernels' speed does not depend on the values.
+struct PackedWeights {
   std::vector<uint8_t> bytes;
   std::vector<uint8_t> a;  // one row, quantized and packed as the driver packs it
   int64_t panel_bytes = 0;
   int next_set = 0;
 };
-constexpr int64_t kInt8Sets = 16;
-Int8Weights& int8_weights(const GemmFormat& f) {
-  static Int8Weights all[kNumWeightFormats];
-  Int8Weights& w = all[static_cast<int>(f.format)];
+constexpr int64_t kPackedSets = 16;
+PackedWeights& packed_weights(const GemmFormat& f) {
+  static PackedWeights all[kNumWeightFormats];
+  PackedWeights& w = all[static_cast<int>(f.format)];
   if (w.bytes.empty()) {
     w.panel_bytes = f.units(kK) * f.b_unit_bytes();
-    w.bytes.assign(static_cast<size_t>(kInt8Sets * kExperts * kPanels * w.panel_bytes), 0x11);
+    w.bytes.assign(static_cast<size_t>(kPackedSets * kExperts * kPanels * w.panel_bytes), 0x11);
     const std::vector<float> x(static_cast<size_t>(kK), 0.5f);
     w.a.resize(static_cast<size_t>(f.units(kK) * f.a_unit_bytes()));
     f.pack_a(x.data(), kK, nullptr, 1, kK, f.mr, w.a.data());
@@ -176,30 +177,30 @@ __attribute__((target("avx2"))) void read_four_panels(int64_t bytes, const uint8
   for (int p = 0; p < 4; ++p) _mm256_storeu_si256(reinterpret_cast<__m256i*>(c + p * 8), acc[p]);
 }
 
-enum class Int8Pass { kCold, kLoadsOnly, kHot };
-void int8_stream(benchmark::State& state, WeightFormat format, Int8Pass pass) {
+enum class DecodePass { kCold, kLoadsOnly, kHot };
+void decode_form(benchmark::State& state, WeightFormat format, DecodePass pass) {
   const IsaKernels* kernels = kernels_or_skip(state, Isa::kAvx2);
   if (!kernels) return;
   const GemmFormat& f = *kernels->format(format);
-  Int8Weights& w = int8_weights(f);
+  PackedWeights& w = packed_weights(f);
   set_num_threads(static_cast<int>(state.range(0)));
   std::vector<float> out(static_cast<size_t>(num_threads() * 8 * kNr));
   // Hot: each thread runs one tile's 8 panels (320 KiB in Q4_0) kHotRepeats times.
   constexpr int64_t kHotRepeats = 64;
   // As the driver: whole K per call where one row's packed activations fit half of L1, else K blocks.
   const bool whole_k = f.units(kK) * f.a_unit_bytes() <= kFewWholeKActivationBytes;
-  const int64_t tiles = pass == Int8Pass::kHot ? num_threads() : kExperts * kPanels / 8;
+  const int64_t tiles = pass == DecodePass::kHot ? num_threads() : kExperts * kPanels / 8;
   for (auto _ : state) {
     const int64_t set = w.next_set;
-    w.next_set = (w.next_set + 1) % kInt8Sets;
+    w.next_set = (w.next_set + 1) % kPackedSets;
     parallel_for(tiles, [&](int64_t t, int thread) {
       float* c = out.data() + thread * 8 * kNr;
-      const uint8_t* tile = w.bytes.data() + (pass == Int8Pass::kHot ? t * 8 : set * kExperts * kPanels + t * 8) *
+      const uint8_t* tile = w.bytes.data() + (pass == DecodePass::kHot ? t * 8 : set * kExperts * kPanels + t * 8) *
                                                  w.panel_bytes;
-      for (int64_t r = 0; r < (pass == Int8Pass::kHot ? kHotRepeats : 1); ++r)
+      for (int64_t r = 0; r < (pass == DecodePass::kHot ? kHotRepeats : 1); ++r)
         for (int64_t p = 0; p < 8; p += kFewRowsPanels[1]) {
           const uint8_t* b = tile + p * w.panel_bytes;
-          if (pass == Int8Pass::kLoadsOnly) read_four_panels(w.panel_bytes, b, w.panel_bytes, c + p * kNr);
+          if (pass == DecodePass::kLoadsOnly) read_four_panels(w.panel_bytes, b, w.panel_bytes, c + p * kNr);
           else if (whole_k) f.gemm_few(1, kK, w.a.data(), b, w.panel_bytes, c + p * kNr, 8 * kNr, false);
           else
             for (int64_t k0 = 0; k0 < kK; k0 += kKc) {
@@ -211,24 +212,26 @@ void int8_stream(benchmark::State& state, WeightFormat format, Int8Pass pass) {
     });
     benchmark::DoNotOptimize(out.data());
   }
-  const int64_t panels_read = pass == Int8Pass::kHot ? num_threads() * 8 * kHotRepeats : kExperts * kPanels;
+  const int64_t panels_read = pass == DecodePass::kHot ? num_threads() * 8 * kHotRepeats : kExperts * kPanels;
   state.SetBytesProcessed(state.iterations() * panels_read * w.panel_bytes);
   set_num_threads(default_num_threads());
 }
-void BM_Int8StreamQ4_0(benchmark::State& s) { int8_stream(s, WeightFormat::kGgmlQ4_0I8, Int8Pass::kCold); }
-void BM_Int8StreamMxfp4(benchmark::State& s) { int8_stream(s, WeightFormat::kMxfp4Block32I8, Int8Pass::kCold); }
-void BM_Int8StreamQ8_0(benchmark::State& s) { int8_stream(s, WeightFormat::kGgmlQ8_0I8, Int8Pass::kCold); }
-void BM_Int8StreamQ4_K(benchmark::State& s) { int8_stream(s, WeightFormat::kGgmlQ4_KI8, Int8Pass::kCold); }
-void BM_Int8StreamQ5_K(benchmark::State& s) { int8_stream(s, WeightFormat::kGgmlQ5_KI8, Int8Pass::kCold); }
-void BM_Int8StreamQ6_K(benchmark::State& s) { int8_stream(s, WeightFormat::kGgmlQ6_KI8, Int8Pass::kCold); }
-void BM_Fp8Stream(benchmark::State& s) { int8_stream(s, WeightFormat::kFp8Block128, Int8Pass::kCold); }
-void BM_Fp8Hot(benchmark::State& s) { int8_stream(s, WeightFormat::kFp8Block128, Int8Pass::kHot); }
-void BM_Mxfp4ExactStream(benchmark::State& s) { int8_stream(s, WeightFormat::kMxfp4Block32, Int8Pass::kCold); }
-void BM_Mxfp4ExactHot(benchmark::State& s) { int8_stream(s, WeightFormat::kMxfp4Block32, Int8Pass::kHot); }
-void BM_Int8StreamLoadsOnlyQ4_0(benchmark::State& s) { int8_stream(s, WeightFormat::kGgmlQ4_0I8, Int8Pass::kLoadsOnly); }
-void BM_Int8HotQ4_0(benchmark::State& s) { int8_stream(s, WeightFormat::kGgmlQ4_0I8, Int8Pass::kHot); }
-void BM_Int8HotMxfp4(benchmark::State& s) { int8_stream(s, WeightFormat::kMxfp4Block32I8, Int8Pass::kHot); }
-void BM_Int8HotQ8_0(benchmark::State& s) { int8_stream(s, WeightFormat::kGgmlQ8_0I8, Int8Pass::kHot); }
+void BM_Int8StreamQ4_0(benchmark::State& s) { decode_form(s, WeightFormat::kGgmlQ4_0I8, DecodePass::kCold); }
+void BM_Int8StreamMxfp4(benchmark::State& s) { decode_form(s, WeightFormat::kMxfp4Block32I8, DecodePass::kCold); }
+void BM_Int8StreamQ8_0(benchmark::State& s) { decode_form(s, WeightFormat::kGgmlQ8_0I8, DecodePass::kCold); }
+void BM_Int8StreamQ4_K(benchmark::State& s) { decode_form(s, WeightFormat::kGgmlQ4_KI8, DecodePass::kCold); }
+void BM_Int8StreamQ5_K(benchmark::State& s) { decode_form(s, WeightFormat::kGgmlQ5_KI8, DecodePass::kCold); }
+void BM_Int8StreamQ6_K(benchmark::State& s) { decode_form(s, WeightFormat::kGgmlQ6_KI8, DecodePass::kCold); }
+void BM_Fp8Stream(benchmark::State& s) { decode_form(s, WeightFormat::kFp8Block128, DecodePass::kCold); }
+void BM_Fp8Hot(benchmark::State& s) { decode_form(s, WeightFormat::kFp8Block128, DecodePass::kHot); }
+void BM_Mxfp4ExactStream(benchmark::State& s) { decode_form(s, WeightFormat::kMxfp4Block32, DecodePass::kCold); }
+void BM_Mxfp4ExactHot(benchmark::State& s) { decode_form(s, WeightFormat::kMxfp4Block32, DecodePass::kHot); }
+void BM_Int8StreamLoadsOnlyQ4_0(benchmark::State& s) {
+  decode_form(s, WeightFormat::kGgmlQ4_0I8, DecodePass::kLoadsOnly);
+}
+void BM_Int8HotQ4_0(benchmark::State& s) { decode_form(s, WeightFormat::kGgmlQ4_0I8, DecodePass::kHot); }
+void BM_Int8HotMxfp4(benchmark::State& s) { decode_form(s, WeightFormat::kMxfp4Block32I8, DecodePass::kHot); }
+void BM_Int8HotQ8_0(benchmark::State& s) { decode_form(s, WeightFormat::kGgmlQ8_0I8, DecodePass::kHot); }
 
 #define DECODE_STREAM(fn) BENCHMARK(fn)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime()
 DECODE_STREAM(BM_DecodeStreamF32);
