@@ -35,7 +35,7 @@ const GemmFormat kQ8{WeightFormat::kQ8Block32, "gemm_q8w_q8_6x32__avx512bf16", k
                     gemm_format_q8, nullptr, 0};
 
 const GemmFormat kBf16Dot{WeightFormat::kBf16Dot, "gemm_bf16w_bf16_12x32__avx512bf16", kMr, kNr,
-                         pack_activations_bf16_pairs, gemm_format_bf16_dot<>, nullptr, 0};
+                         pack_activations_bf16_pairs, gemm_format_bf16_dot<>, gemm_format_bf16_dot_few<>, 3};
 
 // The exact GGUF formats run the AVX2 kernels (see gemm_avx512.cc); their int8 twins the AVX512_VNNI ones.
 const IsaKernels kKernels{Isa::kAvx512Bf16, kMr, kNr, gemm_f32w, gemm_bf16w, gemm_f32w_few, gemm_bf16w_few, swiglu,

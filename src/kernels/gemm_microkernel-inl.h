@@ -140,9 +140,9 @@ void gemm_rows(int m, int64_t kc, const Act<W>* a, const W* b, float* c, int64_t
 // 1-3 rows is a single micro-tile with 2-6 FMA chains, too few to cover the FMA latency (decode: a 1 x NR tile
 // caps at about 16 bytes of f32 weights a cycle, too slow to stream at memory bandwidth on a busy core); over P
 // panels it has 2 * M * P (8-12) chains and streams P panels at once. Every C element is still one chain in k
-// order: the same bits as P calls of the M-row gemm_tile.
+// order (for bf16 pairs: one vdpbf16ps chain in k-pair order): the same bits as P calls of the M-row gemm_tile.
 template <int M, int P, typename W>
-void gemm_rows_panels(int64_t kc, const float* a, const W* b, int64_t panel_stride, float* c, int64_t ldc,
+void gemm_rows_panels(int64_t kc, const Act<W>* a, const W* b, int64_t panel_stride, float* c, int64_t ldc,
                       bool accumulate) {
   typename V::vec acc[M][2 * P];
 #pragma GCC unroll 4
@@ -154,9 +154,17 @@ void gemm_rows_panels(int64_t kc, const float* a, const W* b, int64_t panel_stri
     // the 16 ymm registers (holding both halves of a panel spilled an accumulator of the 3-row bf16 form).
 #pragma GCC unroll 8
     for (int j = 0; j < 2 * P; ++j) {
-      const typename V::vec bv = load_w(b + (j / 2) * panel_stride + k * kNr + (j % 2) * V::kWidth);
+      const W* bj = b + (j / 2) * panel_stride + k * kNr + (j % 2) * V::kWidth;
+      if constexpr (__is_same(W, Bf16Pair)) {
+        using VV = typename VFor<W>::type;
+        const auto bv = VV::load_pairs(bj);
 #pragma GCC unroll 4
-      for (int i = 0; i < M; ++i) acc[i][j] = V::fma(V::broadcast(a + k * kMr + i), bv, acc[i][j]);
+        for (int i = 0; i < M; ++i) acc[i][j] = VV::dot_bf16(acc[i][j], VV::broadcast_pair(a + k * kMr + i), bv);
+      } else {
+        const typename V::vec bv = load_w(bj);
+#pragma GCC unroll 4
+        for (int i = 0; i < M; ++i) acc[i][j] = V::fma(V::broadcast(a + k * kMr + i), bv, acc[i][j]);
+      }
     }
   }
 #pragma GCC unroll 4
@@ -166,7 +174,7 @@ void gemm_rows_panels(int64_t kc, const float* a, const W* b, int64_t panel_stri
 }
 
 template <typename W>
-void gemm_few_rows(int m, int64_t kc, const float* a, const W* b, int64_t panel_stride, float* c, int64_t ldc,
+void gemm_few_rows(int m, int64_t kc, const Act<W>* a, const W* b, int64_t panel_stride, float* c, int64_t ldc,
                    bool accumulate) {
   if (m == 1) return gemm_rows_panels<1, kFewRowsPanels[1], W>(kc, a, b, panel_stride, c, ldc, accumulate);
   if (m == 2) return gemm_rows_panels<2, kFewRowsPanels[2], W>(kc, a, b, panel_stride, c, ldc, accumulate);
@@ -440,6 +448,12 @@ template <typename W = Bf16Pair>
 void gemm_format_bf16_dot(int m, int64_t kc, const void* a, const void* b, float* c, int64_t ldc, bool acc,
                           const void* pf, int64_t pf_bytes) {
   gemm_rows<W>(m, (kc + 1) / 2, static_cast<const uint32_t*>(a), static_cast<const W*>(b), c, ldc, acc, pf, pf_bytes);
+}
+template <typename W = Bf16Pair>
+void gemm_format_bf16_dot_few(int m, int64_t kc, const void* a, const void* b, int64_t panel_stride_bytes, float* c,
+                              int64_t ldc, bool acc) {
+  gemm_few_rows<W>(m, (kc + 1) / 2, static_cast<const uint32_t*>(a), static_cast<const W*>(b),
+                   panel_stride_bytes / static_cast<int64_t>(sizeof(W)), c, ldc, acc);
 }
 void gemm_format_q8(int m, int64_t kc, const void* a, const void* b, float* c, int64_t ldc, bool acc, const void* pf,
                     int64_t pf_bytes) {

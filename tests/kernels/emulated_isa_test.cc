@@ -191,7 +191,7 @@ constexpr int kIntMr = 4;
 #include "kernels/gemm_gguf_int8-inl.h"
 
 const GemmFormat kBf16Dot{WeightFormat::kBf16Dot, "gemm_bf16w_bf16_12x32__model", kMr, kNr, pack_activations_bf16_pairs,
-                          gemm_format_bf16_dot<>, nullptr, 0};
+                          gemm_format_bf16_dot<>, gemm_format_bf16_dot_few<>, 3};
 const GemmFormat kQ8Vnni{WeightFormat::kQ8Block32, "gemm_q8w_q8_6x32__model", kQ8Mr, kNr, pack_activations_q8,
                          gemm_format_q8, nullptr, 0};
 
