@@ -8,7 +8,8 @@
 namespace hymoe {
 
 enum class Bf16Compute {
-  kAuto,    // kNative where the CPU has AVX512_BF16, else kWiden
+  kAuto,    // kNative where the CPU has AVX512_BF16 and its bf16 dot product outpaces its f32 FMA (AMD Zen 4 and
+            // later), else kWiden (docs/semantics.md, "bf16 weights: which path runs")
   kWiden,   // each weight widened to f32, f32 FMA: exact products, the bits of the same weights given as f32
   kNative,  // activations rounded to bf16, the CPU's bf16 dot product (vdpbf16ps) with f32 accumulation; an error
             // when the CPU (or HYMOE_ISA) lacks AVX512_BF16

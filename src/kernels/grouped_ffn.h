@@ -125,6 +125,10 @@ struct GroupedFfnOptions {
                                       // each, and quantize the activations per block the same way when packed
 };
 
+// The bf16 path `setting` means on `isa`: kWiden or kNative (kAuto resolved as include/hymoe/compute.h says).
+// kNative on an ISA without AVX512_BF16 is an error. Tests take their expected numerics from it.
+Bf16Compute resolve_bf16_compute(Isa isa, Bf16Compute setting = bf16_compute());
+
 // How a grouped FFN rounds what it multiplies, for the reference: f32 (nothing rounded; also bf16 widening),
 // bf16 dot (activations rounded to bf16 before each projection, weights to bf16), q8 blocks (activations and
 // weights quantized per block of 32 along K, exactly as the packed kernels do), ggml activations (GGUF block

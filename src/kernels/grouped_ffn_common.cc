@@ -123,12 +123,20 @@ WeightFormat choose_weight_format(std::span<const MlpWeightsView> weights, Isa i
   }
   if (options.quantize_q8) return WeightFormat::kQ8Block32;
   const bool bf16 = !weights.empty() && weights[0].up.dtype == DType::kBF16;
-  if (!bf16 || options.bf16 == Bf16Compute::kWiden) return bf16 ? WeightFormat::kBf16Widen : WeightFormat::kF32;
-  if (ik->format(WeightFormat::kBf16Dot)) return WeightFormat::kBf16Dot;
-  if (options.bf16 == Bf16Compute::kNative)
+  if (!bf16) return WeightFormat::kF32;
+  return resolve_bf16_compute(isa, options.bf16) == Bf16Compute::kNative ? WeightFormat::kBf16Dot
+                                                                           : WeightFormat::kBf16Widen;
+}
+
+Bf16Compute resolve_bf16_compute(Isa isa, Bf16Compute setting) {
+  const IsaKernels* ik = isa_kernels(isa);
+  const bool has_native = ik && ik->format(WeightFormat::kBf16Dot);
+  if (setting == Bf16Compute::kWiden) return Bf16Compute::kWiden;
+  if (setting == Bf16Compute::kNative && !has_native)
     fail("bf16 compute 'native' needs AVX512_BF16, but the kernels run on isa ", isa_name(isa),
          " (detected: ", isa_name(detect_best_isa()), "); use 'widen' or 'auto'");
-  return WeightFormat::kBf16Widen;
+  return has_native && (setting == Bf16Compute::kNative || bf16_dot_outpaces_fma()) ? Bf16Compute::kNative
+                                                                                   : Bf16Compute::kWiden;
 }
 
 std::unique_ptr<GroupedFfn> make_grouped_ffn(const GroupedFfnShape& shape, std::span<const MlpWeightsView> weights,

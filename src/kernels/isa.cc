@@ -32,6 +32,14 @@ Isa detect_best_isa() {
   return Isa::kScalar;
 }
 
+bool bf16_dot_outpaces_fma() {
+#if defined(__x86_64__) || defined(__i386__)
+  return detect_best_isa() >= Isa::kAvx512Bf16 && __builtin_cpu_is("amd");
+#else
+  return false;
+#endif
+}
+
 std::vector<Isa> supported_isas() {
   std::vector<Isa> out;
   const Isa best = detect_best_isa();

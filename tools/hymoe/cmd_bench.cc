@@ -410,8 +410,6 @@ struct BenchOptions {
   std::vector<std::string> shapes;
   std::vector<int64_t> tokens{1, 8, 32, 128, 512};
   std::vector<std::string> dtypes{"f32", "bf16"};
-  std::string bf16_compute = "auto";
-  std::string quant_compute;  // empty: HYMOE_QUANT_COMPUTE or auto
   std::vector<std::string> routings{"uniform"};
   std::string weights = "cold";
   int threads = 0;
@@ -751,8 +749,6 @@ int run_bench(const BenchOptions& o) {
     if (d != "f32" && d != "bf16" && d != "bf16w" && d != "bf16n" && d != "q8_0" && d != "fp8" && d != "mxfp4" &&
         !gguf_dtype_type(d))
       fail("--dtype=", d, " must be f32, bf16, bf16w, bf16n, q8_0, q4_0, q4_k, q5_k, q6_k, gguf_q8_0, fp8 or mxfp4");
-  set_bf16_compute(bf16_compute_from_name(o.bf16_compute, "--bf16-compute"));
-  if (!o.quant_compute.empty()) set_quant_compute(quant_compute_from_name(o.quant_compute, "--quant-compute"));
   for (const auto& r : o.routings)
     if (r != "uniform" && r != "zipf") fail("--routing=", r, " must be uniform or zipf");
   if (o.weights != "hot" && o.weights != "cold") fail("--weights=", o.weights, " must be hot or cold");
@@ -800,13 +796,6 @@ Action add_bench_command(CLI::App& app) {
                   "e4m3 with 128x128 block scales, run exactly) and mxfp4 (gpt-oss's E2M1 with E8M0 scales per 32, run "
                   "as --quant-compute says: mxfp4/i8 or mxfp4/ex), both quantized from f32")
       ->capture_default_str();
-  cmd->add_option("--bf16-compute", o->bf16_compute, "bf16 weights: auto, widen (exact, f32 FMA) or native (vdpbf16ps)")
-      ->capture_default_str();
-  cmd->add_option("--quant-compute", o->quant_compute,
-                  "GGUF block and mxfp4 weights (the q4_0 ... gguf_q8_0 and mxfp4 rows, --model of a GGUF file or an "
-                  "MXFP4 checkpoint): auto (= int8), exact "
-                  "(exact weights, f32 activations) or int8 (activations quantized as llama.cpp's CPU backend does, "
-                  "integer dot products) (default: HYMOE_QUANT_COMPUTE or auto)");
   cmd->add_option("--routing", o->routings, "uniform and/or zipf (one expert takes a third of the tokens)")
       ->capture_default_str();
   cmd->add_option("--weights", o->weights, "cold (a fresh routing per repeat) or hot (one routing)")->capture_default_str();

@@ -23,7 +23,6 @@ struct ForwardOptions {
   float aux_loss_weight = 0.0f, z_loss_weight = 0.0f;
   std::string model_dir;  // --model form: a released checkpoint's layer
   int64_t layer = -1;
-  std::string quant_compute;  // empty: HYMOE_QUANT_COMPUTE or auto
 };
 
 // Run settings that live beside the MoEConfig fields in the config file.
@@ -163,12 +162,7 @@ Action add_forward_command(CLI::App& app) {
                  "a Hugging Face model directory (config.json + safetensors) or a GGUF file (*.gguf or GGUF magic) "
                  "instead of --config/--weights");
   cmd->add_option("--layer", o->layer, "with --model: the MoE layer (GGUF: block) to run");
-  cmd->add_option("--quant-compute", o->quant_compute,
-                  "GGUF block and MXFP4 weights: auto (= int8), exact (exact weights, f32 activations: matches `y`) or int8 "
-                  "(activations quantized per block as llama.cpp's CPU backend does, integer dot products) "
-                  "(default: HYMOE_QUANT_COMPUTE or auto)");
   return [o] {
-    if (!o->quant_compute.empty()) set_quant_compute(quant_compute_from_name(o->quant_compute, "--quant-compute"));
     if (o->model_dir.empty()) {
       if (o->config_path.empty() || o->weights_path.empty()) fail("forward: --config and --weights are required (or --model)");
       return run_forward(*o);

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "hymoe/compute.h"
 #include "hymoe/error.h"
 #include "hymoe/threads.h"
 
@@ -16,6 +17,17 @@ int main(int argc, char** argv) {
   int threads = 0;
   app.add_option("--threads", threads, "kernel threads for any subcommand (default: HYMOE_THREADS or physical cores)")
       ->check(CLI::Range(1, 1024));
+  // How bf16 and quantized weights are multiplied, for every subcommand that computes (forward, bench, demo,
+  // train): the same settings as HYMOE_BF16_COMPUTE and HYMOE_QUANT_COMPUTE, which they override.
+  std::string bf16_compute, quant_compute;
+  app.add_option("--bf16-compute", bf16_compute,
+                 "bf16 weights: auto (native where it is the faster path on this CPU, docs/semantics.md), widen "
+                 "(each weight widened to f32, f32 FMA: the f32 results) or native (activations rounded to bf16, "
+                 "vdpbf16ps; needs AVX512_BF16) (default: HYMOE_BF16_COMPUTE or auto)");
+  app.add_option("--quant-compute", quant_compute,
+                 "GGUF block and MXFP4 weights: auto (= int8), exact (exact weights, f32 activations: matches `y`) or "
+                 "int8 (activations quantized per block as llama.cpp's CPU backend does, integer dot products) "
+                 "(default: HYMOE_QUANT_COMPUTE or auto)");
   std::vector<std::pair<CLI::App*, hymoe::tool::Action>> commands;
   auto add = [&](auto adder) {
     const size_t before = app.get_subcommands({}).size();
@@ -49,6 +61,9 @@ int main(int argc, char** argv) {
   std::string running = "hymoe";
   try {
     if (threads > 0) hymoe::set_num_threads(threads);
+    if (!bf16_compute.empty()) hymoe::set_bf16_compute(hymoe::bf16_compute_from_name(bf16_compute, "--bf16-compute"));
+    if (!quant_compute.empty())
+      hymoe::set_quant_compute(hymoe::quant_compute_from_name(quant_compute, "--quant-compute"));
     for (auto& [sub, action] : commands)
       if (sub->parsed()) {
         running = "hymoe " + sub->get_name();
