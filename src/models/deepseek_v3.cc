@@ -1,8 +1,9 @@
 // DeepSeek-V3 / R1 and V3-architecture models (Moonlight): float32 router, sigmoid scores; the
 // e_score_correction_bias is added for choosing only; n_group groups scored by the sum of their two best biased
 // scores, the topk_group best kept (others -inf); weights are the unbiased scores, renormalized with
-// norm_topk_prob (+1e-20), then always times routed_scaling_factor; one ungated shared SwiGLU of
-// moe_intermediate_size * n_shared_experts. scoring_func and topk_method are ignored, as transformers does.
+// norm_topk_prob (+1e-20), then always times routed_scaling_factor; one ungated shared expert of
+// moe_intermediate_size * n_shared_experts; routed and shared experts run act(gate x) * up x with act = hidden_act.
+// scoring_func and topk_method are ignored, as transformers does.
 #include "models/families.h"
 #include "models/family_common.h"
 
@@ -35,6 +36,7 @@ class DeepseekV3 final : public FamilyBase {
     r.normalize = c_.boolean_or({"norm_topk_prob"}, true);
     r.normalize_epsilon = 1e-20;
     r.scaling_factor = c_.number_or({"routed_scaling_factor"}, 2.5);
+    s.activation = read_hidden_act(c_);
     const std::string p = layer_prefix(layer) + "mlp.";
     s.router_weight = p + "gate.weight";
     s.selection_bias = p + "gate.e_score_correction_bias";

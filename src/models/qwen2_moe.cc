@@ -1,6 +1,7 @@
 // Qwen2-MoE (Qwen1.5-MoE-A2.7B, Qwen2-57B-A14B): softmax top-k, renormalized only with norm_topk_prob (false in
-// the releases), plus one shared SwiGLU expert of shared_expert_intermediate_size scaled per token by
-// sigmoid(shared_expert_gate x). MoE layers follow decoder_sparse_step and mlp_only_layers.
+// the releases), plus one shared expert of shared_expert_intermediate_size scaled per token by
+// sigmoid(shared_expert_gate x); routed and shared experts run act(gate x) * up x with act = hidden_act. MoE layers
+// follow decoder_sparse_step and mlp_only_layers.
 #include "models/families.h"
 #include "models/family_common.h"
 
