@@ -112,7 +112,8 @@ TEST(GroupedFfn, GatedFormsAreTheirDefinition) {
         float y[2];
         ffn->run({offsets, x, scale, y, nullptr, nullptr});
         EXPECT_NEAR(y[0], 0.5 * want.at_one * 2.0, 1e-6) << ffn->name() << " act " << static_cast<int>(want.act);
-        EXPECT_NEAR(y[1], 0.5 * want.at_minus_half * -1.0, 1e-6) << ffn->name() << " act " << static_cast<int>(want.act);
+        EXPECT_NEAR(y[1], 0.5 * want.at_minus_half * -1.0, 1e-6)
+            << ffn->name() << " act " << static_cast<int>(want.act);
       }
     }
 }

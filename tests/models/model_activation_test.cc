@@ -56,7 +56,8 @@ std::vector<double> mlp(const std::string& act, const Tensor& gate, const Tensor
     h[static_cast<size_t>(i)] = act_of(act, g) * u;
   }
   for (int64_t d = 0; d < D; ++d)
-    for (int64_t i = 0; i < H; ++i) y[static_cast<size_t>(d)] += static_cast<double>(down[d * H + i]) * h[static_cast<size_t>(i)];
+    for (int64_t i = 0; i < H; ++i)
+      y[static_cast<size_t>(d)] += static_cast<double>(down[d * H + i]) * h[static_cast<size_t>(i)];
   return y;
 }
 
@@ -80,7 +81,8 @@ Tensor reference_block(const std::string& act, const ModelMoELayer& layer, const
     for (int64_t k = 0; k < K; ++k) {
       const int32_t e = r.indices[static_cast<size_t>(t * K + k)];
       const double wk = r.weights[static_cast<size_t>(t * K + k)];
-      const std::vector<double> out = mlp(act, gate[static_cast<size_t>(e)], up[static_cast<size_t>(e)], down[static_cast<size_t>(e)], xt);
+      const std::vector<double> out =
+          mlp(act, gate[static_cast<size_t>(e)], up[static_cast<size_t>(e)], down[static_cast<size_t>(e)], xt);
       for (int64_t d = 0; d < D; ++d) acc[static_cast<size_t>(d)] += wk * out[static_cast<size_t>(d)];
     }
     if (s.shared.hidden > 0) {
@@ -114,16 +116,16 @@ double max_diff(const Tensor& a, const Tensor& b) {
 
 // The float32 cases of every hidden_act family: each has routed experts, Qwen2-MoE a gated shared expert and
 // DeepSeek-V2/V3 ungated shared experts, so both halves of the block see the activation.
-const char* const kCases[] = {"mixtral_e8_k2",      "qwen2_moe_e8_k4",           "qwen3_moe_e16_k4_norm",
-                              "olmoe_e16_k4",       "deepseek_v2_greedy_e16_k6", "deepseek_v3_e16_g4_tg2_k4"};
+const char* const kCases[] = {"mixtral_e8_k2", "qwen2_moe_e8_k4",           "qwen3_moe_e16_k4_norm",
+                              "olmoe_e16_k4",  "deepseek_v2_greedy_e16_k6", "deepseek_v3_e16_g4_tg2_k4"};
 
 TEST(ModelActivation, HiddenActRunsTransformersActivation) {
   const struct {
     const char* hidden_act;
     ExpertActivation expected;
-  } acts[] = {{"silu", ExpertActivation::kSwiGLU},          {"swish", ExpertActivation::kSwiGLU},
-              {"gelu", ExpertActivation::kGeGLU},           {"gelu_pytorch_tanh", ExpertActivation::kGeGLUTanh},
-              {"gelu_new", ExpertActivation::kGeGLUTanh},   {"relu", ExpertActivation::kReGLU}};
+  } acts[] = {{"silu", ExpertActivation::kSwiGLU},        {"swish", ExpertActivation::kSwiGLU},
+              {"gelu", ExpertActivation::kGeGLU},         {"gelu_pytorch_tanh", ExpertActivation::kGeGLUTanh},
+              {"gelu_new", ExpertActivation::kGeGLUTanh}, {"relu", ExpertActivation::kReGLU}};
   for (const char* name : kCases) {
     const Tensor x = SafetensorsFile::open(test::hf_case_dir(name) + "/input.safetensors").read_f32("x");
     for (const auto& a : acts) {
@@ -154,8 +156,8 @@ TEST(ModelActivation, UnknownHiddenActIsNamed) {
   const TempDir dir("hf_act_unknown");
   copy_with_hidden_act("deepseek_v2_greedy_e16_k6", dir.path(), "quick_gelu");
   const std::string msg = test::error_of([&] { load_model_layer(dir.path(), 1); });
-  for (const char* part : {"config.json", "hidden_act='quick_gelu'", "supported: silu, swish, gelu", "gelu_pytorch_tanh",
-                           "gelu_new", "relu"})
+  for (const char* part : {"config.json", "hidden_act='quick_gelu'", "supported: silu, swish, gelu",
+                           "gelu_pytorch_tanh", "gelu_new", "relu"})
     EXPECT_NE(msg.find(part), std::string::npos) << part << " in: " << msg;
   const std::string forward = test::tool_path() + " forward --model " + dir.path() + " --layer 1 --input " +
                               test::hf_case_dir("deepseek_v2_greedy_e16_k6") + "/input.safetensors --output " +

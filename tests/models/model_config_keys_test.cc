@@ -25,8 +25,10 @@ nlohmann::json base_config(const std::string& type) {
 std::unique_ptr<ModelFamily> family(const std::string& type, const nlohmann::json& extra = nlohmann::json::object()) {
   nlohmann::json c = base_config(type);
   for (auto it = extra.begin(); it != extra.end(); ++it) {
-    if (it.value().is_null()) c.erase(it.key());
-    else c[it.key()] = it.value();
+    if (it.value().is_null())
+      c.erase(it.key());
+    else
+      c[it.key()] = it.value();
   }
   return make_model_family(HfConfig::parse(c.dump(), "/models/" + type + "/config.json"));
 }
@@ -48,7 +50,8 @@ nlohmann::json with(nlohmann::json a, const nlohmann::json& b) {
 
 TEST(ModelConfigKeys, NormTopkProb) {
   for (const char* type : {"qwen2_moe", "qwen3_moe", "olmoe"}) {
-    EXPECT_FALSE(spec(type, {{"shared_expert_intermediate_size", 0}}).router.normalize) << type;  // transformers' default
+    EXPECT_FALSE(spec(type, {{"shared_expert_intermediate_size", 0}}).router.normalize)
+        << type;  // transformers' default
     EXPECT_TRUE(spec(type, {{"norm_topk_prob", true}}).router.normalize) << type;
   }
   // MixtralTopKRouter always renormalizes and DeepseekV2Moe never does, whatever the key says.
@@ -62,12 +65,14 @@ TEST(ModelConfigKeys, RoutedScalingFactor) {
   EXPECT_DOUBLE_EQ(spec("deepseek_v2").router.scaling_factor, 1.0);
   EXPECT_DOUBLE_EQ(spec("deepseek_v2", {{"routed_scaling_factor", 16.0}}).router.scaling_factor, 16.0);
   EXPECT_DOUBLE_EQ(spec("deepseek_v3", kOneGroup).router.scaling_factor, 2.5);
-  EXPECT_DOUBLE_EQ(spec("deepseek_v3", with(kOneGroup, {{"routed_scaling_factor", 2.827}})).router.scaling_factor, 2.827);
+  EXPECT_DOUBLE_EQ(spec("deepseek_v3", with(kOneGroup, {{"routed_scaling_factor", 2.827}})).router.scaling_factor,
+                   2.827);
 }
 
 TEST(ModelConfigKeys, TopkMethod) {
   EXPECT_FALSE(spec("deepseek_v2", {{"topk_method", "greedy"}}).router.group_limited);
-  const MoELayerSpec g = spec("deepseek_v2", {{"topk_method", "group_limited_greedy"}, {"n_group", 4}, {"topk_group", 2}});
+  const MoELayerSpec g =
+      spec("deepseek_v2", {{"topk_method", "group_limited_greedy"}, {"n_group", 4}, {"topk_group", 2}});
   EXPECT_TRUE(g.router.group_limited);
   EXPECT_EQ(g.router.group_score, GroupScore::kMax);
   EXPECT_EQ(g.router.n_group, 4);
@@ -86,7 +91,8 @@ TEST(ModelConfigKeys, TopkMethod) {
 
 TEST(ModelConfigKeys, ScoringFuncIsIgnoredAsTransformersDoes) {
   EXPECT_EQ(spec("deepseek_v2", {{"scoring_func", "sigmoid"}}).router.scoring, RouterScoring::kSoftmax);
-  EXPECT_EQ(spec("deepseek_v3", with(kOneGroup, {{"scoring_func", "softmax"}})).router.scoring, RouterScoring::kSigmoid);
+  EXPECT_EQ(spec("deepseek_v3", with(kOneGroup, {{"scoring_func", "softmax"}})).router.scoring,
+            RouterScoring::kSigmoid);
 }
 
 TEST(ModelConfigKeys, NGroupAndTopkGroup) {
@@ -136,8 +142,8 @@ TEST(ModelConfigKeys, DecoderSparseStepAndMlpOnlyLayers) {
     EXPECT_FALSE(f->is_moe_layer(1)) << type;  // listed
     EXPECT_FALSE(f->is_moe_layer(2)) << type;
     EXPECT_TRUE(f->is_moe_layer(3)) << type;
-    EXPECT_NE(error_of(type, {{"decoder_sparse_step", 2}}, 2).find("layer 2 of this " + std::string(type) +
-                                                                    " model is a dense MLP"),
+    EXPECT_NE(error_of(type, {{"decoder_sparse_step", 2}}, 2)
+                  .find("layer 2 of this " + std::string(type) + " model is a dense MLP"),
               std::string::npos);
     EXPECT_NE(error_of(type, {{"decoder_sparse_step", 0}}).find("decoder_sparse_step=0 must be positive"),
               std::string::npos);
@@ -146,13 +152,14 @@ TEST(ModelConfigKeys, DecoderSparseStepAndMlpOnlyLayers) {
 }
 
 TEST(ModelConfigKeys, FirstKDenseReplaceAndMoeLayerFreq) {
-  EXPECT_TRUE(family("deepseek_v2")->is_moe_layer(0));  // DeepseekV2Config's default 0
+  EXPECT_TRUE(family("deepseek_v2")->is_moe_layer(0));   // DeepseekV2Config's default 0
   EXPECT_FALSE(family("deepseek_v3")->is_moe_layer(2));  // DeepseekV3Config's default 3
   EXPECT_TRUE(family("deepseek_v3")->is_moe_layer(3));
   EXPECT_FALSE(family("deepseek_v2", {{"first_k_dense_replace", 2}})->is_moe_layer(1));
   EXPECT_TRUE(family("deepseek_v3", {{"first_k_dense_replace", 1}})->is_moe_layer(1));
   // transformers builds the MoE block on every layer >= first_k_dense_replace, whatever moe_layer_freq says.
-  for (const char* type : {"deepseek_v2", "deepseek_v3"}) EXPECT_TRUE(family(type, {{"moe_layer_freq", 2}})->is_moe_layer(3)) << type;
+  for (const char* type : {"deepseek_v2", "deepseek_v3"})
+    EXPECT_TRUE(family(type, {{"moe_layer_freq", 2}})->is_moe_layer(3)) << type;
 }
 
 TEST(ModelConfigKeys, MlpBias) {
@@ -173,8 +180,11 @@ TEST(ModelConfigKeys, GptOssSwigluAlphaAndLimit) {
 
 // Training-only keys change nothing at inference, in transformers or here.
 TEST(ModelConfigKeys, TrainingOnlyKeysChangeNothing) {
-  const nlohmann::json training = {{"router_aux_loss_coef", 0.5}, {"output_router_logits", true},
-                                   {"router_jitter_noise", 0.5}, {"aux_loss_alpha", 0.5}, {"seq_aux", false}};
+  const nlohmann::json training = {{"router_aux_loss_coef", 0.5},
+                                   {"output_router_logits", true},
+                                   {"router_jitter_noise", 0.5},
+                                   {"aux_loss_alpha", 0.5},
+                                   {"seq_aux", false}};
   for (const char* type : {"mixtral", "qwen3_moe", "olmoe", "deepseek_v2"}) {
     const MoELayerSpec a = spec(type), b = spec(type, training);
     EXPECT_EQ(a.router.normalize, b.router.normalize) << type;
