@@ -129,10 +129,19 @@ struct RouterOptions {
   double scaling_factor = 1.0;      // multiplies the weights after normalization
 };
 
+// The expert MLP's form. Every family but gpt-oss runs down(act(gate x) * up x) with act = transformers'
+// ACT2FN[config.hidden_act]; the shared expert uses the same activation.
 enum class ExpertActivation {
-  kSwiGLU,         // down(silu(gate x) * up x)
+  kSwiGLU,         // down(silu(gate x) * up x); hidden_act "silu" / "swish"
   kClampedSwiGLU,  // gpt-oss: biases, (clamp(up) + 1) * g * sigmoid(alpha g), g = min(gate, limit)
+  kGeGLU,          // down(gelu(gate x) * up x), the exact erf GELU; hidden_act "gelu" / "gelu_python"
+  // down(gelu_tanh(gate x) * up x), 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))); hidden_act
+  // "gelu_pytorch_tanh", "gelu_python_tanh", "gelu_new", "gelu_fast"
+  kGeGLUTanh,
+  kReGLU,          // down(relu(gate x) * up x); hidden_act "relu"
 };
+// "SwiGLU", "GeGLU (exact erf GELU)", ...: for messages and `hymoe inspect`.
+std::string expert_activation_name(ExpertActivation a);
 
 // How the routed experts are stored in the checkpoint.
 enum class ExpertStorage {
@@ -143,7 +152,7 @@ enum class ExpertStorage {
                            // expert e is rows [e*out, (e+1)*out), any ggml type hymoe decodes
 };
 
-// A dense SwiGLU MLP beside the routed experts, run on every token.
+// A dense MLP beside the routed experts, run on every token, with the routed experts' activation.
 struct SharedExpertSpec {
   int64_t hidden = 0;        // 0: none
   std::string prefix;        // "<prefix><gate_name>.weight", ...

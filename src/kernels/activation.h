@@ -1,5 +1,6 @@
 // Element-wise activations of the expert MLPs and their derivatives, in one place so the reference kernels, the
-// fast kernels and the backward pass agree on the exact formulas (GELU is the exact erf form, not tanh).
+// fast kernels and the backward pass agree on the exact formulas (kGelu and kGeGLU are the exact erf form; the
+// tanh approximation has its own name, kGeGLUTanh).
 #pragma once
 
 #include <cmath>
@@ -13,9 +14,13 @@ enum class Activation {
   // gated, gpt-oss's clamped SwiGLU: g = min(gate, limit), u = clamp(up, -limit, limit),
   // (u + 1) * g * sigmoid(alpha * g); alpha and limit come with the kernel's shape. Inference only.
   kClampedSwiGLU,
+  // gated like kSwiGLU with another nonlinearity on the gate (transformers' ACT2FN[hidden_act] on gate_proj):
+  kGeGLU,      // gelu(gate) * up, exact erf form (hidden_act "gelu")
+  kGeGLUTanh,  // gelu_tanh(gate) * up (hidden_act "gelu_pytorch_tanh", "gelu_new")
+  kReGLU,      // relu(gate) * up
 };
 
-inline bool is_gated(Activation a) { return a == Activation::kSwiGLU || a == Activation::kClampedSwiGLU; }
+inline bool is_gated(Activation a) { return a != Activation::kGelu && a != Activation::kRelu; }
 
 template <typename T>
 T sigmoid(T x) {
@@ -40,6 +45,19 @@ T gelu_grad(T x) {
   const T pdf = std::exp(T(-0.5) * x * x) * T(0.39894228040143267794);
   return cdf + x * pdf;
 }
+// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))): PyTorch's gelu(approximate="tanh") and transformers'
+// NewGELUActivation, the same expression.
+template <typename T>
+T gelu_tanh(T x) {
+  constexpr T kSqrt2OverPi = T(0.79788456080286535588);
+  return T(0.5) * x * (T(1) + std::tanh(kSqrt2OverPi * (x + T(0.044715) * x * x * x)));
+}
+template <typename T>
+T gelu_tanh_grad(T x) {  // 0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2)
+  constexpr T kSqrt2OverPi = T(0.79788456080286535588);
+  const T t = std::tanh(kSqrt2OverPi * (x + T(0.044715) * x * x * x));
+  return T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * kSqrt2OverPi * (T(1) + T(3 * 0.044715) * x * x);
+}
 template <typename T>
 T relu(T x) {
   return x > T(0) ? x : T(0);
@@ -56,20 +74,19 @@ T clamped_swiglu(T gate, T up, T alpha, T limit) {
   return (u + T(1)) * g * sigmoid(alpha * g);
 }
 
-// The gated activation of one hidden unit: silu(gate) * up, or the clamped form.
-template <typename T>
-T gated_activation(Activation a, T gate, T up, T alpha, T limit) {
-  return a == Activation::kClampedSwiGLU ? clamped_swiglu(gate, up, alpha, limit) : silu(gate) * up;
-}
-
-// The non-gated activation applied to the up projection (for kSwiGLU: silu applied to the gate).
+// The element-wise function of the activation: for the gated forms the nonlinearity applied to the gate (then
+// multiplied by up; kClampedSwiGLU's clamps and alpha are not in it: use gated_activation), for kGelu and kRelu
+// the one applied to up.
 template <typename T>
 T apply_activation(Activation a, T x) {
   switch (a) {
     case Activation::kSwiGLU:
     case Activation::kClampedSwiGLU: return silu(x);
-    case Activation::kGelu: return gelu(x);
-    case Activation::kRelu: return relu(x);
+    case Activation::kGelu:
+    case Activation::kGeGLU: return gelu(x);
+    case Activation::kGeGLUTanh: return gelu_tanh(x);
+    case Activation::kRelu:
+    case Activation::kReGLU: return relu(x);
   }
   return x;
 }
@@ -78,10 +95,19 @@ T activation_grad(Activation a, T x) {
   switch (a) {
     case Activation::kSwiGLU:
     case Activation::kClampedSwiGLU: return silu_grad(x);  // no backward for the clamped form; never reached
-    case Activation::kGelu: return gelu_grad(x);
-    case Activation::kRelu: return relu_grad(x);
+    case Activation::kGelu:
+    case Activation::kGeGLU: return gelu_grad(x);
+    case Activation::kGeGLUTanh: return gelu_tanh_grad(x);
+    case Activation::kRelu:
+    case Activation::kReGLU: return relu_grad(x);
   }
   return T(0);
+}
+
+// The gated activation of one hidden unit: act(gate) * up, or the clamped form.
+template <typename T>
+T gated_activation(Activation a, T gate, T up, T alpha, T limit) {
+  return a == Activation::kClampedSwiGLU ? clamped_swiglu(gate, up, alpha, limit) : apply_activation(a, gate) * up;
 }
 
 }  // namespace hymoe::kernels

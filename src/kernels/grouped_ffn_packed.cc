@@ -76,7 +76,7 @@ class GroupedFfnPacked final : public GroupedFfn {
             const Packed& pk = packed_[static_cast<size_t>(t.group)];
             if (shape_.activation == Activation::kSwiGLU && pk.gate_bias.empty() && pk.up_bias.empty()) {
               swiglu_(half, cp, cp + half, tmp);
-            } else {  // biases or the clamped form: a scalar epilogue (gpt-oss)
+            } else {  // biases (gpt-oss) or another gated form (GeGLU, ReGLU, clamped SwiGLU): a scalar epilogue
               for (int64_t i = 0; i < w; ++i) {
                 const float g = cp[i] + (pk.gate_bias.empty() ? 0.0f : pk.gate_bias[static_cast<size_t>(col + i)]);
                 const float u = cp[half + i] + (pk.up_bias.empty() ? 0.0f : pk.up_bias[static_cast<size_t>(col + i)]);

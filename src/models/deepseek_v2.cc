@@ -1,8 +1,9 @@
 // DeepSeek-V2 / V2-Lite: float32 router, softmax over E; topk_method "greedy" or "group_limited_greedy" (groups
 // scored by their best probability, experts of the other groups set to 0.0); weights = p * routed_scaling_factor
-// with no renormalization (transformers ignores norm_topk_prob for V2); one shared SwiGLU of
-// moe_intermediate_size * n_shared_experts, ungated. Layers >= first_k_dense_replace are MoE (moe_layer_freq,
-// 1 in every release, is ignored as transformers does).
+// with no renormalization (transformers ignores norm_topk_prob for V2); one ungated shared expert of
+// moe_intermediate_size * n_shared_experts (default 2, transformers'), without biases (mlp_bias=true is refused);
+// routed and shared experts run act(gate x) * up x with act = hidden_act. Layers >= first_k_dense_replace are MoE
+// (moe_layer_freq, 1 in every release, is ignored as transformers does).
 #include "models/families.h"
 #include "models/family_common.h"
 
@@ -36,11 +37,16 @@ class DeepseekV2 final : public FamilyBase {
     }
     r.normalize = false;
     r.scaling_factor = c_.number_or({"routed_scaling_factor"}, 1.0);
+    s.activation = read_hidden_act(c_);
     const std::string p = layer_prefix(layer) + "mlp.";
     s.router_weight = p + "gate.weight";
     s.experts_prefix = p + "experts.";
-    s.shared.hidden = s.hidden * c_.integer_or({"n_shared_experts"}, 0);
+    s.shared.hidden = s.hidden * c_.integer_or({"n_shared_experts"}, 2);  // transformers' default
     s.shared.prefix = p + "shared_experts.";
+    // DeepseekV2MLP, the shared experts, gives its three projections biases when mlp_bias; no release has them.
+    if (s.shared.hidden > 0 && c_.boolean_or({"mlp_bias"}, false))
+      fail(c_.label(), ": mlp_bias=true (biases on the shared experts' projections) is not supported; hymoe runs "
+           "DeepSeek-V2 shared experts without biases, as every release stores them");
   }
 
   int64_t first_moe_;

@@ -1,8 +1,10 @@
 // DeepSeek-V3 / R1 and V3-architecture models (Moonlight): float32 router, sigmoid scores; the
 // e_score_correction_bias is added for choosing only; n_group groups scored by the sum of their two best biased
 // scores, the topk_group best kept (others -inf); weights are the unbiased scores, renormalized with
-// norm_topk_prob (+1e-20), then always times routed_scaling_factor; one ungated shared SwiGLU of
-// moe_intermediate_size * n_shared_experts. scoring_func and topk_method are ignored, as transformers does.
+// norm_topk_prob (+1e-20), then always times routed_scaling_factor; one ungated shared expert of
+// moe_intermediate_size * n_shared_experts; routed and shared experts run act(gate x) * up x with act = hidden_act.
+// Absent keys take DeepseekV3Config's defaults (first_k_dense_replace 3, n_group 8, topk_group 4, n_shared_experts 1,
+// norm_topk_prob true, routed_scaling_factor 2.5). scoring_func and topk_method are ignored, as transformers does.
 #include "models/families.h"
 #include "models/family_common.h"
 
@@ -15,7 +17,7 @@ using namespace family_detail;
 
 class DeepseekV3 final : public FamilyBase {
  public:
-  explicit DeepseekV3(const HfConfig& c) : FamilyBase(c, "deepseek_v3", read_common_fields(c)), first_moe_(c.integer_or({"first_k_dense_replace"}, 0)) {}
+  explicit DeepseekV3(const HfConfig& c) : FamilyBase(c, "deepseek_v3", read_common_fields(c)), first_moe_(c.integer_or({"first_k_dense_replace"}, 3)) {}
 
  private:
   std::string dense_reason(int64_t layer) const override {
@@ -28,18 +30,19 @@ class DeepseekV3 final : public FamilyBase {
     r.scoring = RouterScoring::kSigmoid;
     r.selection_bias = true;
     r.group_limited = true;  // with n_group = topk_group = 1 a no-op
-    r.n_group = c_.integer_or({"n_group"}, 1);
-    r.top_group = c_.integer_or({"topk_group"}, 1);
+    r.n_group = c_.integer_or({"n_group"}, 8);  // transformers' defaults, V3's own values
+    r.top_group = c_.integer_or({"topk_group"}, 4);
     r.group_score = GroupScore::kTop2Sum;
     r.excluded_score = -std::numeric_limits<float>::infinity();
     r.normalize = c_.boolean_or({"norm_topk_prob"}, true);
     r.normalize_epsilon = 1e-20;
     r.scaling_factor = c_.number_or({"routed_scaling_factor"}, 2.5);
+    s.activation = read_hidden_act(c_);
     const std::string p = layer_prefix(layer) + "mlp.";
     s.router_weight = p + "gate.weight";
     s.selection_bias = p + "gate.e_score_correction_bias";
     s.experts_prefix = p + "experts.";
-    s.shared.hidden = s.hidden * c_.integer_or({"n_shared_experts"}, 0);
+    s.shared.hidden = s.hidden * c_.integer_or({"n_shared_experts"}, 1);
     s.shared.prefix = p + "shared_experts.";
   }
 

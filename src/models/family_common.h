@@ -22,12 +22,17 @@ void check_layer_in_range(const HfConfig& c, std::string_view family, int64_t la
 // An error naming the family, the layer and the rule that makes it dense.
 [[noreturn]] void fail_dense_layer(const HfConfig& c, std::string_view family, int64_t layer, const std::string& rule);
 
+// The expert MLP's activation from hidden_act (transformers' default "silu" when absent): the names of
+// transformers' ACT2FN that hymoe runs on the gate projection; any other is an error naming config.json, the key
+// and the supported names.
+ExpertActivation read_hidden_act(const HfConfig& c);
+
 // Qwen2/3-MoE's rule: layer i is MoE iff i is not in mlp_only_layers, num_experts > 0 and
 // (i + 1) % decoder_sparse_step == 0. Returns "" for MoE, else the rule that makes it dense.
 std::string qwen_dense_reason(const HfConfig& c, int64_t layer, int64_t num_experts);
 
-// The routed half of a Qwen2/3-MoE layer: softmax router, norm_topk_prob (default off), the gate and experts under
-// model.layers.<layer>.mlp.
+// The routed half of a Qwen2/3-MoE layer: softmax router, norm_topk_prob (default off), hidden_act, the gate and
+// experts under model.layers.<layer>.mlp.
 void fill_qwen_routed(const HfConfig& c, int64_t layer, int64_t num_experts, MoELayerSpec& s);
 
 // "model.layers.<layer>."

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <map>
 #include <mutex>
+#include <string_view>
+#include <utility>
 
 #include "hymoe/error.h"
 #include "hymoe/model.h"
@@ -27,6 +29,22 @@ FamilyRegistry& registry() {
   static FamilyRegistry r;
   return r;
 }
+
+// transformers' ACT2FN names hymoe runs on the experts' gate projection, in the order errors list them. Aliases
+// are the same function: gelu_python writes gelu's erf formula out; gelu_python_tanh and gelu_new write out the tanh
+// formula PyTorch's gelu(approximate="tanh") computes; gelu_fast is that formula with sqrt(2/pi) rounded to
+// 0.7978845608, 4e-12 relative, far below float32's rounding.
+constexpr std::pair<std::string_view, ExpertActivation> kHiddenActs[] = {
+    {"silu", ExpertActivation::kSwiGLU},
+    {"swish", ExpertActivation::kSwiGLU},
+    {"gelu", ExpertActivation::kGeGLU},
+    {"gelu_python", ExpertActivation::kGeGLU},
+    {"gelu_pytorch_tanh", ExpertActivation::kGeGLUTanh},
+    {"gelu_python_tanh", ExpertActivation::kGeGLUTanh},
+    {"gelu_new", ExpertActivation::kGeGLUTanh},
+    {"gelu_fast", ExpertActivation::kGeGLUTanh},
+    {"relu", ExpertActivation::kReGLU},
+};
 
 std::string joined_names() {
   std::string out;
@@ -65,7 +83,29 @@ std::unique_ptr<ModelFamily> make_model_family(const HfConfig& config) {
   return factory(config);
 }
 
+std::string expert_activation_name(ExpertActivation a) {
+  switch (a) {
+    case ExpertActivation::kSwiGLU: return "SwiGLU";
+    case ExpertActivation::kClampedSwiGLU: return "clamped SwiGLU";
+    case ExpertActivation::kGeGLU: return "GeGLU (exact erf GELU)";
+    case ExpertActivation::kGeGLUTanh: return "GeGLU (tanh-approximate GELU)";
+    case ExpertActivation::kReGLU: return "ReGLU";
+  }
+  return "?";
+}
+
 namespace family_detail {
+
+ExpertActivation read_hidden_act(const HfConfig& c) {
+  const std::string act = c.string_or({"hidden_act"}, "silu");
+  std::string known;
+  for (const auto& [name, activation] : kHiddenActs) {
+    if (name == act) return activation;
+    known += (known.empty() ? "" : ", ") + std::string(name);
+  }
+  fail(c.label(), ": hidden_act='", act, "' is not an expert activation hymoe runs (supported: ", known,
+       "); transformers applies ACT2FN[hidden_act] to the experts' gate projection");
+}
 
 CommonFields read_common_fields(const HfConfig& c, std::initializer_list<const char*> top_k_keys) {
   CommonFields f;
@@ -101,6 +141,7 @@ void fill_qwen_routed(const HfConfig& c, int64_t layer, int64_t num_experts, MoE
   s.num_experts = num_experts;
   s.router.scoring = RouterScoring::kSoftmax;
   s.router.normalize = c.boolean_or({"norm_topk_prob"}, false);
+  s.activation = read_hidden_act(c);
   const std::string p = layer_prefix(layer) + "mlp.";
   s.router_weight = p + "gate.weight";
   s.experts_prefix = p + "experts.";

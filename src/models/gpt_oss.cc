@@ -1,6 +1,7 @@
 // gpt-oss (gpt-oss-20b/120b): every layer MoE; router with bias; top-k on the logits, softmax over the K chosen;
 // experts fused per layer (gate_up_proj (E, D, 2I) with gate/up columns interleaved, down_proj (E, I, D), used as
 // x @ W, with biases), or MXFP4 blocks in the release; the clamped SwiGLU (alpha swiglu_alpha, limit swiglu_limit).
+// hidden_act is not read: GptOssExperts computes its own gate, whatever the config says.
 #include "models/families.h"
 #include "models/family_common.h"
 

@@ -1,5 +1,5 @@
 // Mixtral (MixtralForCausalLM): every layer MoE; softmax over E in float32, top-k, weights always renormalized;
-// experts w1 (gate), w3 (up), w2 (down) under block_sparse_moe.
+// experts w1 (gate), w3 (up), w2 (down) under block_sparse_moe, run as w2(act(w1 x) * w3 x) with act = hidden_act.
 #include "models/families.h"
 #include "models/family_common.h"
 
@@ -18,6 +18,7 @@ class Mixtral final : public FamilyBase {
     s.num_experts = c_.integer({"num_local_experts", "num_experts"});
     s.router.scoring = RouterScoring::kSoftmax;
     s.router.normalize = true;  // whatever the config says: MixtralTopKRouter always renormalizes
+    s.activation = read_hidden_act(c_);
     const std::string p = layer_prefix(layer) + "block_sparse_moe.";
     s.router_weight = p + "gate.weight";
     s.experts_prefix = p + "experts.";

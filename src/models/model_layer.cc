@@ -29,7 +29,15 @@ int64_t ModelMoELayer::resident_weight_bytes() const { return impl_->resident_by
 namespace {
 
 kernels::Activation kernel_activation(ExpertActivation a) {
-  return a == ExpertActivation::kClampedSwiGLU ? kernels::Activation::kClampedSwiGLU : kernels::Activation::kSwiGLU;
+  switch (a) {
+    case ExpertActivation::kSwiGLU: return kernels::Activation::kSwiGLU;
+    case ExpertActivation::kClampedSwiGLU: return kernels::Activation::kClampedSwiGLU;
+    case ExpertActivation::kGeGLU: return kernels::Activation::kGeGLU;
+    case ExpertActivation::kGeGLUTanh: return kernels::Activation::kGeGLUTanh;
+    case ExpertActivation::kReGLU: return kernels::Activation::kReGLU;
+  }
+  HYMOE_CHECK(false, "unknown expert activation ", static_cast<int>(a));
+  return kernels::Activation::kSwiGLU;
 }
 
 // The kernels pack the views' weights (their stored dtype kept) and own the packed copy; the views' buffers and

@@ -1,5 +1,5 @@
 // OLMoE (OLMoE-1B-7B): every layer MoE; softmax top-k, renormalized only with norm_topk_prob (false in the
-// release); expert size is intermediate_size.
+// release); expert size is intermediate_size; experts run act(gate x) * up x with act = hidden_act.
 #include "models/families.h"
 #include "models/family_common.h"
 
@@ -18,6 +18,7 @@ class Olmoe final : public FamilyBase {
     s.num_experts = c_.integer({"num_experts", "num_local_experts"});
     s.router.scoring = RouterScoring::kSoftmax;
     s.router.normalize = c_.boolean_or({"norm_topk_prob"}, false);
+    s.activation = read_hidden_act(c_);
     const std::string p = layer_prefix(layer) + "mlp.";
     s.router_weight = p + "gate.weight";
     s.experts_prefix = p + "experts.";

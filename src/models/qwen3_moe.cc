@@ -1,5 +1,6 @@
 // Qwen3-MoE (Qwen3-30B-A3B, Qwen3-235B-A22B): softmax top-k, renormalized with norm_topk_prob (true in the
-// releases), no shared expert. Released configs say num_experts, transformers 5 writes num_local_experts.
+// releases), no shared expert; experts run act(gate x) * up x with act = hidden_act. Released configs say
+// num_experts, transformers 5 writes num_local_experts.
 #include "models/families.h"
 #include "models/family_common.h"
 

@@ -27,6 +27,9 @@ void grouped_mlp_backward(const GroupedMlpBackwardArgs& a) {
   using namespace kernels;
   const int64_t G = a.shape.num_groups, D = a.shape.dim, H = a.shape.hidden;
   const bool gated = is_gated(a.shape.activation);
+  // The clamped form's derivative has kinks at both clamps and no caller trains it; the other gated forms are
+  // act(gate) * up with act's derivative beside it in activation.h.
+  HYMOE_CHECK(a.shape.activation != Activation::kClampedSwiGLU, "no backward for the clamped SwiGLU");
   HYMOE_CHECK(a.offsets && a.weights && a.x && a.saved_up && a.grad_y && a.grad_x);
   HYMOE_CHECK(!gated || a.saved_gate);
   const int64_t R = a.offsets[G];
@@ -47,7 +50,7 @@ void grouped_mlp_backward(const GroupedMlpBackwardArgs& a) {
     float* dr = dh.data() + r * H;
     if (gated) {
       const float* gt = a.saved_gate + r * H;
-      for (int64_t j = 0; j < H; ++j) hr[j] = silu(gt[j]) * up[j];
+      for (int64_t j = 0; j < H; ++j) hr[j] = apply_activation(a.shape.activation, gt[j]) * up[j];
     } else {
       for (int64_t j = 0; j < H; ++j) hr[j] = apply_activation(a.shape.activation, up[j]);
     }
@@ -75,8 +78,8 @@ void grouped_mlp_backward(const GroupedMlpBackwardArgs& a) {
     if (gated) {
       const float* gt = a.saved_gate + r * H;
       for (int64_t j = 0; j < H; ++j) {
-        dup[j] = dr[j] * silu(gt[j]);
-        dr[j] = dr[j] * up[j] * silu_grad(gt[j]);
+        dup[j] = dr[j] * apply_activation(a.shape.activation, gt[j]);
+        dr[j] = dr[j] * up[j] * activation_grad(a.shape.activation, gt[j]);
       }
     } else {
       for (int64_t j = 0; j < H; ++j) dup[j] = dr[j] * activation_grad(a.shape.activation, up[j]);

@@ -69,7 +69,7 @@ struct Problem {
   int64_t rows() const { return offsets.back(); }
 
   // First-order bound on |fast - exact| for y[r, d]: the gate/up dot products (length dim) round, the activation
-  // adds a few ulp (|act'| <= 1.2 for SiLU, GELU and ReLU), the down dot product (length hidden) rounds, and the
+  // adds a few ulp (|act'| <= 1.2 for SiLU, both GELUs and ReLU), the down dot product (length hidden) rounds, and the
   // scale rounds once more. Doubled to cover the second-order terms.
   std::vector<double> y_bounds() const {
     const int64_t D = shape.dim, H = shape.hidden;
@@ -89,9 +89,9 @@ struct Problem {
             U += std::abs(xv * up[wi]);
           }
           const double eg = dot_error_bound(D, G), eu = dot_error_bound(D, U);
-          const double a = gated ? silu(g) * u : apply_activation(shape.activation, u);
+          const double a = gated ? apply_activation(shape.activation, g) * u : apply_activation(shape.activation, u);
           hid[h] = std::abs(a);
-          dhid[h] = gated ? 1.2 * eg * std::abs(u) + std::abs(silu(g)) * eu : 1.2 * eu;
+          dhid[h] = gated ? 1.2 * eg * std::abs(u) + std::abs(apply_activation(shape.activation, g)) * eu : 1.2 * eu;
           dhid[h] += 8 * kF32Eps * std::abs(a);
         }
         for (int64_t d = 0; d < D; ++d) {
@@ -150,7 +150,8 @@ TEST_P(GroupedFfnFastTest, MatchesReferenceOnRaggedBatches) {
   // blocks and the prefetch of the next K block's first panel.
   const std::vector<std::pair<int64_t, int64_t>> dims = {{1, 1}, {17, 9}, {16, 24}, {33, 31}, {2 * kKc + 37, kKc + 11}};
   uint64_t seed = 1;
-  for (Activation act : {Activation::kSwiGLU, Activation::kGelu, Activation::kRelu})
+  for (Activation act : {Activation::kSwiGLU, Activation::kGelu, Activation::kRelu, Activation::kGeGLU,
+                         Activation::kGeGLUTanh, Activation::kReGLU})
     for (DType dt : {DType::kF32, DType::kBF16})
       for (auto [dim, hidden] : dims)
         for (const auto& rows : batches) {

@@ -27,7 +27,8 @@ using Factory = std::unique_ptr<GroupedFfn> (*)(const GroupedFfnShape&, std::spa
 void compare_to_reference(Factory make_fast, const char* label) {
   Rng rng(123);
   for (const auto& c : ffn_cases())
-    for (Activation act : {Activation::kSwiGLU, Activation::kGelu, Activation::kRelu})
+    for (Activation act : {Activation::kSwiGLU, Activation::kGelu, Activation::kRelu, Activation::kGeGLU,
+                           Activation::kGeGLUTanh, Activation::kReGLU})
       for (WeightLayout layout : {WeightLayout::kOutIn, WeightLayout::kInOut})
         for (DType dtype : {DType::kF32, DType::kBF16}) {
           const int64_t G = static_cast<int64_t>(c.group_rows.size());
@@ -84,6 +85,37 @@ TEST(GroupedFfn, ReferenceIsTheDefinition) {
   ref->run({offsets, x, scale, y, nullptr, nullptr});
   EXPECT_NEAR(y[0], 0.5 * silu(1.0) * 2.0, 1e-6);
   EXPECT_NEAR(y[1], 0.5 * silu(2.0) * 4.0, 1e-6);
+}
+
+// The gated forms transformers' hidden_act selects, one row by hand with x = [1, -0.5], gate = I, up = 2I,
+// down = I: y = scale * act(x) * 2x. The activation values were computed apart from activation.h, in double with
+// Python's math module (0.5 x (1 + erf(x / sqrt 2)) and 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))); the
+// two GELUs differ by 1.5e-4 at x = 1, well above the tolerance.
+TEST(GroupedFfn, GatedFormsAreTheirDefinition) {
+  const float eye[4] = {1, 0, 0, 1}, two[4] = {2, 0, 0, 2};
+  MlpWeightsView w{{eye, DType::kF32, WeightLayout::kOutIn, 2, 2},
+                   {two, DType::kF32, WeightLayout::kOutIn, 2, 2},
+                   {eye, DType::kF32, WeightLayout::kOutIn, 2, 2}};
+  struct Want {
+    Activation act;
+    double at_one, at_minus_half;
+  };
+  const Want wants[] = {{Activation::kGeGLU, 0.8413447460685429, -0.15426876936299344},
+                        {Activation::kGeGLUTanh, 0.8411919906082768, -0.15428599017485606},
+                        {Activation::kReGLU, 1.0, 0.0}};
+  const int64_t offsets[2] = {0, 1};
+  const float x[2] = {1.0f, -0.5f}, scale[1] = {0.5f};
+  for (const Want& want : wants)
+    for (Isa isa : {Isa::kScalar, active_isa()}) {
+      const GroupedFfnShape shape{1, 2, 2, want.act};
+      for (const auto& ffn : {make_grouped_ffn_ref(shape, {&w, 1}), make_grouped_ffn(shape, {&w, 1}, isa)}) {
+        float y[2];
+        ffn->run({offsets, x, scale, y, nullptr, nullptr});
+        EXPECT_NEAR(y[0], 0.5 * want.at_one * 2.0, 1e-6) << ffn->name() << " act " << static_cast<int>(want.act);
+        EXPECT_NEAR(y[1], 0.5 * want.at_minus_half * -1.0, 1e-6)
+            << ffn->name() << " act " << static_cast<int>(want.act);
+      }
+    }
 }
 
 TEST(GroupedFfn, EmptyBatchTouchesNothing) {

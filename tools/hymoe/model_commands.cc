@@ -99,11 +99,12 @@ int run_model_inspect(const std::string& dir) {
   const MoELayerSpec s = f.moe_layer(moe.front());
   fmt::print("  experts {} x (hidden_size {} -> {}), top-k {}\n", s.num_experts, s.dim, s.hidden, s.top_k);
   fmt::print("  router: {}\n", router_description(s));
-  fmt::print("  expert MLP: {}\n", s.activation == ExpertActivation::kSwiGLU
-                                       ? std::string("SwiGLU")
-                                       : fmt::format("clamped SwiGLU with biases (alpha {}, limit {})", s.swiglu_alpha, s.swiglu_limit));
+  fmt::print("  expert MLP: {}\n", s.activation == ExpertActivation::kClampedSwiGLU
+                                       ? fmt::format("clamped SwiGLU with biases (alpha {}, limit {})", s.swiglu_alpha, s.swiglu_limit)
+                                       : expert_activation_name(s.activation));
   if (s.shared.hidden > 0)
-    fmt::print("  shared expert: SwiGLU of {}{}\n", s.shared.hidden, s.shared.gate_weight.empty() ? "" : ", sigmoid-gated per token");
+    fmt::print("  shared expert: {} of {}{}\n", expert_activation_name(s.activation), s.shared.hidden,
+               s.shared.gate_weight.empty() ? "" : ", sigmoid-gated per token");
   else
     fmt::print("  shared expert: none\n");
   // Bytes: measured on the layers present in the checkpoint (a single-layer extract holds just one).
