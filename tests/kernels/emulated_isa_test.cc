@@ -264,6 +264,9 @@ TEST(EmulatedIsaTest, Bf16DotAndVnniQ8MicroKernelsMatchTheirReferences) {
   }
 }
 
+// The bf16-dot decode form over the vdpbf16ps model: the bits of its row calls.
+TEST(EmulatedIsaTest, Bf16DotFewRowsFormEqualsItsRowCalls) { test::expect_few_rows_form_equals_row_calls(kBf16Dot); }
+
 // Through the one grouped driver: ragged groups (empty, 1 row, several row blocks), K across several K blocks and
 // odd, row gather fused into the packing; each output against a double reference on the format's rounded inputs.
 TEST(EmulatedIsaTest, GroupedDriverRunsTheModelFormats) {

@@ -5,11 +5,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "hymoe/dtype.h"
 #include "hymoe/rng.h"
+#include "kernels/gemm_driver.h"
 #include "kernels/gemm_kernels.h"
 #include "kernels/grouped_ffn.h"
 #include "kernels/isa.h"
@@ -81,5 +83,45 @@ class IsaKernelsTest : public ::testing::TestWithParam<kernels::Isa> {
   }
   const kernels::IsaKernels* ik_ = nullptr;
 };
+
+// A few-rows form (m = 1..few_rows_max rows over kFewRowsPanels[m] panels: the decode case) of a format whose
+// activations pack from f32 gives the bits of one m-row call per panel, with and without accumulate, for K odd,
+// around and across the driver's K block and N not a multiple of the panels; a call split at the K block gives the
+// same bits; nothing outside its rows is written.
+inline void expect_few_rows_form_equals_row_calls(const kernels::GemmFormat& format) {
+  using namespace kernels;
+  const GemmFormat* f = &format;
+  ASSERT_NE(f->gemm_few, nullptr);
+  ASSERT_GE(f->few_rows_max, 1);
+  Rng rng(12);
+  const int mr = f->mr, nr = f->nr;
+  const int64_t unit = k_unit(f->format);
+  for (int m = 1; m <= f->few_rows_max; ++m)
+    for (int64_t k : {int64_t{1}, int64_t{2}, int64_t{7}, int64_t{64}, int64_t{129}, 2 * kKc + 5}) {
+      const int panels = kFewRowsPanels[m];
+      const int64_t n = panels * nr - 3, lda = k + 1, ldc = panels * nr + 5;
+      const auto w = random_values(rng, k * n);
+      const PackedMatrix b = pack_matrix(MatrixView{w.data(), DType::kF32, WeightLayout::kOutIn, k, n}, nr, f->format);
+      ASSERT_EQ(b.panels, panels);
+      const auto a = random_values(rng, mr * lda);
+      std::vector<uint8_t> ap(static_cast<size_t>(f->units(k) * f->a_unit_bytes()));
+      f->pack_a(a.data(), lda, nullptr, m, k, mr, ap.data());
+      const auto c0 = random_values(rng, mr * ldc);
+      for (bool acc : {false, true}) {
+        std::vector<float> few = c0, rows = c0, split = c0;
+        f->gemm_few(m, k, ap.data(), b.data(), b.panel_bytes(), few.data(), ldc, acc);
+        for (int p = 0; p < panels; ++p)
+          f->gemm(m, k, ap.data(), b.buffer.data() + p * b.panel_bytes(), rows.data() + p * nr, ldc, acc, nullptr, 0);
+        ASSERT_EQ(0, std::memcmp(few.data(), rows.data(), few.size() * sizeof(float))) << "m=" << m << " k=" << k;
+        for (int i = m; i < mr; ++i)
+          for (int64_t j = 0; j < ldc; ++j) ASSERT_EQ(few[static_cast<size_t>(i * ldc + j)], c0[static_cast<size_t>(i * ldc + j)]) << "wrote row " << i;
+        if (k <= kKc) continue;
+        f->gemm_few(m, kKc, ap.data(), b.data(), b.panel_bytes(), split.data(), ldc, acc);
+        f->gemm_few(m, k - kKc, ap.data() + kKc / unit * f->a_unit_bytes(), b.buffer.data() + kKc / unit * f->b_unit_bytes(),
+                    b.panel_bytes(), split.data(), ldc, true);
+        ASSERT_EQ(0, std::memcmp(split.data(), few.data(), few.size() * sizeof(float))) << "m=" << m << " k=" << k;
+      }
+    }
+}
 
 }  // namespace hymoe::test

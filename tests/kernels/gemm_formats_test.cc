@@ -191,6 +191,14 @@ TEST_P(FormatKernelTest, MicroKernelsMatchTheirReferences) {
   EXPECT_EQ(ran, GetParam() >= Isa::kAvx512Bf16 ? 2 : 1);
 }
 
+// The bf16-dot few-rows form (the decode case) gives the bits of its row calls.
+TEST_P(FormatKernelTest, Bf16DotFewRowsFormEqualsItsRowCalls) {
+  const GemmFormat* f = ik_->format(WeightFormat::kBf16Dot);
+  if (!f) GTEST_SKIP() << "no AVX512_BF16 on this ISA (EmulatedIsaTest checks the form on the software model)";
+  ASSERT_EQ(f->few_rows_max, 3);
+  test::expect_few_rows_form_equals_row_calls(*f);
+}
+
 // A ragged grouped FFN problem with weights and activations in [-1, 1].
 struct FormatProblem {
   GroupedFfnShape shape;
@@ -315,20 +323,23 @@ INSTANTIATE_TEST_SUITE_P(Isas, FormatKernelTest,
                          ::testing::Values(Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Vnni, Isa::kAvx512Bf16),
                          test::isa_param_name);
 
-// The bf16 compute choice: auto takes the native kernels where the ISA has them, widen always widens, native on an
-// ISA without AVX512_BF16 is an error that says so.
+// The bf16 compute choice: auto takes the native kernels where the ISA has them and this CPU's bf16 dot outpaces its
+// f32 FMA (AMD), widen always widens, native on an ISA without AVX512_BF16 is an error that says so.
 TEST(Bf16ComputeTest, ChoosesTheFormatByIsaAndSetting) {
   const FormatProblem p(DType::kBF16, 8, 8, {1}, 5);
   for (Isa isa : {Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Bf16}) {
     GroupedFfnOptions o;
     o.bf16 = Bf16Compute::kAuto;
-    EXPECT_EQ(choose_weight_format(p.views, isa, o),
-              isa >= Isa::kAvx512Bf16 ? WeightFormat::kBf16Dot : WeightFormat::kBf16Widen);
+    const bool native = isa >= Isa::kAvx512Bf16 && bf16_dot_outpaces_fma();
+    EXPECT_EQ(choose_weight_format(p.views, isa, o), native ? WeightFormat::kBf16Dot : WeightFormat::kBf16Widen);
+    EXPECT_EQ(resolve_bf16_compute(isa, Bf16Compute::kAuto), native ? Bf16Compute::kNative : Bf16Compute::kWiden);
+    EXPECT_EQ(resolve_bf16_compute(isa, Bf16Compute::kWiden), Bf16Compute::kWiden);
     o.bf16 = Bf16Compute::kWiden;
     EXPECT_EQ(choose_weight_format(p.views, isa, o), WeightFormat::kBf16Widen);
     o.bf16 = Bf16Compute::kNative;
     if (isa >= Isa::kAvx512Bf16) EXPECT_EQ(choose_weight_format(p.views, isa, o), WeightFormat::kBf16Dot);
     else EXPECT_THROW(choose_weight_format(p.views, isa, o), std::exception);
+    if (isa < Isa::kAvx512Bf16) EXPECT_THROW(resolve_bf16_compute(isa, Bf16Compute::kNative), std::exception);
     o.quantize_q8 = true;
     EXPECT_EQ(choose_weight_format(p.views, isa, o), WeightFormat::kQ8Block32);
   }
