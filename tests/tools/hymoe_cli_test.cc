@@ -106,6 +106,25 @@ TEST_F(ForwardCli, MisshapenWeightTensor) {
   expect_failure(forward(dir_ + "/w.safetensors", case_ + "/input.safetensors", &log), log, "'router.gate.weight' has shape");
 }
 
+// Weights and x agree on dim 32, the config says 16: the config is the odd one out, so the message names it, the
+// weights file and tensor that contradict it, and not x.
+TEST_F(ForwardCli, AConfigDisagreeingWithItsWeightsIsNamedBeforeTheInput) {
+  write_config(R"({"dim": 16, "hidden_dim": 64, "num_experts": 4, "top_k": 2})");
+  std::string log;
+  const std::string weights = case_ + "/weights.safetensors";
+  expect_failure(forward(weights, case_ + "/input.safetensors", &log), log,
+                 dir_ + "/config.json: num_experts=4 and dim=16 disagree with " + weights +
+                     ", whose tensor 'router.gate.weight' has shape (4, 32) (the config implies (4, 16))");
+  EXPECT_EQ(log.find("'x'"), std::string::npos) << log;
+  // With the config and the weights in agreement, a misshapen x is the input's fault and named so.
+  write_config(R"({"dim": 32, "hidden_dim": 64, "num_experts": 4, "top_k": 2})");
+  SafetensorsWriter x;
+  x.add("x", Tensor(Shape{2, 3, 16}));
+  x.write(dir_ + "/x16.safetensors");
+  expect_failure(forward(weights, dir_ + "/x16.safetensors", &log), log,
+                 dir_ + "/x16.safetensors: tensor 'x' has shape (2, 3, 16), expected (batch, seq_len, 32)");
+}
+
 TEST_F(ForwardCli, MissingAndMisshapenInput) {
   SafetensorsWriter a;
   a.add("not_x", Tensor(Shape{1, 2, 3}));
@@ -190,7 +209,11 @@ TEST_F(ForwardCli, ASizeBeyondTheMachineIsRefusedBeforeAllocation) {
   SafetensorsWriter x;
   x.add("x", Tensor(Shape{1, 2, 1024}));
   x.write(dir_ + "/x.safetensors");
-  expect_failure(forward(case_ + "/weights.safetensors", dir_ + "/x.safetensors", &log), log,
+  // Weights without a router gate: the case's (dim 32) would be named first as disagreeing with the config.
+  SafetensorsWriter w;
+  w.add("experts.0.up_proj.weight", Tensor(Shape{1, 1}));
+  w.write(dir_ + "/w.safetensors");
+  expect_failure(forward(dir_ + "/w.safetensors", dir_ + "/x.safetensors", &log), log,
                  "config.json: a layer of dim=1024, hidden_dim=1048576, num_experts=65536");
   EXPECT_NE(log.find("more than this machine's physical memory"), std::string::npos) << log;
   EXPECT_EQ(log.find("bad_alloc"), std::string::npos) << log;

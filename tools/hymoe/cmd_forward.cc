@@ -79,6 +79,16 @@ int run_forward(const ForwardOptions& o) {
   // reported at once, not after the layer's weights were allocated.
   const SafetensorsFile weights = SafetensorsFile::open(o.weights_path);
   const SafetensorsFile input = SafetensorsFile::open(o.input_path);
+  // The config against the weights before the input against the config: when the weights and x agree on a dim the
+  // config does not have, the config is the file to blame, not x. Every router has gate.weight (num_experts, dim);
+  // the strict load below checks every other tensor.
+  if (weights.contains(o.prefix + "router.gate.weight")) {
+    const TensorInfo& gate = weights.info(o.prefix + "router.gate.weight");
+    if (gate.shape != Shape{config.num_experts, config.dim})
+      fail(o.config_path, ": num_experts=", config.num_experts, " and dim=", config.dim, " disagree with ",
+           o.weights_path, ", whose tensor ", quote_for_message(gate.name), " has shape ", shape_to_string(gate.shape),
+           " (the config implies ", shape_to_string(Shape{config.num_experts, config.dim}), ")");
+  }
   const TensorInfo& x_info = activation_info(input, "x");
   if (x_info.shape.size() != 3 || x_info.shape[2] != config.dim)
     fail(o.input_path, ": tensor 'x' has shape ", shape_to_string(x_info.shape), ", expected (batch, seq_len, ",

@@ -145,6 +145,16 @@ int run_model_forward(const std::string& dir, int64_t layer, const std::string& 
   const Model model = Model::open(dir);
   const MoELayerSpec spec = model.family().moe_layer(layer);  // a dense or missing layer fails before any reading
   const SafetensorsFile in = SafetensorsFile::open(input);
+  // The configuration against the checkpoint before x against the configuration, so that a configuration that
+  // disagrees with both its weights and x is the one named.
+  if (model.source().contains(spec.router_weight)) {
+    const TensorRef gate = model.source().tensor(spec.router_weight);
+    if (gate.shape != Shape{spec.num_experts, spec.dim})
+      fail(model.is_gguf() ? dir + " (metadata)" : model.config().label(), ": ", spec.num_experts,
+           " experts of hidden_size=", spec.dim, " disagree with ", gate.file, ", whose tensor ",
+           quote_for_message(gate.name), " has shape ", shape_to_string(gate.shape), " (the configuration implies ",
+           shape_to_string(Shape{spec.num_experts, spec.dim}), ")");
+  }
   const TensorInfo& xi = in.info("x");
   if (xi.dtype != DType::kF32 && xi.dtype != DType::kBF16)
     fail(input, ": tensor 'x' has dtype ", dtype_name(xi.dtype), "; expected F32 or BF16");
