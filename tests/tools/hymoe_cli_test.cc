@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "hymoe/safetensors.h"
+#include "models/model_test_util.h"
 #include "test_util.h"
 
 namespace hymoe::test {
@@ -457,6 +458,38 @@ TEST(InspectCli, ListsTensors) {
   EXPECT_NE(log.find("router.gate.weight"), std::string::npos);
   EXPECT_NE(log.find("F32"), std::string::npos);
   EXPECT_NE(run_command(tool_path() + " inspect /nonexistent.safetensors", &log), 0);
+}
+
+// A Hugging Face directory is described only when every MoE layer it holds has every tensor forward loads: one
+// expert matrix deleted is an error naming it (as forward's is), not "present".
+TEST(InspectCli, ModelDirectoryLackingATensorForwardLoadsNamesIt) {
+  const TempDir dir("inspect_model");
+  copy_hf_case("mixtral_e8_k2", dir.path());
+  std::string log;
+  ASSERT_EQ(run_command(tool_path() + " inspect " + dir.path(), &log), 0) << log;
+  EXPECT_NE(log.find("MoE weights present: 1 of 2 MoE layers"), std::string::npos) << log;  // layer 1 only
+
+  const std::string dropped = "model.layers.1.block_sparse_moe.experts.5.w3.weight";
+  {
+    const SafetensorsFile all = SafetensorsFile::open(dir.path("weights.safetensors"));
+    SafetensorsWriter kept;
+    for (const auto& t : all.tensors())
+      if (t.name != dropped) kept.add(t.name, all.read_f32(t.name));
+    kept.write(dir.path("weights.safetensors"));
+  }
+  EXPECT_EQ(run_command(tool_path() + " inspect " + dir.path(), &log), 1) << log;
+  EXPECT_NE(log.find(dir.path() + ": MoE layer 1 lacks 1 of the 25 tensors hymoe forward loads: '" + dropped + "'"),
+            std::string::npos)
+      << log;
+  EXPECT_EQ(log.find("present"), std::string::npos) << "no description before the error: " << log;
+  // forward names the same tensor.
+  const std::string input = hf_case_dir("mixtral_e8_k2") + "/input.safetensors";
+  EXPECT_EQ(run_command(tool_path() + " forward --model " + dir.path() + " --layer 1 --input " + input + " --output " +
+                            dir.path("y.safetensors"),
+                        &log),
+            1);
+  EXPECT_NE(log.find(dropped), std::string::npos) << log;
+  EXPECT_FALSE(fs::exists(dir.path("y.safetensors")));
 }
 
 // `hymoe bench --json` on a tiny shape: one object per configuration with the fields the docs name, and FLOPs and
