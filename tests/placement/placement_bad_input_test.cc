@@ -181,11 +181,14 @@ TEST(PlacementBadInput, StatisticsErrorsNameTheFile) {
   expect_error("plan --stats " + stats_file() + " --num-gpu-experts 1 --evaluate " + narrow,
                narrow + ": data is (1, 2) but the statistics planned from are (3, 64)");
   EXPECT_FALSE(fs::exists(dir.path + "/p.json"));
-  // A FIFO named like a trace is refused, not read until it blocks.
-  const std::string fifo = dir.path + "/pipe.csv";
-  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
-  expect_error("stats " + fifo, fifo + ": not a regular file");
-  expect_error("replay --trace " + fifo + " --num-gpu-experts 1", fifo + ": not a regular file");
+  // A stream (here process substitution, /dev/fd/N) is read, and its errors name it as a file's do.
+  std::string output;
+  EXPECT_EQ(run_command("bash -c 'timeout 60 " + tool_path() + " stats <(printf \"layer,expert,count\\n0,x,1\\n\")'",
+                        &output),
+            1)
+      << output;
+  EXPECT_EQ(output.rfind("hymoe: error: /dev/fd/", 0), 0u) << output;
+  EXPECT_NE(output.find(": line 2: expert must be an integer, got 'x'"), std::string::npos) << output;
 }
 
 }  // namespace

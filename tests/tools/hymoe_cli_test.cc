@@ -292,29 +292,42 @@ TEST_F(ForwardCli, ConfigNumberPastInt64IsOutOfRangeNotMinusOne) {
                  "field 'dim' = 18446744073709551615 is out of range");
 }
 
-TEST_F(ForwardCli, DirectoryOrDeviceAsConfigIsNamedAndNotRead) {
+TEST_F(ForwardCli, DirectoryAsConfigIsNamedAndAnEndlessDeviceStopsAtTheLimit) {
   std::string log;
   int rc = run_command(tool_path() + " forward --config " + dir_ + " --weights " + case_ +
                            "/weights.safetensors --input " + case_ + "/input.safetensors --output " + out(),
                        &log);
-  expect_failure(rc, log, dir_ + ": is a directory, not a regular file");
-  // /dev/zero once read until memory ran out; `timeout` turns a regression into a failure, not a hung test.
+  expect_failure(rc, log, dir_ + ": is a directory, which cannot be read as a file");
+  // /dev/zero is read as a stream, and never ends: the config limit ends it (`timeout` turns a regression into a
+  // failure, not a hung test).
   rc = run_command("timeout 60 " + tool_path() + " forward --config /dev/zero --weights " + case_ +
                        "/weights.safetensors --input " + case_ + "/input.safetensors --output " + out(),
                    &log);
   EXPECT_EQ(rc, 1) << log;
-  expect_failure(rc, log, "/dev/zero: is a character device, not a regular file");
+  expect_failure(rc, log, "/dev/zero: holds more than the limit of 16777216 bytes for this kind of input (read as a stream)");
 }
 
-TEST_F(ForwardCli, FifoAsWeightsIsRefusedWithoutHanging) {
-  const std::string fifo = dir_ + "/weights.safetensors";
-  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+// Every input of forward from a pipe, as a shell gives them: process substitution (`<(...)`, a pipe named
+// /dev/fd/N), /dev/stdin fed by a pipe, and a FIFO whose writer comes after the reader opened it. The result is
+// the one from regular files; a stream past its limit is an error naming the file and the limit.
+TEST_F(ForwardCli, ReadsPipesFifosAndStdin) {
   std::string log;
-  const int rc = run_command("timeout 60 " + tool_path() + " forward --config " + dir_ + "/config.json --weights " +
-                                 fifo + " --input " + case_ + "/input.safetensors --output " + out(),
+  ASSERT_EQ(forward(case_ + "/weights.safetensors", case_ + "/input.safetensors", &log), 0) << log;
+  const Tensor want = SafetensorsFile::open(out()).read_f32("y");
+  fs::remove(out());
+  const std::string fifo = dir_ + "/weights.fifo";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  const std::string script = "(sleep 0.3; cat " + case_ + "/weights.safetensors > " + fifo + ") & cat " + case_ +
+                             "/input.safetensors | timeout 60 " + tool_path() + " forward --config <(cat " + dir_ +
+                             "/config.json) --weights " + fifo + " --input /dev/stdin --output " + out() + "; s=$?; wait; exit $s";
+  ASSERT_EQ(run_command("bash -c '" + script + "'", &log), 0) << log;
+  EXPECT_TRUE(all_close(SafetensorsFile::open(out()).read_f32("y"), want, 0, 0));
+  fs::remove(out());
+  const int rc = run_command("bash -c 'timeout 60 " + tool_path() + " forward --config <(head -c 16777217 /dev/zero) --weights " + case_ +
+                                 "/weights.safetensors --input " + case_ + "/input.safetensors --output " + out() + "'",
                              &log);
-  EXPECT_EQ(rc, 1) << "124 means it hung: " << log;
-  expect_failure(rc, log, fifo + ": is a FIFO (named pipe), not a regular file");
+  expect_failure(rc, log, ": holds more than the limit of 16777216 bytes for this kind of input (read as a stream)");
+  EXPECT_NE(log.find("/dev/fd/"), std::string::npos) << log;
 }
 
 TEST_F(ForwardCli, DeeplyNestedOrDuplicatedSafetensorsHeaderIsNamed) {
