@@ -1,5 +1,5 @@
-// A file image for the binary readers: a read-only memory map of a regular file, or bytes handed over in memory
-// (tests, fuzzing). Readers keep a shared_ptr to it so views into the image stay valid as long as any copy of
+// A file image for the binary readers: a read-only memory map of a regular file, the bytes of a stream (a pipe or
+// device, read into memory within max_streamed_input_bytes()), or bytes handed over in memory (tests, fuzzing). Readers keep a shared_ptr to it so views into the image stay valid as long as any copy of
 // the reader lives.
 #pragma once
 
@@ -11,10 +11,14 @@
 
 namespace hymoe {
 
+class InputFile;
+
 class MappedFile {
  public:
-  // Throws hymoe::Error naming the path when it cannot be opened, is not a regular file or cannot be mapped.
+  // Throws hymoe::Error naming the path when it cannot be opened or read (a directory, a socket), cannot be mapped,
+  // or is a stream longer than the limit.
   static std::shared_ptr<const MappedFile> open(const std::string& path);
+  static std::shared_ptr<const MappedFile> open(const InputFile& file);
   static std::shared_ptr<const MappedFile> from_bytes(std::vector<std::byte> bytes);
   ~MappedFile();
   MappedFile(const MappedFile&) = delete;

@@ -253,7 +253,8 @@ class Model {
   const ModelFamily& family() const { return *family_; }
   const TensorSource& source() const { return *source_; }
   const Quantization& quantization() const { return quant_; }
-  // The tensor names of MoE layer `layer` that the loader reads, in a fixed order.
+  // The tensor names of MoE layer `layer` that the loader reads, in a fixed order, whether or not the source holds
+  // them: one it lacks is a tensor load_layer would report missing.
   std::vector<std::string> layer_tensor_names(int64_t layer) const;
   ModelMoELayer load_layer(int64_t layer) const;
 

@@ -34,8 +34,10 @@ class SafetensorsFile {
   // Headers larger than this are rejected before they are parsed (the reference implementation uses 100 MB).
   static constexpr uint64_t kMaxHeaderBytes = 100u << 20;
 
-  // Maps and validates `path`. Throws hymoe::Error naming the path and what is wrong.
+  // Maps (a regular file) or reads (a stream, within max_streamed_input_bytes()) and validates `path`. Throws
+  // hymoe::Error naming the path and what is wrong.
   static SafetensorsFile open(const std::string& path);
+  static SafetensorsFile open(const InputFile& file);  // the file already opened (a stream is read whole)
   // Validates an in-memory image; `label` stands for the file name in messages.
   static SafetensorsFile from_bytes(std::vector<std::byte> bytes, std::string label);
 

@@ -1,4 +1,4 @@
-// MappedFile: mmap of a regular file (read-only, private) or an owned in-memory copy.
+// MappedFile: mmap of a regular file (read-only, private) or an owned in-memory copy (of bytes, or of a stream).
 #include "hymoe/mapped_file.h"
 
 #include <sys/mman.h>
@@ -11,14 +11,16 @@
 
 namespace hymoe {
 
-std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path) {
-  // InputFile opens without blocking and refuses directories, devices and FIFOs by kind (a FIFO without a writer
-  // would otherwise block in open()).
-  const InputFile in(path);
+std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path) { return open(InputFile(path)); }
+
+std::shared_ptr<const MappedFile> MappedFile::open(const InputFile& in) {
+  if (in.is_stream()) {  // a pipe cannot be mapped: its bytes are read into memory, within the limit
+    return from_bytes(in.read_all_bytes(max_streamed_input_bytes()));
+  }
   std::shared_ptr<MappedFile> file(new MappedFile());
   if (in.size_bytes() > 0) {
     void* map = mmap(nullptr, static_cast<size_t>(in.size_bytes()), PROT_READ, MAP_PRIVATE, in.fd(), 0);
-    if (map == MAP_FAILED) fail(path, ": cannot map: ", std::strerror(errno));
+    if (map == MAP_FAILED) fail(in.path(), ": cannot map: ", std::strerror(errno));
     file->map_ = map;
     file->map_size_ = static_cast<size_t>(in.size_bytes());
   }

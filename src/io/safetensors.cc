@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "hymoe/error.h"
+#include "hymoe/file_io.h"
 #include "hymoe/mapped_file.h"
 #include "io/json_io.h"
 
@@ -67,10 +68,12 @@ uint64_t json_u64(const nlohmann::json& value, const std::string& label, const s
 
 }  // namespace
 
-SafetensorsFile SafetensorsFile::open(const std::string& path) {
+SafetensorsFile SafetensorsFile::open(const std::string& path) { return open(InputFile(path)); }
+
+SafetensorsFile SafetensorsFile::open(const InputFile& in) {
   SafetensorsFile file;
-  file.storage_ = std::make_shared<Storage>(Storage{MappedFile::open(path)});
-  file.label_ = path;
+  file.storage_ = std::make_shared<Storage>(Storage{MappedFile::open(in)});
+  file.label_ = in.path();
   file.parse();
   return file;
 }

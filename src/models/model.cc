@@ -42,25 +42,57 @@ Model Model::open(const std::string& dir) {
   return m;
 }
 
+namespace {
+
+// The three matrices of `count` experts (numbered under `prefix`, or one unnumbered), each with its fp8 scale when
+// the stored weight is F8_E4M3: the names load_linear_experts reads (expert_loader.cc).
+void add_linear_expert_names(const TensorSource& source, const std::string& prefix, int64_t count, bool numbered,
+                             std::initializer_list<const std::string*> matrices, std::vector<std::string>& names) {
+  for (int64_t e = 0; e < count; ++e) {
+    const std::string p = prefix + (numbered ? std::to_string(e) + "." : "");
+    for (const std::string* m : matrices) {
+      const std::string weight = p + *m + ".weight";
+      names.push_back(weight);
+      if (source.contains(weight) && source.tensor(weight).dtype == DType::kF8E4M3) names.push_back(weight + "_scale_inv");
+    }
+  }
+}
+
+}  // namespace
+
 std::vector<std::string> Model::layer_tensor_names(int64_t layer) const {
   const MoELayerSpec s = family_->moe_layer(layer);
   std::vector<std::string> names{s.router_weight};
   if (s.router.logit_bias) names.push_back(s.router_bias);
   if (s.router.selection_bias) names.push_back(s.selection_bias);
-  if (s.storage == ExpertStorage::kFusedOutIn) {  // GGUF: the prefix is the block's, so name each tensor
-    for (const std::string* n : {&s.gate_name, &s.up_name, &s.down_name}) names.push_back(s.experts_prefix + *n + ".weight");
-    if (s.expert_biases)
-      for (const std::string* n : {&s.gate_name, &s.up_name, &s.down_name}) names.push_back(s.experts_prefix + *n + ".bias");
-    if (s.shared.hidden > 0)
+  switch (s.storage) {
+    case ExpertStorage::kFusedOutIn:  // GGUF: the prefix is the block's, so name each tensor
+      for (const std::string* n : {&s.gate_name, &s.up_name, &s.down_name}) names.push_back(s.experts_prefix + *n + ".weight");
+      if (s.expert_biases)
+        for (const std::string* n : {&s.gate_name, &s.up_name, &s.down_name}) names.push_back(s.experts_prefix + *n + ".bias");
+      break;
+    case ExpertStorage::kFusedInterleavedInOut:
+      for (const char* n : {"gate_up_proj_bias", "down_proj_bias"}) names.push_back(s.experts_prefix + n);
+      if (quant_.method == Quantization::Method::kMxfp4)
+        for (const char* n : {"gate_up_proj_blocks", "gate_up_proj_scales", "down_proj_blocks", "down_proj_scales"})
+          names.push_back(s.experts_prefix + n);
+      else
+        for (const char* n : {"gate_up_proj", "down_proj"}) names.push_back(s.experts_prefix + n);
+      break;
+    case ExpertStorage::kPerExpertLinear:
+      add_linear_expert_names(*source_, s.experts_prefix, s.num_experts, true, {&s.gate_name, &s.up_name, &s.down_name},
+                              names);
+      break;
+  }
+  if (s.shared.hidden > 0) {
+    if (s.storage == ExpertStorage::kFusedOutIn)
       for (const std::string* n : {&s.shared.gate_name, &s.shared.up_name, &s.shared.down_name})
         names.push_back(s.shared.prefix + *n + ".weight");
-    if (s.shared.hidden > 0 && !s.shared.gate_weight.empty()) names.push_back(s.shared.gate_weight);
-    return names;
+    else
+      add_linear_expert_names(*source_, s.shared.prefix, 1, false,
+                              {&s.shared.gate_name, &s.shared.up_name, &s.shared.down_name}, names);
+    if (!s.shared.gate_weight.empty()) names.push_back(s.shared.gate_weight);
   }
-  // Every stored tensor under the experts' and shared expert's prefixes (weights, scales, blocks, biases).
-  for (const auto& n : source_->names())
-    if (n.rfind(s.experts_prefix, 0) == 0 || (s.shared.hidden > 0 && n.rfind(s.shared.prefix, 0) == 0)) names.push_back(n);
-  if (s.shared.hidden > 0 && !s.shared.gate_weight.empty()) names.push_back(s.shared.gate_weight);
   return names;
 }
 

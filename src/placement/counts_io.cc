@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
+#include <memory>
 #include <limits>
 #include <optional>
 
@@ -280,6 +280,8 @@ CountTable table_from(StatsArray&& array, const std::string& label) {
 
 CountTable require_table(const StatsArray& array, const std::string& label) { return table_from(StatsArray(array), label); }
 
+CountTable require_table(StatsArray&& array, const std::string& label) { return table_from(std::move(array), label); }
+
 StatsArray parse_counts_json(std::string_view text, const std::string& label) {
   return parse_counts_json_with([&](CountsSax& sax) { nlohmann::json::sax_parse(text.begin(), text.end(), &sax); },
                                 label);
@@ -287,17 +289,26 @@ StatsArray parse_counts_json(std::string_view text, const std::string& label) {
 
 namespace {
 
-StatsArray read_counts_json(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) fail(path, ": not a regular file (or cannot be read)");
+// A regular file streamed through the SAX reader from its descriptor, once per pass: the document is never held
+// whole. A duplicate shares the descriptor's offset, so each pass seeks back to the start.
+StatsArray read_counts_json(const InputFile& in) {
   return parse_counts_json_with(
       [&](CountsSax& sax) {
-        std::ifstream in(path, std::ios::binary);
-        if (!in) fail(path, ": cannot open");
-        nlohmann::json::sax_parse(in, &sax);
-        if (in.bad()) fail(path, ": read error");
+        const int fd = dup(in.fd());
+        if (fd >= 0 && lseek(fd, 0, SEEK_SET) != 0) {
+          close(fd);
+          fail(in.path(), ": cannot read from the start: ", std::strerror(errno));
+        }
+        std::FILE* file = fd < 0 ? nullptr : fdopen(fd, "rb");
+        if (file == nullptr) {
+          if (fd >= 0) close(fd);
+          fail(in.path(), ": cannot read: ", std::strerror(errno));
+        }
+        const std::unique_ptr<std::FILE, int (*)(std::FILE*)> owner(file, &std::fclose);
+        nlohmann::json::sax_parse(file, &sax);
+        if (std::ferror(file)) fail(in.path(), ": read error");
       },
-      path);
+      in.path());
 }
 
 }  // namespace
@@ -417,8 +428,9 @@ StatsArray parse_counts_safetensors(std::vector<std::byte> bytes, const std::str
 
 namespace {
 
-StatsArray read_counts_safetensors(const std::string& path) {
-  const SafetensorsFile file = SafetensorsFile::open(path);
+StatsArray read_counts_safetensors(const InputFile& in) {
+  const SafetensorsFile file = SafetensorsFile::open(in);
+  const std::string& path = in.path();
   const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
   return counts_from_safetensors(file, path, [page](std::span<const std::byte> done) {
     // Whole pages inside the summed range only; MADV_DONTNEED on a read-only private file mapping drops the page
@@ -431,33 +443,43 @@ StatsArray read_counts_safetensors(const std::string& path) {
 
 }  // namespace
 
-namespace {
-
-enum class Format { kJson, kCsv, kSafetensors };
-
-Format format_of(const std::string& path) {
-  auto ends = [&](std::string_view ext) { return path.size() >= ext.size() && path.ends_with(ext); };
-  if (ends(".json")) return Format::kJson;
-  if (ends(".csv")) return Format::kCsv;
-  if (ends(".safetensors")) return Format::kSafetensors;
-  fail(path, ": unknown statistics format; the name must end in .json, .csv or .safetensors");
-}
-
-}  // namespace
-
-StatsArray read_counts_array(const std::string& path) {
-  switch (format_of(path)) {
-    case Format::kJson: return read_counts_json(path);
-    case Format::kCsv: {
-      CountTable t = parse_counts_csv_with([&] { return detail::FileCsvReader(path); }, path);
+StatsArray parse_counts_contents(std::string contents, const std::string& label) {
+  switch (detail::stats_format(label, contents)) {
+    case detail::StatsFormat::kJson: return parse_counts_json(contents, label);
+    case detail::StatsFormat::kCsv: {
+      CountTable t = parse_counts_csv(contents, label);
       return StatsArray{{t.num_layers, t.num_experts}, std::move(t.counts)};
     }
-    case Format::kSafetensors: return read_counts_safetensors(path);
+    case detail::StatsFormat::kSafetensors: {
+      const auto* begin = reinterpret_cast<const std::byte*>(contents.data());
+      std::vector<std::byte> bytes(begin, begin + contents.size());
+      contents = std::string();
+      return parse_counts_safetensors(std::move(bytes), label);
+    }
   }
   return {};
 }
 
+StatsArray read_counts_array(const InputFile& in) {
+  // A stream is read once, whole (within the text limit), and parsed from memory; a regular file is read in
+  // blocks, streamed or mapped, from the one descriptor.
+  if (in.is_stream()) return parse_counts_contents(in.read_all(kMaxTextFileBytes), in.path());
+  switch (detail::stats_format(in.path())) {
+    case detail::StatsFormat::kJson: return read_counts_json(in);
+    case detail::StatsFormat::kCsv: {
+      CountTable t = parse_counts_csv_with([&] { return detail::FileCsvReader(in); }, in.path());
+      return StatsArray{{t.num_layers, t.num_experts}, std::move(t.counts)};
+    }
+    case detail::StatsFormat::kSafetensors: return read_counts_safetensors(in);
+  }
+  return {};
+}
+
+StatsArray read_counts_array(const std::string& path) { return read_counts_array(InputFile(path)); }
+
 CountTable read_counts(const std::string& path) { return table_from(read_counts_array(path), path); }
+
+CountTable read_counts(const InputFile& in) { return table_from(read_counts_array(in), in.path()); }
 
 std::string counts_to_json(const CountTable& table) {
   nlohmann::json rows = nlohmann::json::array();
@@ -490,9 +512,9 @@ std::vector<std::byte> counts_to_safetensors(const CountTable& table) {
 }
 
 std::vector<std::byte> counts_file_bytes(const std::string& path, const CountTable& table) {
-  const Format format = format_of(path);
-  if (format == Format::kSafetensors) return counts_to_safetensors(table);
-  const std::string text = format == Format::kJson ? counts_to_json(table) : counts_to_csv(table);
+  const detail::StatsFormat format = detail::stats_format(path);
+  if (format == detail::StatsFormat::kSafetensors) return counts_to_safetensors(table);
+  const std::string text = format == detail::StatsFormat::kJson ? counts_to_json(table) : counts_to_csv(table);
   const auto bytes = std::as_bytes(std::span(text));
   return {bytes.begin(), bytes.end()};
 }

@@ -3,11 +3,10 @@
 
 #include <charconv>
 #include <cmath>
-#include <filesystem>
-#include <fstream>
 #include <sstream>
 
 #include "hymoe/error.h"
+#include "hymoe/file_io.h"
 
 namespace hymoe::placement::detail {
 namespace {
@@ -45,12 +44,7 @@ bool CsvReader::next(std::vector<std::string_view>& fields) {
   return false;
 }
 
-FileCsvReader::FileCsvReader(const std::string& path) : path_(path) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) fail(path, ": not a regular file (or cannot be read)");
-  in_.open(path, std::ios::binary);
-  if (!in_) fail(path, ": cannot open");
-}
+FileCsvReader::FileCsvReader(const InputFile& file) : file_(file) { HYMOE_CHECK(!file.is_stream(), file.path()); }
 
 bool FileCsvReader::next(std::vector<std::string_view>& fields) {
   while (true) {
@@ -58,13 +52,14 @@ bool FileCsvReader::next(std::vector<std::string_view>& fields) {
     if (end == std::string::npos && !eof_) {  // refill: keep the partial line, append the next block
       block_.erase(0, pos_);
       pos_ = 0;
-      if (block_.size() > kMaxLineBytes) fail(path_, ": line ", line_ + 1, " is longer than ", kMaxLineBytes, " bytes");
+      if (block_.size() > kMaxLineBytes)
+        fail(file_.path(), ": line ", line_ + 1, " is longer than ", kMaxLineBytes, " bytes");
       const size_t had = block_.size();
       block_.resize(had + kBlockBytes);
-      in_.read(block_.data() + had, static_cast<std::streamsize>(kBlockBytes));
-      block_.resize(had + static_cast<size_t>(in_.gcount()));
-      if (in_.bad()) fail(path_, ": read error");
-      if (in_.gcount() == 0) eof_ = true;
+      const size_t got = file_.read_at(offset_, block_.data() + had, kBlockBytes);
+      block_.resize(had + got);
+      offset_ += got;
+      if (got == 0) eof_ = true;
       continue;
     }
     if (pos_ >= block_.size()) return false;
@@ -74,6 +69,19 @@ bool FileCsvReader::next(std::vector<std::string_view>& fields) {
     ++line_;
     if (split_csv_line(line, fields)) return true;
   }
+}
+
+StatsFormat stats_format(const std::string& path, std::optional<std::string_view> head) {
+  if (path.ends_with(".json")) return StatsFormat::kJson;
+  if (path.ends_with(".csv")) return StatsFormat::kCsv;
+  if (path.ends_with(".safetensors")) return StatsFormat::kSafetensors;
+  if (!head) fail(path, ": unknown statistics format; the name must end in .json, .csv or .safetensors");
+  const std::string_view h = *head;
+  // safetensors: an 8-byte little-endian header length (high bytes 0 for any header under 100 MiB), then '{'.
+  if (h.size() >= 9 && h[8] == '{' && h[5] == '\0' && h[6] == '\0' && h[7] == '\0') return StatsFormat::kSafetensors;
+  const size_t first = h.find_first_not_of(" \t\r\n");
+  if (first != std::string_view::npos && (h[first] == '{' || h[first] == '[')) return StatsFormat::kJson;
+  return StatsFormat::kCsv;
 }
 
 int64_t parse_int(std::string_view field, int64_t lo, int64_t hi, const std::string& label, int64_t line,

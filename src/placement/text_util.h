@@ -3,11 +3,15 @@
 #pragma once
 
 #include <cstdint>
-#include <fstream>
 #include <initializer_list>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
+
+namespace hymoe {
+class InputFile;
+}
 
 namespace hymoe::placement::detail {
 
@@ -28,25 +32,32 @@ class CsvReader {
 // Splits one line (without its newline) at commas into trimmed fields; false for a blank or `#` comment line.
 bool split_csv_line(std::string_view line, std::vector<std::string_view>& fields);
 
-// The same dialect read from a file in blocks, so a reader that makes several passes over a large file holds one
-// block at a time, not the file. Fields point into the block and stay valid until the next call.
+// The same dialect read from a regular file in blocks, so a reader that makes several passes over a large file
+// holds one block at a time, not the file; each reader reads the one open descriptor from its start. Fields point
+// into the block and stay valid until the next call.
 class FileCsvReader {
  public:
   static constexpr size_t kBlockBytes = size_t{1} << 20;
   static constexpr size_t kMaxLineBytes = size_t{1} << 20;  // a longer line is an error naming the file and line
 
-  explicit FileCsvReader(const std::string& path);  // refuses anything but a regular file
+  explicit FileCsvReader(const InputFile& file);  // a regular file (HYMOE_CHECK)
   bool next(std::vector<std::string_view>& fields);
   int64_t line() const { return line_; }
 
  private:
-  std::string path_;
-  std::ifstream in_;
+  const InputFile& file_;
+  uint64_t offset_ = 0;
   std::string block_;
   size_t pos_ = 0;
   bool eof_ = false;
   int64_t line_ = 0;
 };
+
+enum class StatsFormat { kJson, kCsv, kSafetensors };
+// The format of a count or trace file: the one its name's extension says (.json, .csv, .safetensors). A name
+// without one of those, when `head` (its first bytes) is given, gets the format they show: a stream's name
+// (/dev/fd/63, /dev/stdin) says nothing. Without `head`, an error naming the file.
+StatsFormat stats_format(const std::string& path, std::optional<std::string_view> head = std::nullopt);
 
 // A decimal integer in [0, limit), or an error naming the file, line and field.
 int64_t parse_index(std::string_view field, int64_t limit, const std::string& label, int64_t line, const char* what);

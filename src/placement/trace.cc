@@ -1,8 +1,6 @@
 // Routing traces: the CSV reader (fuzzed) and writer, count extraction, and the activation recorder.
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
-#include <fstream>
 #include <map>
 #include <unordered_map>
 
@@ -239,27 +237,52 @@ RoutingTrace parse_trace_csv(std::string_view text, const std::string& label, st
   return parse_trace([&] { return detail::CsvReader(text, label); }, label, num_experts);
 }
 
-RoutingTrace read_trace_csv(const std::string& path, std::optional<int64_t> num_experts) {
-  return parse_trace([&] { return detail::FileCsvReader(path); }, path, num_experts);
-}
+namespace {
 
-bool is_trace_file(const std::string& path) {
-  if (!path.ends_with(".csv")) return false;
-  std::error_code ec;  // a FIFO or device would block or never end: refused before it is opened
-  if (!std::filesystem::is_regular_file(path, ec)) fail(path, ": not a regular file (or cannot be read)");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(path, ": cannot open");
-  std::string head(4096, '\0');
-  in.read(head.data(), static_cast<std::streamsize>(head.size()));
-  head.resize(static_cast<size_t>(in.gcount()));
-  detail::CsvReader csv(head, path);
+// A trace CSV is a CSV (by name, or for a stream without one by its first bytes) whose header has no `count`
+// column (a count CSV's is `layer,expert,count`).
+bool is_trace(const std::string& path, std::string_view head) {
+  if (detail::stats_format(path, head) != detail::StatsFormat::kCsv) return false;
+  detail::CsvReader csv(head.substr(0, std::min<size_t>(head.size(), detail::FileCsvReader::kMaxLineBytes)), path);
   std::vector<std::string_view> header;
   if (!csv.next(header)) return false;
   return std::find(header.begin(), header.end(), std::string_view("count")) == header.end();
 }
 
+RoutingTrace read_trace(const InputFile& in, std::optional<int64_t> num_experts) {
+  return parse_trace([&] { return detail::FileCsvReader(in); }, in.path(), num_experts);
+}
+
+std::string head_of(const InputFile& in) {
+  std::string head(4096, '\0');
+  head.resize(in.read_at(0, head.data(), head.size()));
+  return head;
+}
+
+StatsArray as_array(CountTable t) { return StatsArray{{t.num_layers, t.num_experts}, std::move(t.counts)}; }
+
+}  // namespace
+
+RoutingTrace read_trace_csv(const std::string& path, std::optional<int64_t> num_experts) {
+  const InputFile in(path);
+  // A stream cannot be read three times: it is read once, whole, within the text limit, and parsed from memory.
+  if (in.is_stream()) return parse_trace_csv(in.read_all(kMaxTextFileBytes), path, num_experts);
+  return read_trace(in, num_experts);
+}
+
+StatsArray read_counts_array_or_trace(const std::string& path, std::optional<int64_t> num_experts) {
+  const InputFile in(path);
+  if (in.is_stream()) {
+    std::string text = in.read_all(kMaxTextFileBytes);
+    if (is_trace(path, text)) return as_array(parse_trace_csv(text, path, num_experts).counts());
+    return parse_counts_contents(std::move(text), path);
+  }
+  if (path.ends_with(".csv") && is_trace(path, head_of(in))) return as_array(read_trace(in, num_experts).counts());
+  return read_counts_array(in);
+}
+
 CountTable read_counts_or_trace(const std::string& path, std::optional<int64_t> num_experts) {
-  return is_trace_file(path) ? read_trace_csv(path, num_experts).counts() : read_counts(path);
+  return require_table(read_counts_array_or_trace(path, num_experts), path);
 }
 
 std::string trace_to_csv(const RoutingTrace& t) {

@@ -2,6 +2,8 @@
 // line, bad input (message, exit status 1, nothing written), the heat map, evaluation and the replay report.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -220,6 +222,65 @@ TEST(ReplayCommand, ReportsHitRateMovesAndBytes) {
                         &output),
             1);
   EXPECT_NE(output.find("expert id 4 is outside [-1, 2]"), std::string::npos) << output;
+}
+
+// stats, plan and replay read a pipe as they read a file: process substitution (/dev/fd/N: no extension, so the
+// format comes from the first bytes), /dev/stdin fed by a pipe, and a FIFO whose writer comes after the reader
+// opened it. Each gives what the regular file gives.
+TEST(StatsCommand, ReadsPipesFifosAndStdin) {
+  const TempDir tmp("stats_pipe");
+  const std::string& dir = tmp.path();
+  const std::string c4 = data_dir() + "/placement/olmoe_c4.csv";
+  std::string output;
+  ASSERT_EQ(run_command(tool_path() + " stats --json " + c4 + " --write " + dir + "/c4.json", &output), 0) << output;
+  const auto summary = [](const std::string& text) {
+    nlohmann::json j = nlohmann::json::parse(text);
+    j.erase("wrote");
+    for (auto& f : j["files"]) f.erase("file");
+    return j;
+  };
+  const nlohmann::json want = summary(output);
+  ASSERT_EQ(run_command(tool_path() + " stats " + c4 + " --write " + dir + "/c4.safetensors", &output), 0) << output;
+  for (const std::string& source :
+       {"<(cat " + c4 + ")", "<(cat " + dir + "/c4.json)", "<(cat " + dir + "/c4.safetensors)"}) {
+    ASSERT_EQ(run_command("bash -c 'timeout 60 " + tool_path() + " stats --json " + source + "'", &output), 0)
+        << source << ": " << output;
+    EXPECT_EQ(summary(output), want) << source;
+  }
+  ASSERT_EQ(run_command("cat " + dir + "/c4.json | timeout 60 " + tool_path() + " stats --json /dev/stdin", &output), 0)
+      << output;
+  EXPECT_EQ(summary(output), want);
+
+  // A trace through a FIFO, and through process substitution to replay and plan.
+  std::string csv = "token,step,layer,e1,e2\n";
+  for (int t = 0; t < 64; ++t)
+    for (int l = 0; l < 2; ++l)
+      csv += std::to_string(t) + "," + std::to_string(t) + "," + std::to_string(l) + "," + (t < 32 ? "0,1\n" : "4,5\n");
+  spit(dir + "/trace.csv", csv);
+  ASSERT_EQ(run_command(tool_path() + " stats --json " + dir + "/trace.csv", &output), 0) << output;
+  const nlohmann::json trace_want = summary(output);
+  ASSERT_EQ(mkfifo((dir + "/trace.fifo").c_str(), 0600), 0);
+  ASSERT_EQ(run_command("bash -c '(sleep 0.3; cat " + dir + "/trace.csv > " + dir + "/trace.fifo) & timeout 60 " +
+                            tool_path() + " stats --json " + dir + "/trace.fifo; s=$?; wait; exit $s'",
+                        &output),
+            0)
+      << output;
+  EXPECT_EQ(summary(output), trace_want);
+  std::string regular, piped;
+  const std::string replay = " replay --num-experts 8 --num-gpu-experts 4 --replan-every 8 --trace ";
+  ASSERT_EQ(run_command(tool_path() + replay + dir + "/trace.csv", &regular), 0) << regular;
+  ASSERT_EQ(run_command("bash -c 'timeout 60 " + tool_path() + replay + "<(cat " + dir + "/trace.csv)'", &piped), 0)
+      << piped;
+  EXPECT_EQ(piped.substr(piped.find(':')), regular.substr(regular.find(':')));  // the same report, another name
+  ASSERT_EQ(run_command(tool_path() + " plan --num-gpu-experts 8 --stats " + c4 + " --output " + dir + "/a.json", &output),
+            0)
+      << output;
+  ASSERT_EQ(run_command("bash -c 'timeout 60 " + tool_path() + " plan --num-gpu-experts 8 --stats <(cat " + c4 +
+                            ") --output " + dir + "/b.json'",
+                        &output),
+            0)
+      << output;
+  EXPECT_EQ(nlohmann::json::parse(slurp(dir + "/a.json"))["mask"], nlohmann::json::parse(slurp(dir + "/b.json"))["mask"]);
 }
 
 }  // namespace

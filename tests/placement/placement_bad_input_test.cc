@@ -75,6 +75,37 @@ TEST(PlacementBadInput, NumbersOutsideWhatTheCodeRepresentsNameTheFlag) {
                "expert_bytes=9223372036854775807 times");
 }
 
+// Byte totals are exact or an error: 2 x 2^63 is 2^64, one past what 64 bits hold, so it must not come out as
+// 2^64 - 2 (what --expert-bytes saturated to INT64_MAX gave); a value past 2^64 - 1 or not decimal names the flag.
+TEST(PlacementBadInput, ByteTotalsAreExactOrANamedError) {
+  ScratchDir dir;
+  const std::string out = dir.path + "/p.json";
+  const std::string plan = "plan --stats " + stats_file() + " --output " + out + " ";
+  expect_error(plan + "--num-gpu-experts 2 --expert-bytes 9223372036854775808",
+               "expert_bytes=9223372036854775808 times 2 GPU experts exceeds 2^64-1 bytes");
+  expect_error(plan + "--num-gpu-experts 2 --expert-bytes 18446744073709551616",
+               "--expert-bytes must be an integer in [0, 18446744073709551615], got '18446744073709551616'");
+  expect_error(plan + "--num-gpu-experts 2 --expert-bytes 0x10",
+               "--expert-bytes must be an integer in [0, 18446744073709551615], got '0x10'");
+  expect_error(plan + "--num-gpu-experts 2 --expert-bytes=-1", "--expert-bytes must be non-negative, got -1");
+  EXPECT_FALSE(fs::exists(out));
+  // The largest total that fits is written as it is.
+  std::string output;
+  ASSERT_EQ(run_command(tool_path() + " " + plan + "--num-gpu-experts 1 --expert-bytes 18446744073709551615", &output), 0)
+      << output;
+  EXPECT_NE(output.find("GPU bytes for experts: 18446744073709551615\n"), std::string::npos) << output;
+  std::ifstream in(out);
+  const std::string written((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(written.find("\"gpu_bytes\":18446744073709551615,"), std::string::npos) << written;
+  // The decode policies' bytes moved: checked before a line is printed.
+  const std::string replay = "replay --trace " + small_trace(dir) + " --num-experts 8 --num-gpu-experts 4 ";
+  for (const char* policy : {"score-cache", "static"})
+    ASSERT_EQ(run_command(tool_path() + " " + replay + "--policy " + policy + " --expert-bytes 1", &output), 0)
+        << output;
+  expect_error(replay + "--policy score-cache --expert-bytes 18446744073709551615",
+               "--expert-bytes 18446744073709551615 times ");
+}
+
 TEST(PlacementBadInput, FlagsMeanOnlyWhatTheySay) {
   ScratchDir dir;
   const std::string trace = small_trace(dir);
@@ -150,11 +181,14 @@ TEST(PlacementBadInput, StatisticsErrorsNameTheFile) {
   expect_error("plan --stats " + stats_file() + " --num-gpu-experts 1 --evaluate " + narrow,
                narrow + ": data is (1, 2) but the statistics planned from are (3, 64)");
   EXPECT_FALSE(fs::exists(dir.path + "/p.json"));
-  // A FIFO named like a trace is refused, not read until it blocks.
-  const std::string fifo = dir.path + "/pipe.csv";
-  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
-  expect_error("stats " + fifo, fifo + ": not a regular file");
-  expect_error("replay --trace " + fifo + " --num-gpu-experts 1", fifo + ": not a regular file");
+  // A stream (here process substitution, /dev/fd/N) is read, and its errors name it as a file's do.
+  std::string output;
+  EXPECT_EQ(run_command("bash -c 'timeout 60 " + tool_path() + " stats <(printf \"layer,expert,count\\n0,x,1\\n\")'",
+                        &output),
+            1)
+      << output;
+  EXPECT_EQ(output.rfind("hymoe: error: /dev/fd/", 0), 0u) << output;
+  EXPECT_NE(output.find(": line 2: expert must be an integer, got 'x'"), std::string::npos) << output;
 }
 
 }  // namespace

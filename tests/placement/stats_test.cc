@@ -125,8 +125,12 @@ TEST(CountFiles, MalformedSafetensorsAreRejected) {
   EXPECT_EQ(error_of([&] { parse_counts_safetensors(neg.serialize(), "s.safetensors"); }),
             "s.safetensors: activation_freq entry 1 must be a non-negative count, got -3");
   EXPECT_NE(error_of([] { parse_counts_safetensors(as_bytes("garbage!"), "s.safetensors"); }), "");
-  EXPECT_EQ(error_of([] { read_counts("/nonexistent/x.txt"); }),
-            "/nonexistent/x.txt: unknown statistics format; the name must end in .json, .csv or .safetensors");
+  // A regular file's format is its name's; a missing file is named as missing.
+  const TempDir dir("counts_format");
+  std::ofstream(dir.path("x.txt")) << "layer,expert,count\n0,0,1\n";
+  EXPECT_EQ(error_of([&] { read_counts(dir.path("x.txt")); }),
+            dir.path("x.txt") + ": unknown statistics format; the name must end in .json, .csv or .safetensors");
+  EXPECT_NE(error_of([] { read_counts("/nonexistent/x.txt"); }).find("/nonexistent/x.txt: cannot open"), std::string::npos);
 }
 
 TEST(CountFiles, JsonDepthDuplicateKeysAndShapeAreCheckedWhileParsing) {
@@ -242,7 +246,7 @@ TEST(Traces, FilesAreReadInBlocksWithTheSameResult) {
   std::ofstream(dir + "/long.csv") << "token,layer,e1\n0,0," + std::string(2 << 20, '1') + "\n";
   EXPECT_EQ(error_of([&] { read_trace_csv(dir + "/long.csv"); }),
             dir + "/long.csv: line 2 is longer than 1048576 bytes");
-  EXPECT_EQ(error_of([&] { read_trace_csv(dir); }), dir + ": not a regular file (or cannot be read)");
+  EXPECT_EQ(error_of([&] { read_trace_csv(dir); }), dir + ": is a directory, which cannot be read as a file");
 }
 
 TEST(Traces, CsvReadsTheVllmLoggerColumnsAndRoundTrips) {

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "hymoe/safetensors.h"
+#include "models/model_test_util.h"
 #include "test_util.h"
 
 namespace hymoe::test {
@@ -106,6 +107,25 @@ TEST_F(ForwardCli, MisshapenWeightTensor) {
   expect_failure(forward(dir_ + "/w.safetensors", case_ + "/input.safetensors", &log), log, "'router.gate.weight' has shape");
 }
 
+// Weights and x agree on dim 32, the config says 16: the config is the odd one out, so the message names it, the
+// weights file and tensor that contradict it, and not x.
+TEST_F(ForwardCli, AConfigDisagreeingWithItsWeightsIsNamedBeforeTheInput) {
+  write_config(R"({"dim": 16, "hidden_dim": 64, "num_experts": 4, "top_k": 2})");
+  std::string log;
+  const std::string weights = case_ + "/weights.safetensors";
+  expect_failure(forward(weights, case_ + "/input.safetensors", &log), log,
+                 dir_ + "/config.json: num_experts=4 and dim=16 disagree with " + weights +
+                     ", whose tensor 'router.gate.weight' has shape (4, 32) (the config implies (4, 16))");
+  EXPECT_EQ(log.find("'x'"), std::string::npos) << log;
+  // With the config and the weights in agreement, a misshapen x is the input's fault and named so.
+  write_config(R"({"dim": 32, "hidden_dim": 64, "num_experts": 4, "top_k": 2})");
+  SafetensorsWriter x;
+  x.add("x", Tensor(Shape{2, 3, 16}));
+  x.write(dir_ + "/x16.safetensors");
+  expect_failure(forward(weights, dir_ + "/x16.safetensors", &log), log,
+                 dir_ + "/x16.safetensors: tensor 'x' has shape (2, 3, 16), expected (batch, seq_len, 32)");
+}
+
 TEST_F(ForwardCli, MissingAndMisshapenInput) {
   SafetensorsWriter a;
   a.add("not_x", Tensor(Shape{1, 2, 3}));
@@ -190,7 +210,11 @@ TEST_F(ForwardCli, ASizeBeyondTheMachineIsRefusedBeforeAllocation) {
   SafetensorsWriter x;
   x.add("x", Tensor(Shape{1, 2, 1024}));
   x.write(dir_ + "/x.safetensors");
-  expect_failure(forward(case_ + "/weights.safetensors", dir_ + "/x.safetensors", &log), log,
+  // Weights without a router gate: the case's (dim 32) would be named first as disagreeing with the config.
+  SafetensorsWriter w;
+  w.add("experts.0.up_proj.weight", Tensor(Shape{1, 1}));
+  w.write(dir_ + "/w.safetensors");
+  expect_failure(forward(dir_ + "/w.safetensors", dir_ + "/x.safetensors", &log), log,
                  "config.json: a layer of dim=1024, hidden_dim=1048576, num_experts=65536");
   EXPECT_NE(log.find("more than this machine's physical memory"), std::string::npos) << log;
   EXPECT_EQ(log.find("bad_alloc"), std::string::npos) << log;
@@ -199,7 +223,6 @@ TEST_F(ForwardCli, ASizeBeyondTheMachineIsRefusedBeforeAllocation) {
 TEST_F(ForwardCli, NumericFlagsAreRangeChecked) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"--step -1", "--step"},
-      {"--max-steps 0", "--max-steps"},
       {"--max-steps -5", "--max-steps"},
       {"--step 99999999999999999999", "--step"},
       {"--train --backward --aux-loss-weight nan", "--aux-loss-weight"},
@@ -269,29 +292,42 @@ TEST_F(ForwardCli, ConfigNumberPastInt64IsOutOfRangeNotMinusOne) {
                  "field 'dim' = 18446744073709551615 is out of range");
 }
 
-TEST_F(ForwardCli, DirectoryOrDeviceAsConfigIsNamedAndNotRead) {
+TEST_F(ForwardCli, DirectoryAsConfigIsNamedAndAnEndlessDeviceStopsAtTheLimit) {
   std::string log;
   int rc = run_command(tool_path() + " forward --config " + dir_ + " --weights " + case_ +
                            "/weights.safetensors --input " + case_ + "/input.safetensors --output " + out(),
                        &log);
-  expect_failure(rc, log, dir_ + ": is a directory, not a regular file");
-  // /dev/zero once read until memory ran out; `timeout` turns a regression into a failure, not a hung test.
+  expect_failure(rc, log, dir_ + ": is a directory, which cannot be read as a file");
+  // /dev/zero is read as a stream, and never ends: the config limit ends it (`timeout` turns a regression into a
+  // failure, not a hung test).
   rc = run_command("timeout 60 " + tool_path() + " forward --config /dev/zero --weights " + case_ +
                        "/weights.safetensors --input " + case_ + "/input.safetensors --output " + out(),
                    &log);
   EXPECT_EQ(rc, 1) << log;
-  expect_failure(rc, log, "/dev/zero: is a character device, not a regular file");
+  expect_failure(rc, log, "/dev/zero: holds more than the limit of 16777216 bytes for this kind of input (read as a stream)");
 }
 
-TEST_F(ForwardCli, FifoAsWeightsIsRefusedWithoutHanging) {
-  const std::string fifo = dir_ + "/weights.safetensors";
-  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+// Every input of forward from a pipe, as a shell gives them: process substitution (`<(...)`, a pipe named
+// /dev/fd/N), /dev/stdin fed by a pipe, and a FIFO whose writer comes after the reader opened it. The result is
+// the one from regular files; a stream past its limit is an error naming the file and the limit.
+TEST_F(ForwardCli, ReadsPipesFifosAndStdin) {
   std::string log;
-  const int rc = run_command("timeout 60 " + tool_path() + " forward --config " + dir_ + "/config.json --weights " +
-                                 fifo + " --input " + case_ + "/input.safetensors --output " + out(),
+  ASSERT_EQ(forward(case_ + "/weights.safetensors", case_ + "/input.safetensors", &log), 0) << log;
+  const Tensor want = SafetensorsFile::open(out()).read_f32("y");
+  fs::remove(out());
+  const std::string fifo = dir_ + "/weights.fifo";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  const std::string script = "(sleep 0.3; cat " + case_ + "/weights.safetensors > " + fifo + ") & cat " + case_ +
+                             "/input.safetensors | timeout 60 " + tool_path() + " forward --config <(cat " + dir_ +
+                             "/config.json) --weights " + fifo + " --input /dev/stdin --output " + out() + "; s=$?; wait; exit $s";
+  ASSERT_EQ(run_command("bash -c '" + script + "'", &log), 0) << log;
+  EXPECT_TRUE(all_close(SafetensorsFile::open(out()).read_f32("y"), want, 0, 0));
+  fs::remove(out());
+  const int rc = run_command("bash -c 'timeout 60 " + tool_path() + " forward --config <(head -c 16777217 /dev/zero) --weights " + case_ +
+                                 "/weights.safetensors --input " + case_ + "/input.safetensors --output " + out() + "'",
                              &log);
-  EXPECT_EQ(rc, 1) << "124 means it hung: " << log;
-  expect_failure(rc, log, fifo + ": is a FIFO (named pipe), not a regular file");
+  expect_failure(rc, log, ": holds more than the limit of 16777216 bytes for this kind of input (read as a stream)");
+  EXPECT_NE(log.find("/dev/fd/"), std::string::npos) << log;
 }
 
 TEST_F(ForwardCli, DeeplyNestedOrDuplicatedSafetensorsHeaderIsNamed) {
@@ -435,6 +471,38 @@ TEST(InspectCli, ListsTensors) {
   EXPECT_NE(log.find("router.gate.weight"), std::string::npos);
   EXPECT_NE(log.find("F32"), std::string::npos);
   EXPECT_NE(run_command(tool_path() + " inspect /nonexistent.safetensors", &log), 0);
+}
+
+// A Hugging Face directory is described only when every MoE layer it holds has every tensor forward loads: one
+// expert matrix deleted is an error naming it (as forward's is), not "present".
+TEST(InspectCli, ModelDirectoryLackingATensorForwardLoadsNamesIt) {
+  const TempDir dir("inspect_model");
+  copy_hf_case("mixtral_e8_k2", dir.path());
+  std::string log;
+  ASSERT_EQ(run_command(tool_path() + " inspect " + dir.path(), &log), 0) << log;
+  EXPECT_NE(log.find("MoE weights present: 1 of 2 MoE layers"), std::string::npos) << log;  // layer 1 only
+
+  const std::string dropped = "model.layers.1.block_sparse_moe.experts.5.w3.weight";
+  {
+    const SafetensorsFile all = SafetensorsFile::open(dir.path("weights.safetensors"));
+    SafetensorsWriter kept;
+    for (const auto& t : all.tensors())
+      if (t.name != dropped) kept.add(t.name, all.read_f32(t.name));
+    kept.write(dir.path("weights.safetensors"));
+  }
+  EXPECT_EQ(run_command(tool_path() + " inspect " + dir.path(), &log), 1) << log;
+  EXPECT_NE(log.find(dir.path() + ": MoE layer 1 lacks 1 of the 25 tensors hymoe forward loads: '" + dropped + "'"),
+            std::string::npos)
+      << log;
+  EXPECT_EQ(log.find("present"), std::string::npos) << "no description before the error: " << log;
+  // forward names the same tensor.
+  const std::string input = hf_case_dir("mixtral_e8_k2") + "/input.safetensors";
+  EXPECT_EQ(run_command(tool_path() + " forward --model " + dir.path() + " --layer 1 --input " + input + " --output " +
+                            dir.path("y.safetensors"),
+                        &log),
+            1);
+  EXPECT_NE(log.find(dropped), std::string::npos) << log;
+  EXPECT_FALSE(fs::exists(dir.path("y.safetensors")));
 }
 
 // `hymoe bench --json` on a tiny shape: one object per configuration with the fields the docs name, and FLOPs and

@@ -40,7 +40,8 @@ RunSettings parse_run_settings(const std::string& text, const std::string& label
     s.train = j["train"].get<bool>();
   }
   if (j.contains("step")) s.step = json_int64(j["step"], label, "step", 0);
-  if (j.contains("max_steps")) s.max_steps = json_int64(j["max_steps"], label, "max_steps", 1);
+  // 0 is legal: the router takes max(max_steps, 1), as KempnerForge's set_step does.
+  if (j.contains("max_steps")) s.max_steps = json_int64(j["max_steps"], label, "max_steps", 0);
   return s;
 }
 
@@ -71,13 +72,23 @@ int run_forward(const ForwardOptions& o) {
   if (o.step) run.step = *o.step;
   if (o.max_steps) run.max_steps = *o.max_steps;
   if (run.step < 0) fail("--step=", run.step, " must be >= 0");
-  if (run.max_steps < 1) fail("--max-steps=", run.max_steps, " must be >= 1");
+  if (run.max_steps < 0) fail("--max-steps=", run.max_steps, " must be >= 0");
   if (o.backward && !run.train) fail("--backward needs train mode (--train or \"train\": true in ", o.config_path, ")");
 
   // Every input is opened and checked from its header before the layer is built: a missing or malformed file is
   // reported at once, not after the layer's weights were allocated.
   const SafetensorsFile weights = SafetensorsFile::open(o.weights_path);
   const SafetensorsFile input = SafetensorsFile::open(o.input_path);
+  // The config against the weights before the input against the config: when the weights and x agree on a dim the
+  // config does not have, the config is the file to blame, not x. Every router has gate.weight (num_experts, dim);
+  // the strict load below checks every other tensor.
+  if (weights.contains(o.prefix + "router.gate.weight")) {
+    const TensorInfo& gate = weights.info(o.prefix + "router.gate.weight");
+    if (gate.shape != Shape{config.num_experts, config.dim})
+      fail(o.config_path, ": num_experts=", config.num_experts, " and dim=", config.dim, " disagree with ",
+           o.weights_path, ", whose tensor ", quote_for_message(gate.name), " has shape ", shape_to_string(gate.shape),
+           " (the config implies ", shape_to_string(Shape{config.num_experts, config.dim}), ")");
+  }
   const TensorInfo& x_info = activation_info(input, "x");
   if (x_info.shape.size() != 3 || x_info.shape[2] != config.dim)
     fail(o.input_path, ": tensor 'x' has shape ", shape_to_string(x_info.shape), ", expected (batch, seq_len, ",
@@ -146,8 +157,8 @@ Action add_forward_command(CLI::App& app) {
   cmd->add_flag("--train", o->train, "train mode (overrides the config's train field)");
   cmd->add_option("--step", o->step, "training step for bias schedules (overrides the config)")
       ->check(kNonNegativeInteger);
-  cmd->add_option("--max-steps", o->max_steps, "total steps for bias schedules (overrides the config)")
-      ->check(kPositiveInteger);
+  cmd->add_option("--max-steps", o->max_steps, "total steps for bias schedules, 0 taken as 1 (overrides the config)")
+      ->check(kNonNegativeInteger);
   cmd->add_option("--prefix", o->prefix, "name prefix of the layer's tensors, e.g. model.layers.3.mlp.");
   cmd->add_flag("--backward", o->backward,
                 "also run the backward pass of sum(y*grad_output) + A*aux_loss + Z*z_loss (grad_output from the input "

@@ -26,10 +26,9 @@ struct PlanFlags : PlacementFlags {
 // The statistics as the planner's score tensor: a single count file keeps its parsed rank, so a wrong one gets
 // the reference's message; several files (or traces) are summed.
 Tensor read_scores(const std::vector<std::string>& paths, std::optional<int64_t> trace_experts) {
-  if (paths.size() == 1 && !is_trace_file(paths[0])) {
-    const StatsArray a = read_counts_array(paths[0]);
-    if (a.shape.size() != 2) require_table(a, paths[0]);  // the reference's message, naming the file
-    return require_table(a, paths[0]).to_scores(paths[0]);
+  if (paths.size() == 1) {  // opened once: a pipe cannot be looked at and then read again
+    StatsArray a = read_counts_array_or_trace(paths[0], trace_experts);
+    return require_table(std::move(a), paths[0]).to_scores(paths[0]);  // a wrong rank: the reference's message
   }
   CountTable sum;
   for (const auto& path : paths) {

@@ -73,6 +73,15 @@ std::string joined(const std::set<std::string>& s) {
   return out;
 }
 
+// Names as messages show them: each quoted, at most 16, then how many more.
+std::string quoted_list(const std::vector<std::string>& names) {
+  constexpr size_t kShown = 16;
+  std::string out;
+  for (size_t i = 0; i < names.size() && i < kShown; ++i) out += (i ? ", " : "") + quote_for_message(names[i], 200);
+  if (names.size() > kShown) out += fmt::format(" and {} more", names.size() - kShown);
+  return out;
+}
+
 double mib(int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
 
 int64_t resident_set_bytes() {
@@ -92,6 +101,23 @@ int run_model_inspect(const std::string& dir) {
   const ModelFamily& f = m.family();
   std::vector<int64_t> moe, dense;
   for (int64_t l = 0; l < f.num_layers(); ++l) (f.is_moe_layer(l) ? moe : dense).push_back(l);
+  // A layer is present when the checkpoint holds every tensor forward loads for it, absent when it holds none (a
+  // single-layer extract holds just one); anything between is an error naming what is missing, found before a
+  // line is printed.
+  std::vector<int64_t> present;
+  std::string incomplete;
+  for (int64_t l : moe) {
+    const std::vector<std::string> names = m.layer_tensor_names(l);
+    std::vector<std::string> missing;
+    for (const auto& n : names)
+      if (!m.source().contains(n)) missing.push_back(n);
+    if (missing.empty()) present.push_back(l);
+    else if (missing.size() < names.size())
+      incomplete += fmt::format("{}MoE layer {} lacks {} of the {} tensors hymoe forward loads: {}",
+                                incomplete.empty() ? "" : "; ", l, missing.size(), names.size(), quoted_list(missing));
+  }
+  if (!incomplete.empty()) fail(dir, ": ", incomplete);
+
   fmt::print("{}: family {}, {} layers\n", dir, f.name(), f.num_layers());
   fmt::print("  MoE layers:   {}\n  dense layers: {}\n", layer_list(moe), layer_list(dense));
   fmt::print("  quantization: {}\n", m.quantization().name());
@@ -107,10 +133,8 @@ int run_model_inspect(const std::string& dir) {
                s.shared.gate_weight.empty() ? "" : ", sigmoid-gated per token");
   else
     fmt::print("  shared expert: none\n");
-  // Bytes: measured on the layers present in the checkpoint (a single-layer extract holds just one).
-  int64_t total = 0, layers_present = 0;
-  for (int64_t l : moe) {
-    if (!m.source().contains(f.moe_layer(l).router_weight)) continue;
+  int64_t total = 0;
+  for (int64_t l : present) {
     const std::vector<std::string> names = m.layer_tensor_names(l);
     const TensorBytes all = tensor_bytes(m.source(), names);
     const MoELayerSpec ls = f.moe_layer(l);
@@ -121,12 +145,10 @@ int run_model_inspect(const std::string& dir) {
     const int64_t per_expert = p0.empty() ? 0 : tensor_bytes(m.source(), expert0).bytes;
     fmt::print("  layer {}: {:.2f} MiB ({}), {}\n", l, mib(all.bytes), joined(all.dtypes),
                per_expert > 0 ? fmt::format("{:.3f} MiB per expert", mib(per_expert))
-                              : fmt::format("{:.3f} MiB per expert (fused tensors / E)",
-                                            mib((all.bytes) / ls.num_experts)));
+                              : fmt::format("{:.3f} MiB per expert (fused tensors / E)", mib(all.bytes / ls.num_experts)));
     total += all.bytes;
-    ++layers_present;
   }
-  fmt::print("  MoE weights present: {} of {} MoE layers, {:.2f} MiB\n", layers_present, moe.size(), mib(total));
+  fmt::print("  MoE weights present: {} of {} MoE layers, {:.2f} MiB\n", present.size(), moe.size(), mib(total));
   return 0;
 }
 
@@ -146,6 +168,16 @@ int run_model_forward(const std::string& dir, int64_t layer, const std::string& 
   const Model model = Model::open(dir);
   const MoELayerSpec spec = model.family().moe_layer(layer);  // a dense or missing layer fails before any reading
   const SafetensorsFile in = SafetensorsFile::open(input);
+  // The configuration against the checkpoint before x against the configuration, so that a configuration that
+  // disagrees with both its weights and x is the one named.
+  if (model.source().contains(spec.router_weight)) {
+    const TensorRef gate = model.source().tensor(spec.router_weight);
+    if (gate.shape != Shape{spec.num_experts, spec.dim})
+      fail(model.is_gguf() ? dir + " (metadata)" : model.config().label(), ": ", spec.num_experts,
+           " experts of hidden_size=", spec.dim, " disagree with ", gate.file, ", whose tensor ",
+           quote_for_message(gate.name), " has shape ", shape_to_string(gate.shape), " (the configuration implies ",
+           shape_to_string(Shape{spec.num_experts, spec.dim}), ")");
+  }
   const TensorInfo& xi = in.info("x");
   if (xi.dtype != DType::kF32 && xi.dtype != DType::kBF16)
     fail(input, ": tensor 'x' has dtype ", dtype_name(xi.dtype), "; expected F32 or BF16");

@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <limits>
 
 #include "hymoe/error.h"
 
@@ -15,6 +18,20 @@ constexpr double kMaxCostMicroseconds = 3.6e9;
 constexpr double kMaxRoutedPerStep = 1e9;
 
 }  // namespace
+
+std::optional<uint64_t> PlacementFlags::expert_bytes() const {
+  if (!expert_bytes_text) return std::nullopt;
+  const std::string& text = *expert_bytes_text;
+  const bool digits = !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
+  if (!digits && text.size() > 1 && text[0] == '-' && text.find_first_not_of("0123456789", 1) == std::string::npos)
+    fail("--expert-bytes must be non-negative, got ", text);
+  errno = 0;
+  const unsigned long long value = digits ? std::strtoull(text.c_str(), nullptr, 10) : 0;
+  if (!digits || errno == ERANGE)
+    fail("--expert-bytes must be an integer in [0, ", std::numeric_limits<uint64_t>::max(), "], got ",
+         quote_for_message(text));
+  return static_cast<uint64_t>(value);
+}
 
 placement::BudgetSpec PlacementFlags::budget() const {
   const int given = (num_gpu_experts ? 1 : 0) + (per_layer ? 1 : 0) + (ratio ? 1 : 0);
@@ -29,7 +46,7 @@ placement::BudgetSpec PlacementFlags::budget() const {
 
 placement::PlanOptions PlacementFlags::plan_options() const {
   if (seed < 0) fail("--seed must be non-negative, got ", seed);
-  if (expert_bytes && *expert_bytes < 0) fail("--expert-bytes must be non-negative, got ", *expert_bytes);
+  const std::optional<uint64_t> bytes_per_expert = expert_bytes();
   if (min_per_layer && *min_per_layer < 0) fail("--min-experts-per-layer must be non-negative, got ", *min_per_layer);
   if (max_per_layer && *max_per_layer < 0) fail("--max-experts-per-layer must be non-negative, got ", *max_per_layer);
   // A floor of 0 is the default spelled out (the conformance cases do); any other bound must be honoured. An unknown
@@ -56,7 +73,7 @@ placement::PlanOptions PlacementFlags::plan_options() const {
   o.min_experts_per_layer = min_per_layer.value_or(0);
   o.max_experts_per_layer = max_per_layer;
   o.seed = static_cast<uint64_t>(seed);
-  if (expert_bytes) o.expert_bytes = static_cast<uint64_t>(*expert_bytes);
+  o.expert_bytes = bytes_per_expert;
   o.cost.cpu_seconds_per_token_expert = cpu_us * 1e-6;
   o.cost.gpu_seconds_per_token_expert = gpu_us * 1e-6;
   o.cost.cpu_layer_overhead_seconds = cpu_overhead_us * 1e-6;
@@ -83,7 +100,7 @@ void add_planner_flags(CLI::App& cmd, PlacementFlags& f) {
   cmd.add_option("--min-experts-per-layer", f.min_per_layer, "balanced/critical_path: GPU experts every layer gets");
   cmd.add_option("--max-experts-per-layer", f.max_per_layer, "balanced/critical_path: at most this many per layer");
   cmd.add_option("--seed", f.seed, "random strategy's seed")->capture_default_str();
-  cmd.add_option("--expert-bytes", f.expert_bytes, "bytes of one expert's weights (reports GPU and moved bytes)");
+  cmd.add_option("--expert-bytes", f.expert_bytes_text, "bytes of one expert's weights (reports GPU and moved bytes)");
 }
 
 void add_cost_flags(CLI::App& cmd, PlacementFlags& f) {

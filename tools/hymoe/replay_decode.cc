@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "hymoe/error.h"
 #include "placement_flags.h"
 
 namespace hymoe::tool {
@@ -61,7 +62,8 @@ int run_decode_policy(const RoutingTrace& trace, const std::string& trace_path, 
   if (f.move_rate >= 0) o.move_rate = f.move_rate;
   else o.move_rate.reset();
   o.move_credit_cap = f.credit_cap;
-  o.expert_bytes = static_cast<uint64_t>(pf.expert_bytes.value_or(0));
+  const std::optional<uint64_t> expert_bytes = pf.expert_bytes();
+  o.expert_bytes = expert_bytes.value_or(0);
   o.pcie_gbps = f.pcie_gbps;
   o.horizon_steps = f.horizon_steps;
   o.cost = pf.plan_options().cost;
@@ -83,6 +85,14 @@ int run_decode_policy(const RoutingTrace& trace, const std::string& trace_path, 
                                       decode).hit_rate;
   int64_t total_moves = 0;
   for (const auto& s : r.steps) total_moves += s.moves;
+  // Checked before anything is printed: a product past 2^64-1 is an error, never a wrapped number.
+  std::optional<uint64_t> bytes_moved;
+  if (expert_bytes) {
+    uint64_t bytes = 0;
+    if (__builtin_mul_overflow(*expert_bytes, static_cast<uint64_t>(total_moves), &bytes))
+      fail("--expert-bytes ", *expert_bytes, " times ", total_moves, " expert moves exceeds 2^64-1 bytes");
+    bytes_moved = bytes;
+  }
 
   if (json) {
     nlohmann::json j = {{"command", "replay"},
@@ -107,7 +117,7 @@ int run_decode_policy(const RoutingTrace& trace, const std::string& trace_path, 
                         {"parts", nlohmann::json::array()}};
     if (o.policy == "cost-aware")
       j["cost_aware"] = {{"expert_bytes", o.expert_bytes}, {"pcie_gbps", o.pcie_gbps}, {"horizon_steps", o.horizon_steps}};
-    if (pf.expert_bytes) j["bytes_moved"] = static_cast<uint64_t>(*pf.expert_bytes) * static_cast<uint64_t>(total_moves);
+    if (bytes_moved) j["bytes_moved"] = *bytes_moved;
     for (const auto& [name, s] : parts) j["parts"].push_back(part_json(name, s, r));
     fmt::print("{}\n", j.dump(2));
     return 0;
@@ -132,7 +142,7 @@ int run_decode_policy(const RoutingTrace& trace, const std::string& trace_path, 
   fmt::print("  on the decode steps: static frequency plan from the prompt {}; best static plan in hindsight "
              "(oracle) {}\n",
              percent(from_prompt), percent(oracle));
-  if (pf.expert_bytes) fmt::print("  bytes moved: {}\n", static_cast<uint64_t>(*pf.expert_bytes) * static_cast<uint64_t>(total_moves));
+  if (bytes_moved) fmt::print("  bytes moved: {}\n", *bytes_moved);
   return 0;
 }
 

@@ -17,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include "hymoe/file_io.h"
 #include "hymoe/tensor.h"
 
 namespace hymoe::placement {
@@ -54,14 +55,23 @@ struct StatsArray {
 };
 // (L, E) from an array, or the reference's "must be a 2D tensor" error prefixed with `label`.
 CountTable require_table(const StatsArray& array, const std::string& label);
+CountTable require_table(StatsArray&& array, const std::string& label);
 
 StatsArray parse_counts_json(std::string_view text, const std::string& label);
 CountTable parse_counts_csv(std::string_view text, const std::string& label);
 StatsArray parse_counts_safetensors(std::vector<std::byte> bytes, const std::string& label);
 
-// Reads any supported file as an array (rank unchecked) or as a table.
+// A count file's whole contents, read already (a stream), in the format of the extension of `label` or, when
+// the name has none of .json, .csv, .safetensors (/dev/fd/63), the format its first bytes show.
+StatsArray parse_counts_contents(std::string contents, const std::string& label);
+
+// Reads any supported file as an array (rank unchecked) or as a table, opening it once: a regular file in blocks
+// (JSON streamed, CSV in two passes over the descriptor, safetensors mapped), a stream (a pipe, a FIFO, a
+// device) read whole within kMaxTextFileBytes and parsed as parse_counts_contents.
 StatsArray read_counts_array(const std::string& path);
+StatsArray read_counts_array(const InputFile& file);
 CountTable read_counts(const std::string& path);
+CountTable read_counts(const InputFile& file);
 
 std::string counts_to_json(const CountTable& table);
 std::string counts_to_csv(const CountTable& table);

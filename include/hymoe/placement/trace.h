@@ -46,11 +46,12 @@ RoutingTrace parse_trace_csv(std::string_view text, const std::string& label,
 RoutingTrace read_trace_csv(const std::string& path, std::optional<int64_t> num_experts = std::nullopt);
 std::string trace_to_csv(const RoutingTrace& trace);
 
-// A count table from either kind of file: a count file (.json, .csv with header `layer,expert,count`,
-// .safetensors), or a trace CSV, whose selections are counted.
+// A count table from either kind of file, opened once: a count file (.json, .csv with header
+// `layer,expert,count`, .safetensors), or a trace CSV (a header without `count`), whose selections are counted. A
+// stream (`<(...)`, /dev/stdin) is read whole within kMaxTextFileBytes; its format is its name's, or when the name
+// has no known extension, what its first bytes show. The array form keeps a count file's rank as stored.
+StatsArray read_counts_array_or_trace(const std::string& path, std::optional<int64_t> num_experts = std::nullopt);
 CountTable read_counts_or_trace(const std::string& path, std::optional<int64_t> num_experts = std::nullopt);
-// True when `path` is a trace CSV (its header is not `layer,expert,count`).
-bool is_trace_file(const std::string& path);
 
 // Accumulates routed-token counts per (layer, expert) for one model. Off by default: a disabled recorder costs
 // one predictable branch per call. Not thread-safe: one recorder per model, fed from the thread that runs the

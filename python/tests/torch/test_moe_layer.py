@@ -81,6 +81,31 @@ def test_conformance_forward(name):
         assert torch.allclose(sd[k], v, rtol=1e-6, atol=1e-9), k
 
 
+@pytest.mark.parametrize("step", [0, 5])
+def test_max_steps_zero_is_one_step_as_in_kempnerforge(step):
+    """SigmoidTopKRouter.set_step keeps max(max_steps, 1): progress step / 1, so linear_warmup's rate is
+    0.001 * min(1, 10 * step), 0 at step 0. The router state after a train forward is that formula on the counts."""
+    cfg, weights, inp, exp = load_case("sigmoid_warmup_early")
+    assert cfg["bias_schedule"] == "linear_warmup"
+    m = module_for(cfg, weights)
+    m.router.set_step(step, 0)
+    with torch.no_grad():
+        y = m(inp["x"])
+    assert_matches(y, exp["y"], "y")
+    assert torch.equal(m.expert_counts, exp["expert_counts"])
+    B, L, _ = inp["x"].shape
+    E, K = cfg["num_experts"], cfg["top_k"]
+    rate = 0.001 * min(1.0, step / max(0, 1) * 10.0)
+    ema0, bias0 = weights["router.expert_ema"].double(), weights["router.expert_bias"].double()
+    ema = ema0 + (1.0 - 0.99) * (m.expert_counts.double() / (B * L * K + 1e-8) - ema0)
+    bias = bias0 + rate * (1.0 / E - ema)
+    sd = m.state_dict()
+    assert torch.allclose(sd["router.expert_ema"].double(), ema, rtol=1e-6, atol=1e-9)
+    assert torch.allclose(sd["router.expert_bias"].double(), bias, rtol=1e-6, atol=1e-9)
+    if step == 0:
+        assert torch.equal(sd["router.expert_bias"], weights["router.expert_bias"])
+
+
 TRAIN_CASES = [n for n in MOE_CASES if json.loads((DATA / "moe" / n / "config.json").read_text())["train"]]
 
 
