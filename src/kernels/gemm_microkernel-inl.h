@@ -74,10 +74,10 @@ inline void tile_step(int64_t k, const Act<W>* a, const W* b, typename V::vec (&
 
 // [prefetch, prefetch_end) is brought toward L2 while the tile computes from L1 (see run_gemm_groups): one line
 // every `every` steps (a power of two), not in a burst at the start. The steps are run in groups between the
-// prefetches, never with a test per step: a per-step test (two compare-and-branch pairs per 12 FMAs) measured
-// 10-25% slower than the bare loop whenever the host was busy, in one process, interleaved (docs/performance.md).
-// The hint is prefetcht1: L2 on Intel and on AMD from Zen 4, but AMD cores before Zen 4 fill L1 with it too, so
-// on Zen 3 the next block shares L1 with the current one (with KC = 128, both fit).
+// prefetches, never with a test per step: a per-step test (two compare-and-branch pairs per 12 FMAs) takes issue
+// slots from the FMAs and runs below the bare loop whenever a neighbour competes for the core (docs/performance.md,
+// "Kernel design measurements"). The hint is prefetcht1: L2 on Intel and on AMD from Zen 4, but AMD cores before
+// Zen 4 fill L1 with it too, so there the next block shares L1 with the current one (with KC = 128, both fit).
 template <int M, typename W>
 void gemm_tile(int64_t kc, const Act<W>* a, const W* b, float* c, int64_t ldc, bool accumulate, const char* prefetch,
                const char* prefetch_end) {

@@ -120,9 +120,9 @@ double probe_peak_once(int64_t iters, PeakKind kind = PeakKind::kFma) {
 // One pass of the f32 micro-kernel, hot in L1 (one full MR x NR tile over the driver's KC, again and again), on
 // every thread: GFLOP/s. It is what the layer's GEMMs could reach if nothing but their own arithmetic mattered.
 // The FMA probe's register-only chains do not feel a neighbour that takes issue slots, load ports or L1 from the
-// kernels (on the development host the micro-kernel, in its earlier form with a test per k step, swung between
-// 0.65 and 1.0 of the FMA probe within a minute while the probe stayed flat), so the layer is also given as a
-// fraction of this.
+// kernels (a micro-kernel with a test per k step swings well below the FMA probe under a busy neighbour while the
+// probe stays flat: docs/performance.md, "Kernel design measurements"), so the layer is also given as a fraction
+// of this.
 double probe_kernel_once(int64_t calls) {
   const kernels::IsaKernels& ik = probe_kernels();
   const int threads = num_threads();
@@ -605,7 +605,8 @@ void bench_shape(const BenchOptions& o, const BenchShape& s, const Limits& lim, 
 #endif
       // The machine's limits are probed again before every repeat (an FMA pass, and the eviction pass as the read
       // probe), and each row is against the best of these and the start-up probes: on a shared machine a single
-      // probe often catches a slowed moment (2x on this host), and a limit measured low flatters the layer.
+      // probe often catches a slowed moment (up to 2x: docs/performance.md, "The machines"), and a limit measured
+      // low flatters the layer.
       // Each timed repeat also keeps the probe passes that bracket it, for the paired fractions (below).
       std::vector<double> peak_probe, read_probe, kernel_probe;
       for (int r = 0; r < repeats + 1; ++r)  // repeat 0 warms up
