@@ -68,6 +68,21 @@ class GroupedFfnRef final : public GroupedFfn {
   GroupedFfnRef(const GroupedFfnShape& shape, std::span<const MlpWeightsView> weights, RoundingModel rounding)
       : shape_(shape), weights_(weights.begin(), weights.end()), rounding_(rounding) {
     validate_grouped_ffn_weights(shape_, weights_);
+    // Biases are copied, so with a rounding model (or quantized views) the reference holds everything it reads and
+    // the views' buffers may go once it is built, as for the packed kernels (the scalar ISA's int8 path for a
+    // checkpoint's MXFP4 layer relies on that: the loader frees gpt-oss's biases after building the kernels).
+    biases_.reserve(weights_.size());
+    for (MlpWeightsView& w : weights_) {
+      Biases& b = biases_.emplace_back();
+      auto own = [](std::vector<float>& to, const float*& bias, int64_t n) {
+        if (!bias) return;
+        to.assign(bias, bias + n);
+        bias = to.data();
+      };
+      own(b.gate, w.gate_bias, shape_.hidden);
+      own(b.up, w.up_bias, shape_.hidden);
+      own(b.down, w.down_bias, shape_.dim);
+    }
     // Block-quantized views are decoded once (exactly, as at() would per element: a block per call is too slow).
     bool quantized = false;
     for (const auto& w : weights_) quantized = quantized || w.up.quantized() || w.down.quantized() || w.gate.quantized();
@@ -146,8 +161,12 @@ class GroupedFfnRef final : public GroupedFfn {
   struct Rounded {
     std::vector<double> gate, up, down;  // (dim, hidden), (dim, hidden), (hidden, dim)
   };
+  struct Biases {
+    std::vector<float> gate, up, down;  // (hidden), (hidden), (dim); empty where the view has none
+  };
   GroupedFfnShape shape_;
-  std::vector<MlpWeightsView> weights_;
+  std::vector<MlpWeightsView> weights_;  // bias pointers into biases_
+  std::vector<Biases> biases_;
   RoundingModel rounding_;
   std::vector<Rounded> rounded_;
 };

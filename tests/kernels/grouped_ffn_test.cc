@@ -2,6 +2,7 @@
 // one group holding every row, a single group, single rows, primes; every activation, layout and weight dtype.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <tuple>
@@ -154,6 +155,34 @@ TEST(GroupedFfn, GatedFormsAreTheirDefinition) {
             << ffn->name() << " act " << static_cast<int>(want.act);
       }
     }
+}
+
+// With a rounding model the reference holds what it reads, biases included, so the caller's buffers may go once it
+// is built (the scalar ISA runs a checkpoint's MXFP4 layer on it, after the loader has freed gpt-oss's biases).
+TEST(GroupedFfn, RoundingReferenceOwnsItsBiases) {
+  Rng rng(9);
+  const int64_t D = 8, H = 6;
+  RandomExperts experts(rng, 1, D, H, true, WeightLayout::kOutIn, DType::kF32);
+  std::vector<float> biases(static_cast<size_t>(2 * H + D));
+  for (float& v : biases) v = static_cast<float>(rng.normal());
+  MlpWeightsView w = experts.views[0];
+  w.gate_bias = biases.data();
+  w.up_bias = biases.data() + H;
+  w.down_bias = biases.data() + 2 * H;
+  const GroupedFfnShape shape{1, D, H, Activation::kClampedSwiGLU};
+  const int64_t offsets[2] = {0, 2};
+  std::vector<float> x(static_cast<size_t>(2 * D));
+  for (float& v : x) v = static_cast<float>(rng.normal());
+  for (RoundingModel rounding : {RoundingModel::kBf16Activations, RoundingModel::kGgmlActivations}) {
+    std::vector<float> live(x.size()), freed(x.size());
+    make_grouped_ffn_ref(shape, {&w, 1}, rounding)->run({offsets, x.data(), nullptr, live.data(), nullptr, nullptr});
+    auto ref = make_grouped_ffn_ref(shape, {&w, 1}, rounding);
+    const std::vector<float> kept = biases;
+    std::fill(biases.begin(), biases.end(), 1e30f);
+    ref->run({offsets, x.data(), nullptr, freed.data(), nullptr, nullptr});
+    biases = kept;
+    EXPECT_EQ(freed, live) << static_cast<int>(rounding);
+  }
 }
 
 TEST(GroupedFfn, EmptyBatchTouchesNothing) {
