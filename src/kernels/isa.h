@@ -26,8 +26,9 @@ Isa active_isa();
 // Whether this CPU's bf16 dot product (vdpbf16ps) multiplies faster than its f32 FMA, so that bf16 weights run
 // faster on the native kernels than widened (Bf16Compute::kAuto's choice, docs/semantics.md): AMD's cores with
 // AVX512_BF16 (Zen 4 and later: two products per lane at the FMA's rate, measured 1.8-2.0x the f32 FMA peak). On
-// Intel's the instruction issued at about half the FMA rate (Xeon family 6 model 207, docs/performance.md), so
-// the native kernels lose there at every batch size. False on a CPU without AVX512_BF16.
+// Intel's the instruction issues at half the FMA's products a cycle (Xeon family 6 model 207, docs/performance.md),
+// so the native kernels lose wherever compute counts (T >= 32) and gain only a few percent where bandwidth binds
+// (T = 1). False on a CPU without AVX512_BF16.
 bool bf16_dot_outpaces_fma();
 
 }  // namespace hymoe::kernels
