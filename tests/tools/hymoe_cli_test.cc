@@ -56,6 +56,20 @@ class ForwardCli : public ::testing::Test {
   std::string dir_, case_;
 };
 
+// --bf16-compute and --quant-compute are options of every subcommand that computes; a value outside their names is
+// refused by name, before the command does any work.
+TEST(ComputeOptions, EveryComputingCommandTakesThemAndNamesABadValue) {
+  // (forward's required options are given files that do not exist: the settings are refused before they are read.)
+  for (const std::string command : {"forward --config c.json --weights w.safetensors --input i.safetensors --output "
+                                    "o.safetensors", "bench", "demo", "train"}) {
+    std::string log;
+    EXPECT_NE(run_command(tool_path() + " " + command + " --bf16-compute fast", &log), 0) << command;
+    EXPECT_NE(log.find("--bf16-compute=fast is not one of auto, widen, native"), std::string::npos) << command << log;
+    EXPECT_NE(run_command(tool_path() + " " + command + " --quant-compute int4", &log), 0) << command;
+    EXPECT_NE(log.find("--quant-compute=int4 is not one of auto, exact, int8"), std::string::npos) << command << log;
+  }
+}
+
 TEST_F(ForwardCli, SucceedsOnAValidCase) {
   std::string log;
   ASSERT_EQ(forward(case_ + "/weights.safetensors", case_ + "/input.safetensors", &log), 0) << log;
