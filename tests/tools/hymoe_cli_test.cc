@@ -70,6 +70,21 @@ TEST(ComputeOptions, EveryComputingCommandTakesThemAndNamesABadValue) {
   }
 }
 
+// An integer flag keeps its exact value or is refused by name: CLI11 alone turns 2^63 into 2^63 - 1 silently (and
+// reports that number) and reads 0x10 as hex.
+TEST(IntegerFlags, AValueBeyondTheTypeOrNotDecimalIsRefusedByName) {
+  for (const std::string args : {"demo --tokens", "train --steps", "bench --tokens", "plan --num-gpu-experts"}) {
+    std::string log;
+    EXPECT_NE(run_command(tool_path() + " " + args + " 9223372036854775808", &log), 0) << args;
+    EXPECT_NE(log.find("must be an integer in [-9223372036854775808, 9223372036854775807], got '9223372036854775808'"),
+              std::string::npos)
+        << args << ": " << log;
+    EXPECT_EQ(log.find("9223372036854775807 "), std::string::npos) << args << ": " << log;
+    EXPECT_NE(run_command(tool_path() + " " + args + " 0x10", &log), 0) << args;
+    EXPECT_NE(log.find("must be a decimal integer, got '0x10'"), std::string::npos) << args << ": " << log;
+  }
+}
+
 TEST_F(ForwardCli, SucceedsOnAValidCase) {
   std::string log;
   ASSERT_EQ(forward(case_ + "/weights.safetensors", case_ + "/input.safetensors", &log), 0) << log;

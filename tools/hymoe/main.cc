@@ -42,6 +42,14 @@ int main(int argc, char** argv) {
   add(hymoe::tool::add_plan_command);
   add(hymoe::tool::add_stats_command);
   add(hymoe::tool::add_replay_command);
+  // Integer flags keep their exact value or are refused by name (integer_text_validator), in every subcommand.
+  std::vector<CLI::App*> apps = app.get_subcommands({});
+  apps.push_back(&app);
+  for (CLI::App* sub : apps)
+    for (CLI::Option* opt : sub->get_options()) {
+      const std::string type = opt->get_type_name();
+      if (type == "INT" || type == "UINT") opt->check(hymoe::tool::integer_text_validator(type == "UINT"));
+    }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

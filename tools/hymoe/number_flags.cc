@@ -44,4 +44,22 @@ CLI::Validator integer_at_least_validator(int64_t minimum) {
       description, description);
 }
 
+CLI::Validator integer_text_validator(bool is_unsigned) {
+  const std::string range = is_unsigned ? "[0, 18446744073709551615]" : "[-9223372036854775808, 9223372036854775807]";
+  return CLI::Validator(
+      [is_unsigned, range](std::string& text) -> std::string {
+        // Decimal digits only: CLI11 would also read 0x10 as hex and 010 as octal.
+        const size_t digits = text.find_first_not_of("+-") == 1 && !is_unsigned ? 1 : 0;
+        const bool decimal = text.size() > digits && text.find_first_not_of("0123456789", digits) == std::string::npos &&
+                             (digits == 0 || text[0] == '-' || text[0] == '+');
+        if (!decimal) return "must be a decimal integer, got '" + text + "'";
+        errno = 0;
+        if (is_unsigned) std::strtoull(text.c_str(), nullptr, 10);
+        else std::strtoll(text.c_str(), nullptr, 10);
+        if (errno == ERANGE) return "must be an integer in " + range + ", got '" + text + "'";
+        return {};
+      },
+      "", "");
+}
+
 }  // namespace hymoe::tool
