@@ -113,6 +113,9 @@ class GgufFile {
   static GgufFile open(const std::string& path, GgufReadOptions options = {});
   // Validates an in-memory image; `label` stands for the file name in messages.
   static GgufFile from_bytes(std::vector<std::byte> bytes, std::string label, GgufReadOptions options = {});
+  // Validates an image already opened (MappedFile::open: a mapped file or a stream's bytes), so a caller that looked
+  // at its first bytes to choose the reader never opens the name twice.
+  static GgufFile open(std::shared_ptr<const MappedFile> image, std::string label, GgufReadOptions options = {});
 
   const std::string& label() const { return label_; }
   uint32_t version() const { return version_; }

@@ -16,6 +16,7 @@
 
 #include "hymoe/dtype.h"
 #include "hymoe/file_io.h"
+#include "hymoe/mapped_file.h"
 #include "hymoe/tensor.h"
 
 namespace hymoe {
@@ -40,6 +41,8 @@ class SafetensorsFile {
   static SafetensorsFile open(const InputFile& file);  // the file already opened (a stream is read whole)
   // Validates an in-memory image; `label` stands for the file name in messages.
   static SafetensorsFile from_bytes(std::vector<std::byte> bytes, std::string label);
+  // Validates an image already opened (MappedFile::open), as GgufFile::open(image, label).
+  static SafetensorsFile open(std::shared_ptr<const MappedFile> image, std::string label);
 
   const std::string& label() const { return label_; }
   // Tensors in data order.

@@ -410,8 +410,12 @@ GgufFile GgufFile::open(const std::string& path, GgufReadOptions options) {
 }
 
 GgufFile GgufFile::from_bytes(std::vector<std::byte> bytes, std::string label, GgufReadOptions options) {
+  return open(MappedFile::from_bytes(std::move(bytes)), std::move(label), options);
+}
+
+GgufFile GgufFile::open(std::shared_ptr<const MappedFile> image, std::string label, GgufReadOptions options) {
   GgufFile file;
-  file.storage_ = MappedFile::from_bytes(std::move(bytes));
+  file.storage_ = std::move(image);
   file.image_ = file.storage_->view();
   file.label_ = std::move(label);
   GgufParser(file, options).parse();

@@ -70,17 +70,15 @@ uint64_t json_u64(const nlohmann::json& value, const std::string& label, const s
 
 SafetensorsFile SafetensorsFile::open(const std::string& path) { return open(InputFile(path)); }
 
-SafetensorsFile SafetensorsFile::open(const InputFile& in) {
-  SafetensorsFile file;
-  file.storage_ = std::make_shared<Storage>(Storage{MappedFile::open(in)});
-  file.label_ = in.path();
-  file.parse();
-  return file;
-}
+SafetensorsFile SafetensorsFile::open(const InputFile& in) { return open(MappedFile::open(in), in.path()); }
 
 SafetensorsFile SafetensorsFile::from_bytes(std::vector<std::byte> bytes, std::string label) {
+  return open(MappedFile::from_bytes(std::move(bytes)), std::move(label));
+}
+
+SafetensorsFile SafetensorsFile::open(std::shared_ptr<const MappedFile> image, std::string label) {
   SafetensorsFile file;
-  file.storage_ = std::make_shared<Storage>(Storage{MappedFile::from_bytes(std::move(bytes))});
+  file.storage_ = std::make_shared<Storage>(Storage{std::move(image)});
   file.label_ = std::move(label);
   file.parse();
   return file;

@@ -502,6 +502,20 @@ TEST(InspectCli, ListsTensors) {
   EXPECT_NE(run_command(tool_path() + " inspect /nonexistent.safetensors", &log), 0);
 }
 
+// A safetensors or GGUF file through a pipe is read once and described as the file itself is (the format taken from
+// the bytes read, not from a second open that would find the stream already consumed).
+TEST(InspectCli, ReadsSafetensorsAndGgufThroughAPipe) {
+  for (const std::string path : {data_dir() + "/conformance/moe/softmax_silu_basic/weights.safetensors",
+                                 data_dir() + "/conformance/gguf/qwen2moe_q8_0/model.gguf"}) {
+    std::string direct, piped;
+    ASSERT_EQ(run_command(tool_path() + " inspect " + path, &direct), 0) << direct;
+    ASSERT_EQ(run_command("cat " + path + " | " + tool_path() + " inspect /dev/stdin", &piped), 0) << piped;
+    const size_t at = direct.find(':');
+    ASSERT_NE(at, std::string::npos);
+    EXPECT_EQ(piped, "/dev/stdin" + direct.substr(at)) << path;
+  }
+}
+
 // A Hugging Face directory is described only when every MoE layer it holds has every tensor forward loads: one
 // expert matrix deleted is an error naming it (as forward's is), not "present".
 TEST(InspectCli, ModelDirectoryLackingATensorForwardLoadsNamesIt) {

@@ -1,6 +1,9 @@
 // `hymoe inspect`: what a safetensors file holds (names, dtypes, shapes, bytes, metadata); GGUF files go to
 // inspect_gguf.cc.
 #include <algorithm>
+#include <cstring>
+#include <memory>
+#include <span>
 
 #include <fmt/format.h>
 
@@ -8,6 +11,8 @@
 #include <filesystem>
 
 #include "hymoe/error.h"
+#include "hymoe/file_io.h"
+#include "hymoe/mapped_file.h"
 #include "hymoe/model.h"
 #include "hymoe/safetensors.h"
 #include "inspect_gguf.h"
@@ -29,11 +34,15 @@ int run_inspect(const std::vector<std::string>& paths) {
       run_model_inspect(path);
       continue;
     }
-    if (is_gguf_model_path(path)) {
-      inspect_gguf(path);
+    // Opened once and chosen by the first bytes (or the name), so a pipe (`inspect <(cat model.gguf)`) is read once.
+    const std::shared_ptr<const MappedFile> image = MappedFile::open(InputFile(path));
+    const std::span<const std::byte> head = image->view();
+    if (std::filesystem::path(path).extension() == ".gguf" ||
+        (head.size() >= 4 && std::memcmp(head.data(), "GGUF", 4) == 0)) {
+      inspect_gguf(GgufFile::open(image, path));
       continue;
     }
-    const SafetensorsFile file = SafetensorsFile::open(path);
+    const SafetensorsFile file = SafetensorsFile::open(image, path);
     uint64_t total = 0;
     size_t width = 4;
     for (const auto& t : file.tensors()) width = std::max(width, shown(t.name).size());

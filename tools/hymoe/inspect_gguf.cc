@@ -92,8 +92,8 @@ void print_model(const GgufFile& file) {
 
 }  // namespace
 
-void inspect_gguf(const std::string& path) {
-  const GgufFile file = GgufFile::open(path);
+void inspect_gguf(const GgufFile& file) {
+  const std::string& path = file.label();
   uint64_t total = 0;
   for (const auto& t : file.tensors()) total += t.nbytes;
   fmt::print("{}: GGUF v{}, {} tensors ({} bytes of tensor data), {} metadata keys, alignment {}, data at byte {}\n",
