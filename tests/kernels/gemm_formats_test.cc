@@ -191,10 +191,12 @@ TEST_P(FormatKernelTest, MicroKernelsMatchTheirReferences) {
   EXPECT_EQ(ran, GetParam() >= Isa::kAvx512Bf16 ? 2 : 1);
 }
 
-// The bf16-dot few-rows form (the decode case) gives the bits of its row calls.
-TEST_P(FormatKernelTest, Bf16DotFewRowsFormEqualsItsRowCalls) {
-  const GemmFormat* f = ik_->format(WeightFormat::kBf16Dot);
-  if (!f) GTEST_SKIP() << "no AVX512_BF16 on this ISA (EmulatedIsaTest checks the form on the software model)";
+// The bf16-dot few-rows form (the decode case) gives the bits of its row calls, on the hardware where this CPU has
+// AVX512_BF16 (EmulatedIsaTest.Bf16DotFewRowsFormEqualsItsRowCalls runs the same body on the software model).
+TEST(Bf16DotFewRows, FormEqualsItsRowCalls) {
+  if (!test::isa_supported(Isa::kAvx512Bf16)) GTEST_SKIP() << "CPU lacks avx512bf16";
+  const GemmFormat* f = isa_kernels(Isa::kAvx512Bf16)->format(WeightFormat::kBf16Dot);
+  ASSERT_NE(f, nullptr);
   ASSERT_EQ(f->few_rows_max, 3);
   test::expect_few_rows_form_equals_row_calls(*f);
 }
