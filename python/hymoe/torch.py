@@ -24,16 +24,19 @@ import torch.nn.functional as F
 
 from hymoe import _core
 
+import importlib.util as _importlib_util
+
 try:  # built where PyTorch's C++ headers were found (python/CMakeLists.txt)
     from hymoe import _torch_core
-except ModuleNotFoundError:
+except ImportError as e:
     _torch_core = None
-except ImportError as e:  # built against another PyTorch than the one now installed
-    import warnings
+    # Not built (pip's isolated build, no PyTorch headers) is normal and silent; a module that is there but does
+    # not load (built against another PyTorch than the one now installed) is worth a warning.
+    if _importlib_util.find_spec("hymoe._torch_core") is not None:
+        import warnings
 
-    warnings.warn(f"hymoe.torch: hymoe._torch_core does not load with torch {torch.__version__} ({e}); float32 "
-                  "forwards take the slower numpy-based path. Rebuild hymoe against this PyTorch.")
-    _torch_core = None
+        warnings.warn(f"hymoe.torch: hymoe._torch_core does not load with torch {torch.__version__} ({e}); float32 "
+                      "forwards take the slower numpy-based path. Rebuild hymoe against this PyTorch.")
 
 # Whether float32 forwards take hymoe._torch_core's path (torch tensors in and out in C++, docs/python.md).
 FAST_FORWARD = _torch_core is not None
