@@ -610,6 +610,9 @@ class MoEMLP(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x (batch, seq_len, dim) -> (batch, seq_len, dim), in x's dtype. In train mode with autograd on, y,
         ``aux_loss`` and ``z_loss`` are differentiable through hymoe's C++ backward."""
+        if self.ep_world_size > 1:  # set by KempnerForge's apply_expert_parallel, which this layer does not run
+            raise NotImplementedError(f"hymoe.torch: ep_world_size={self.ep_world_size}: expert parallelism "
+                                      "(KempnerForge's ep_dispatch_and_compute) is not supported; use ep=1")
         if self._layer is None:
             return self._torch_forward(x)
         if self.training and torch.is_grad_enabled():
@@ -621,6 +624,12 @@ class MoEMLP(nn.Module):
             self.router.aux_loss, self.router.z_loss = aux, z
             return y
         return self._run_forward(x, self.training)[1]
+
+    def _apply_packed_expert(self, x: torch.Tensor, i: int) -> torch.Tensor:
+        """Packed expert ``i`` on rows x in torch ops (KempnerForge's helper of the same name)."""
+        up = x @ self.up_w[i]
+        mid = F.silu(x @ self.gate_w[i]) * up if self._is_swiglu else self._packed_activation(up)
+        return mid @ self.down_w[i]
 
     def _torch_forward(self, x: torch.Tensor) -> torch.Tensor:
         """KempnerForge's forward in torch, by the modules themselves (routers and experts the C++ layer does not
@@ -638,13 +647,7 @@ class MoEMLP(nn.Module):
             rows = hit.any(dim=-1)
             if not rows.any():
                 continue
-            h = x_flat[rows]
-            if self.packed_experts:
-                up = h @ self.up_w[e]
-                mid = F.silu(h @ self.gate_w[e]) * up if self._is_swiglu else self._packed_activation(up)
-                h = mid @ self.down_w[e]
-            else:
-                h = self.experts[e](h)
+            h = self._apply_packed_expert(x_flat[rows], e) if self.packed_experts else self.experts[e](x_flat[rows])
             if scale_loads:
                 h = h * (avg / hit.sum().detach().float().clamp(min=1.0))
             w = (weights * hit.to(weights.dtype)).sum(dim=-1)

@@ -260,6 +260,20 @@ def test_a_foreign_router_runs_in_torch_and_agrees_with_the_cpp_layer(packed):
             close(gp[n], gp_ref[n], "grad " + n)
 
 
+def test_packed_expert_helper_and_expert_parallel_refusal():
+    torch.manual_seed(9)
+    m = hmoe.build_moe(8, 12, 3, 2, packed_experts=True)
+    x = torch.randn(4, 8)
+    e = hmoe.SwiGLUMLP(8, 12)
+    with torch.no_grad():
+        for name, w in (("gate_proj", m.gate_w), ("up_proj", m.up_w), ("down_proj", m.down_w)):
+            getattr(e, name).weight.copy_(w[1].t())
+    close(m._apply_packed_expert(x, 1), e(x), "packed expert 1")
+    m.ep_world_size = 2
+    with pytest.raises(NotImplementedError, match="ep_world_size=2"):
+        m(torch.randn(1, 2, 8))
+
+
 def test_a_foreign_routing_rule_is_honoured():
     torch.manual_seed(5)
     router = ForeignRouter(8, 4, 2, rule="first")
