@@ -6,8 +6,9 @@
 #
 # Default tests: tests/unit/test_moe.py; extra arguments replace them (e.g. tests/unit/test_router.py -k moe).
 # Environment: PYTHON (default /usr/bin/python3, the interpreter the build made the extension for);
-# HYMOE_EXTENSION_DIR (default build/release/python of this clone: the built _core and _torch_core; unset it
-# with HYMOE_EXTENSION_DIR= for an installed hymoe). docs/python.md lists what passes and why the rest fails.
+# HYMOE_EXTENSION_DIR (default build/release/python of this clone: the built _core and _torch_core; set it
+# empty, HYMOE_EXTENSION_DIR=, to test the hymoe installed in PYTHON's environment instead of this clone's).
+# docs/python.md lists what passes and why the rest fails.
 set -euo pipefail
 if [[ $# -lt 1 || ! -d "$1/kempnerforge" ]]; then
   echo "usage: $0 KEMPNERFORGE_CHECKOUT [pytest arguments...]  (the folder holding kempnerforge/ and tests/)" >&2
@@ -40,6 +41,8 @@ fi
 tests=("$@")
 [[ ${#tests[@]} -gt 0 ]] || tests=(tests/unit/test_moe.py)
 cd "$kf"
-export PYTHONPATH="$kf:$repo/python:$repo/scripts${PYTHONPATH:+:$PYTHONPATH}"
+source_package=$repo/python:
+[[ -n "$ext" ]] || source_package=  # the installed hymoe, not this clone's source
+export PYTHONPATH="$kf:$source_package$repo/scripts${PYTHONPATH:+:$PYTHONPATH}"
 export HYMOE_EXTENSION_DIR="$ext" PYTHONDONTWRITEBYTECODE=1
 "$python" -m pytest -p kempnerforge_alias -p no:cacheprovider -q -rfEs "${tests[@]}"
