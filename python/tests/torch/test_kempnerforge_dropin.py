@@ -437,7 +437,7 @@ def test_grouped_helpers_backward_fills_module_grads_and_keeps_dtype():
         hmoe.grouped_expert_forward(x, [4, 6, 3], experts)
 
 
-def test_the_layer_under_torch_path_uses_no_grouped_helper_state():
+def test_grouped_helpers_build_no_graph_under_no_grad():
     """Under no_grad the helpers build no graph (no saved tensors)."""
     experts = nn.ModuleList([hmoe.SwiGLUMLP(8, 12) for _ in range(2)])
     with torch.no_grad():
