@@ -14,6 +14,7 @@ dtype after ``.to(torch.bfloat16)``, or a plain assignment) is copied into the l
 from __future__ import annotations
 
 import json
+import math
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -24,16 +25,19 @@ import torch.nn.functional as F
 
 from hymoe import _core
 
+import importlib.util as _importlib_util
+
 try:  # built where PyTorch's C++ headers were found (python/CMakeLists.txt)
     from hymoe import _torch_core
-except ModuleNotFoundError:
+except ImportError as e:
     _torch_core = None
-except ImportError as e:  # built against another PyTorch than the one now installed
-    import warnings
+    # Not built (pip's isolated build, no PyTorch headers) is normal and silent; a module that is there but does
+    # not load (built against another PyTorch than the one now installed) is worth a warning.
+    if _importlib_util.find_spec("hymoe._torch_core") is not None:
+        import warnings
 
-    warnings.warn(f"hymoe.torch: hymoe._torch_core does not load with torch {torch.__version__} ({e}); float32 "
-                  "forwards take the slower numpy-based path. Rebuild hymoe against this PyTorch.")
-    _torch_core = None
+        warnings.warn(f"hymoe.torch: hymoe._torch_core does not load with torch {torch.__version__} ({e}); float32 "
+                      "forwards take the slower numpy-based path. Rebuild hymoe against this PyTorch.")
 
 # Whether float32 forwards take hymoe._torch_core's path (torch tensors in and out in C++, docs/python.md).
 FAST_FORWARD = _torch_core is not None
@@ -47,6 +51,9 @@ __all__ = [
     "scale_by_expert_load",
     "load_moe_layer",
 ]
+
+# KempnerForge's flag for its torch._grouped_mm path, which its tests read: hymoe's grouped kernels always exist.
+_HAS_GROUPED_MM = True
 
 _MLP_ACTIVATIONS = {"gelu": F.gelu, "relu": F.relu, "silu": F.silu}
 
@@ -114,6 +121,20 @@ class SoftmaxTopKRouter(nn.Module):
     expert_counts = property(lambda self: self._as_tensor("_expert_counts", torch.from_numpy),
                              lambda self, value: self.__dict__.__setitem__("_expert_counts", value))
 
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(weights, indices), each (tokens, top_k), of x (tokens, dim) in torch, as KempnerForge's router computes
+        them; records aux_loss, z_loss and expert_counts. The MoE layer routes in C++ and never calls this; it is
+        for a layer run in torch (experts hymoe's kernels do not know) and for calling the router alone."""
+        logits = self.gate(x)
+        probs = F.softmax(logits, dim=-1)
+        weights, indices = torch.topk(probs, k=self.top_k, dim=-1)
+        weights = weights / weights.sum(dim=-1, keepdim=True)
+        counts = F.one_hot(indices, num_classes=self.num_experts).float().sum(dim=(0, 1))
+        self.aux_loss = self.num_experts * ((counts / (x.shape[0] * self.top_k)) * probs.mean(dim=0)).sum()
+        self.z_loss = (torch.logsumexp(logits, dim=-1) ** 2).mean()
+        self.expert_counts = counts.detach()
+        return weights, indices
+
     def _as_tensor(self, name: str, make) -> torch.Tensor:
         value = self.__dict__[name]
         if not isinstance(value, torch.Tensor):
@@ -127,15 +148,112 @@ class SigmoidTopKRouter(SoftmaxTopKRouter):
     """DeepSeek-V3's sigmoid router: ``expert_bias`` (a parameter) and the ``expert_ema`` buffer, both moved by
     every train-mode forward as KempnerForge moves them."""
 
-    def __init__(self, dim: int, num_experts: int, top_k: int, sequence_aux_loss_weight: float = 0.0,
+    def __init__(self, dim: int, num_experts: int, top_k: int, bias_update_rate: float = 0.001,
+                 ema_decay: float = 0.99, sequence_aux_loss_weight: float = 0.0,
                  bias_schedule: str = "constant") -> None:
         super().__init__(dim, num_experts, top_k)
-        self.bias_update_rate = 0.001
-        self.ema_decay = 0.99
+        self.bias_update_rate = bias_update_rate
+        self.ema_decay = ema_decay
         self.sequence_aux_loss_weight = sequence_aux_loss_weight
         self.bias_schedule = bias_schedule
         self.expert_bias = nn.Parameter(torch.zeros(num_experts))
         self.register_buffer("expert_ema", torch.ones(num_experts) / num_experts)
+
+    def _bias_rate(self) -> float:
+        rate = self.bias_update_rate
+        progress = self._step / self._max_steps
+        if self.bias_schedule == "cosine_decay":
+            return rate * 0.5 * (1.0 + math.cos(math.pi * progress))
+        if self.bias_schedule == "linear_warmup":
+            return rate * min(1.0, progress * 10.0)
+        return rate
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """As SoftmaxTopKRouter.forward, with sigmoid scores on logits + expert_bias; a train-mode call moves
+        expert_ema and expert_bias as KempnerForge's does (the C++ layer does the same in its own forward)."""
+        logits = self.gate(x)
+        scores = torch.sigmoid(logits + self.expert_bias)
+        weights, indices = torch.topk(scores, k=self.top_k, dim=-1)
+        weights = weights / weights.sum(dim=-1, keepdim=True)
+        counts = F.one_hot(indices, num_classes=self.num_experts).float().sum(dim=(0, 1))
+        self.expert_counts = counts.detach()
+        denom = x.shape[0] * self.top_k + 1e-8
+        if self.training:
+            with torch.no_grad():
+                self.expert_ema.lerp_((counts / denom).to(self.expert_ema.dtype), 1.0 - self.ema_decay)
+                self.expert_bias.add_(self._bias_rate() * (1.0 / self.num_experts - self.expert_ema.float()))
+        if self.sequence_aux_loss_weight > 0:
+            self.aux_loss = self.sequence_aux_loss_weight * self.num_experts * (
+                (counts.detach() / denom) * scores.mean(dim=0)).sum()
+        else:
+            self.aux_loss = torch.tensor(0.0)
+        self.z_loss = (torch.logsumexp(logits, dim=-1) ** 2).mean()
+        return weights, indices
+
+
+# ---- KempnerForge's component registry: build_moe composes a router and experts from it ----
+
+
+class Registry:
+    """category -> name -> builder, KempnerForge's ``kempnerforge.config.registry.Registry`` interface
+    (``register``, ``get``, ``list``). ``build_moe`` uses KempnerForge's own registry when KempnerForge is
+    importable (so its modules, and entries a user registered there, are used) and this one otherwise."""
+
+    def __init__(self) -> None:
+        self._stores: dict[str, dict] = {}
+
+    def register(self, category: str, name: str, obj):
+        store = self._stores.setdefault(category, {})
+        if name in store:
+            raise ValueError(f"{category}/{name} is already registered")
+        store[name] = obj
+        return obj
+
+    def get(self, category: str, name: str):
+        store = self._stores.setdefault(category, {})
+        if name not in store:
+            raise KeyError(f"Unknown {category}: '{name}'. Available: {list(store)}")
+        return store[name]
+
+    def list(self, category: str) -> list:
+        return list(self._stores.setdefault(category, {}))
+
+
+registry = Registry()
+registry.register("router", "softmax_topk", lambda dim, num_experts, top_k: SoftmaxTopKRouter(dim, num_experts, top_k))
+registry.register("router", "sigmoid_topk",
+                  lambda dim, num_experts, top_k, **kw: SigmoidTopKRouter(dim, num_experts, top_k, **kw))
+registry.register("mlp", "swiglu", lambda dim, hidden_dim: SwiGLUMLP(dim, hidden_dim))
+registry.register("mlp", "standard_gelu", lambda dim, hidden_dim: StandardMLP(dim, hidden_dim, "gelu"))
+registry.register("mlp", "standard_relu", lambda dim, hidden_dim: StandardMLP(dim, hidden_dim, "relu"))
+_ACTIVATION_TO_MLP = {"silu": "swiglu", "gelu": "standard_gelu", "relu": "standard_relu"}  # KempnerForge's keys
+_BIAS_SCHEDULES = ("constant", "cosine_decay", "linear_warmup")
+
+
+def _component_registry():
+    """KempnerForge's registry, with its routers and MLPs registered, when KempnerForge is importable; else
+    hymoe's. Looked up at each build_moe, so a KempnerForge imported later is still used."""
+    try:
+        from kempnerforge.config.registry import registry as kempnerforge_registry
+        import kempnerforge.model.mlp  # noqa: F401  (registers KempnerForge's MLPs)
+        import kempnerforge.model.router  # noqa: F401  (and its routers)
+    except ImportError:
+        return registry
+    return kempnerforge_registry
+
+
+def _apply_capacity(weights: torch.Tensor, indices: torch.Tensor, num_experts: int,
+                    capacity_factor: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """KempnerForge's capacity rule on a router's (tokens, top_k) weights and indices: capacity =
+    max(1, ceil(tokens * top_k / num_experts * capacity_factor)); within each top-k slot k separately, the tokens
+    after an expert's first ``capacity`` (in token order) get weight 0. Returns (new weights, indices); the
+    weights are a new tensor (differentiable where kept), the indices are returned as given."""
+    num_tokens, top_k = indices.shape
+    capacity = max(1, math.ceil(num_tokens * top_k / num_experts * capacity_factor))
+    # Rank of each token among the earlier tokens of the same slot sent to the same expert.
+    one_hot = F.one_hot(indices, num_classes=num_experts)  # (T, K, E)
+    rank = ((one_hot.cumsum(dim=0) - 1) * one_hot).sum(dim=-1)  # (T, K)
+    return weights.masked_fill(rank >= capacity, 0.0), indices
 
 
 # ---- Autograd through the C++ backward ----
@@ -196,13 +314,12 @@ class _MoEFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, module: "MoEMLP", x: torch.Tensor, *params: torch.Tensor):
-        forward_id, y = module._run_forward(x, train=True)
+        forward_id, y, aux, z = module._run_forward(x, train=True)
         ctx.module = module
         ctx.forward_id = forward_id
         ctx.x_dtype = x.dtype
         ctx.params = params  # their dtypes are read in backward, for the gradients that are needed
-        router = module.router
-        return y, torch.scalar_tensor(router._aux_loss), torch.scalar_tensor(router._z_loss)
+        return y, torch.scalar_tensor(aux), torch.scalar_tensor(z)
 
     @staticmethod
     def backward(ctx, grad_y: torch.Tensor, grad_aux: torch.Tensor, grad_z: torch.Tensor):
@@ -215,34 +332,118 @@ class _MoEFunction(torch.autograd.Function):
         return tuple(out)
 
 
-class MoEMLP(nn.Module):
-    """KempnerForge's ``MoEMLP`` backed by hymoe's C++ layer. Build it with :func:`build_moe`."""
+# The router and expert classes whose forward the C++ layer computes: hymoe's own and KempnerForge's (matched by
+# module and class name, so KempnerForge need not be importable). Any other class (a subclass with its own forward,
+# a module from a registry entry a user added) makes the layer run in torch, calling the modules themselves.
+_NATIVE_MODULES = ("hymoe.torch", "kempnerforge.model.router", "kempnerforge.model.mlp")
+_NATIVE_ROUTERS = {"SoftmaxTopKRouter": "softmax_topk", "SigmoidTopKRouter": "sigmoid_topk"}
+_NATIVE_MLPS = ("SwiGLUMLP", "StandardMLP")
+# The sigmoid router's constants the C++ layer has built in (src/moe/bias_schedule.cc, sigmoid_router.cc).
+_NATIVE_BIAS_UPDATE_RATE, _NATIVE_EMA_DECAY = 0.001, 0.99
 
-    def __init__(self, config: dict, router: nn.Module, experts: nn.ModuleList, shared_expert: nn.Module | None):
+
+def _native_class(module: nn.Module, names) -> str | None:
+    """The class name when ``module``'s forward is the one of hymoe's or KempnerForge's class of that name."""
+    forward = type(module).forward
+    name = forward.__qualname__.partition(".")[0]
+    if name in names and forward.__module__ in _NATIVE_MODULES and type(module).__name__ == name:
+        return name
+    return None
+
+
+def _plain_linear(m, shape=None) -> bool:
+    return isinstance(m, nn.Linear) and m.bias is None and (shape is None or tuple(m.weight.shape) == shape)
+
+
+def _mlp_kind(e: nn.Module, dim: int, hidden: int | None):
+    """(activation, hidden_dim) of an expert the C++ kernels run, or None."""
+    name = _native_class(e, _NATIVE_MLPS)
+    if name is None or not _plain_linear(getattr(e, "up_proj", None)):
+        return None
+    h = e.up_proj.weight.shape[0] if hidden is None else hidden
+    if not (_plain_linear(e.up_proj, (h, dim)) and _plain_linear(getattr(e, "down_proj", None), (dim, h))):
+        return None
+    if name == "SwiGLUMLP":
+        return ("silu", h) if _plain_linear(getattr(e, "gate_proj", None), (h, dim)) else None
+    fn = getattr(e, "_activation", None)
+    act = next((n for n, f in _MLP_ACTIVATIONS.items() if f is fn), None)
+    return None if act is None or hasattr(e, "gate_proj") else (act, h)
+
+
+def _native_config(router, experts, shared_expert, capacity_factor, gradient_scale, packed_experts):
+    """The C++ layer's configuration for these modules, or (None, why) when the layer must run in torch."""
+    rtype = _NATIVE_ROUTERS.get(_native_class(router, _NATIVE_ROUTERS) or "")
+    if rtype is None:
+        return None, f"router {type(router).__module__}.{type(router).__qualname__} is not one hymoe computes"
+    gate = getattr(router, "gate", None)
+    if not _plain_linear(gate) or len(experts) == 0:
+        return None, "router.gate is not a bias-free nn.Linear, or there are no experts"
+    num_experts, dim = gate.weight.shape
+    if num_experts != len(experts) or getattr(router, "num_experts", None) != num_experts:
+        return None, f"router scores {num_experts} experts, {len(experts)} given"
+    if rtype == "sigmoid_topk" and (getattr(router, "bias_update_rate", None) != _NATIVE_BIAS_UPDATE_RATE
+                                    or getattr(router, "ema_decay", None) != _NATIVE_EMA_DECAY):
+        return None, "the sigmoid router's bias_update_rate or ema_decay differs from the C++ layer's 0.001, 0.99"
+    kinds = [_mlp_kind(e, dim, None) for e in experts]
+    if kinds[0] is None or any(k != kinds[0] for k in kinds):
+        return None, "the experts are not all SwiGLUMLP / StandardMLP modules of one activation and shape"
+    activation, hidden = kinds[0]
+    if shared_expert is not None and _mlp_kind(shared_expert, dim, hidden) != kinds[0]:
+        return None, "the shared expert differs from the routed experts in kind or shape"
+    config = {
+        "dim": int(dim), "hidden_dim": int(hidden), "num_experts": int(num_experts), "top_k": int(router.top_k),
+        "activation": activation, "router_type": rtype, "shared_experts": int(shared_expert is not None),
+        "capacity_factor": float(capacity_factor), "gradient_scale": bool(gradient_scale),
+        "sequence_aux_loss_weight": float(getattr(router, "sequence_aux_loss_weight", 0.0)),
+        "bias_schedule": getattr(router, "bias_schedule", "constant"), "packed_experts": bool(packed_experts),
+    }
+    return config, None
+
+
+class MoEMLP(nn.Module):
+    """KempnerForge's ``MoEMLP``: its constructor, submodules, names and forward, computed by hymoe's C++ layer
+    when the router and experts are modules it computes (hymoe's or KempnerForge's routers and MLPs; ``native``
+    says whether), otherwise in torch by the modules themselves, as KempnerForge's sequential loop does."""
+
+    def __init__(self, router: nn.Module, experts: nn.ModuleList, shared_expert: nn.Module | None = None,
+                 capacity_factor: float = 0.0, gradient_scale: bool = False, packed_experts: bool = False) -> None:
         super().__init__()
         self.router = router
         self.shared_expert = shared_expert
         self.num_experts = len(experts)
-        self.capacity_factor = config["capacity_factor"]
-        self.gradient_scale = config["gradient_scale"]
-        self.packed_experts = config["packed_experts"]
+        self.capacity_factor = capacity_factor
+        self.gradient_scale = gradient_scale
+        self.packed_experts = packed_experts
         self.ep_world_size = 1
         self.ep_group = None
         self.local_expert_start = 0
         self.num_local_experts = len(experts)
-        self._config = dict(config)
-        self._is_swiglu = config["activation"] == "silu"
-        if self.packed_experts:
+        config, self.native_reason = _native_config(router, experts, shared_expert, capacity_factor,
+                                                     gradient_scale, packed_experts)
+        self._config = config
+        self._is_swiglu = hasattr(experts[0], "gate_proj")
+        if packed_experts:
             # KempnerForge's packing: each expert's (out, in) Linear weights transposed and stacked to (E, in, out).
-            self.up_w = nn.Parameter(torch.stack([e.up_proj.weight.t().contiguous() for e in experts]))
-            self.down_w = nn.Parameter(torch.stack([e.down_proj.weight.t().contiguous() for e in experts]))
+            self.up_w = nn.Parameter(torch.stack([e.up_proj.weight.detach().t().contiguous() for e in experts]))
+            self.down_w = nn.Parameter(torch.stack([e.down_proj.weight.detach().t().contiguous() for e in experts]))
             if self._is_swiglu:
-                self.gate_w = nn.Parameter(torch.stack([e.gate_proj.weight.t().contiguous() for e in experts]))
+                self.gate_w = nn.Parameter(torch.stack([e.gate_proj.weight.detach().t().contiguous() for e in experts]))
                 self._packed_activation = F.silu
             else:
                 self._packed_activation = experts[0]._activation
         else:
             self.experts = experts
+        self._layer = None
+        if config is not None:
+            self._init_layer(config)
+
+    @property
+    def native(self) -> bool:
+        """Whether the forward and backward run in hymoe's C++ layer (else in torch, by the modules themselves)."""
+        return self._layer is not None
+
+    def _init_layer(self, config: dict) -> None:
+        self._hymoe_router = isinstance(self.router, SoftmaxTopKRouter)  # keeps its results as _aux_loss etc.
         self._layer = _core.MoELayer(json.dumps(config))
         self._read_expert_counts = self._layer.expert_counts  # made once: a forward hands it to the router
         self._layer_handle = self._layer._handle()  # what hymoe._torch_core's forward takes
@@ -303,11 +504,14 @@ class MoEMLP(nn.Module):
         """Makes the next forward re-read every weight. Needed only after writes that bypass torch's version
         counter (``p.data.copy_(...)``, writes through numpy views); in-place ops on the parameters themselves,
         optimizers, ``load_state_dict`` and ``.to()`` are seen on their own."""
-        self._force_copy = True
-        self._replaced[0] = True
+        if self._layer is not None:
+            self._force_copy = True
+            self._replaced[0] = True
 
     def _apply(self, *args, **kwargs):
         out = super()._apply(*args, **kwargs)  # .to(), .float(), .bfloat16(): may swap the tensors' data
+        if self._layer is None:
+            return out
         self._dicts = self._tensor_dicts()
         self._parameter_dicts = [self._dicts[self._slots.index(self._slot_by_name[n])]
                                  for n in self._layer.parameter_names()]
@@ -361,7 +565,8 @@ class MoEMLP(nn.Module):
             self._seen_version = self._version_source._version
 
     def _run_forward(self, x: torch.Tensor, train: bool):
-        """(forward_id, y) of the C++ forward; aux_loss, z_loss and expert_counts are recorded on the router."""
+        """(forward_id, y, aux_loss, z_loss) of the C++ forward; aux_loss, z_loss and expert_counts are also
+        recorded on the router."""
         if self._weights_may_have_changed():
             self._sync_weights()
         router = self._modules["router"].__dict__
@@ -381,11 +586,14 @@ class MoEMLP(nn.Module):
                 raise ValueError(f"hymoe.torch: x must be (batch, seq_len, dim), got shape {tuple(x.shape)}")
             forward_id, y, aux, z, counts = self._layer.forward(_as_f32(x, "x").numpy(), train, step, max_steps)
             y = torch.from_numpy(y).to(x.dtype)
-        # Plain attributes (no nn.Module.__setattr__), made tensors when read.
-        router["_aux_loss"], router["_z_loss"], router["_expert_counts"] = aux, z, counts
+        if self._hymoe_router:  # plain attributes (no nn.Module.__setattr__), made tensors when read
+            router["_aux_loss"], router["_z_loss"], router["_expert_counts"] = aux, z, counts
+        else:  # KempnerForge's router keeps tensors in plain attributes
+            router["aux_loss"], router["z_loss"] = torch.tensor(aux, dtype=_F32), torch.tensor(z, dtype=_F32)
+            router["expert_counts"] = torch.from_numpy(counts() if callable(counts) else counts)
         if train and self._router_state_slots:
             self._copy_back_router_state()
-        return forward_id, y
+        return forward_id, y, aux, z
 
     @property
     def aux_loss(self) -> torch.Tensor:
@@ -402,6 +610,11 @@ class MoEMLP(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x (batch, seq_len, dim) -> (batch, seq_len, dim), in x's dtype. In train mode with autograd on, y,
         ``aux_loss`` and ``z_loss`` are differentiable through hymoe's C++ backward."""
+        if self.ep_world_size > 1:  # set by KempnerForge's apply_expert_parallel, which this layer does not run
+            raise NotImplementedError(f"hymoe.torch: ep_world_size={self.ep_world_size}: expert parallelism "
+                                      "(KempnerForge's ep_dispatch_and_compute) is not supported; use ep=1")
+        if self._layer is None:
+            return self._torch_forward(x)
         if self.training and torch.is_grad_enabled():
             # Through the autograd Function even when nothing requires grad (it then records no graph): asking
             # each of the parameters would cost more than the Function's own look at them.
@@ -412,12 +625,45 @@ class MoEMLP(nn.Module):
             return y
         return self._run_forward(x, self.training)[1]
 
+    def _apply_packed_expert(self, x: torch.Tensor, i: int) -> torch.Tensor:
+        """Packed expert ``i`` on rows x in torch ops (KempnerForge's helper of the same name)."""
+        up = x @ self.up_w[i]
+        mid = F.silu(x @ self.gate_w[i]) * up if self._is_swiglu else self._packed_activation(up)
+        return mid @ self.down_w[i]
+
+    def _torch_forward(self, x: torch.Tensor) -> torch.Tensor:
+        """KempnerForge's forward in torch, by the modules themselves (routers and experts the C++ layer does not
+        compute): route, drop over capacity, run each expert on its tokens, combine, add the shared expert."""
+        B, L, D = x.shape
+        x_flat = x.reshape(B * L, D)
+        weights, indices = self.router(x_flat)
+        if self.capacity_factor > 0:
+            weights, indices = _apply_capacity(weights, indices, self.num_experts, self.capacity_factor)
+        out = torch.zeros_like(x_flat)
+        scale_loads = self.gradient_scale and self.training
+        avg = x_flat.shape[0] * indices.shape[1] / max(self.num_experts, 1)
+        for e in range(self.num_experts):
+            hit = indices == e  # (tokens, top_k)
+            rows = hit.any(dim=-1)
+            if not rows.any():
+                continue
+            h = self._apply_packed_expert(x_flat[rows], e) if self.packed_experts else self.experts[e](x_flat[rows])
+            if scale_loads:
+                h = h * (avg / hit.sum().detach().float().clamp(min=1.0))
+            w = (weights * hit.to(weights.dtype)).sum(dim=-1)
+            out[rows] += w[rows].unsqueeze(-1) * h
+        if self.shared_expert is not None:
+            out = out + self.shared_expert(x_flat)
+        return out.view(B, L, D)
+
     def saved_for_backward_bytes(self) -> int:
-        """Bytes the last train forward keeps for its backward (docs/training.md)."""
-        return self._layer.saved_for_backward_bytes()
+        """Bytes the last train forward keeps for its backward (docs/training.md); 0 for a layer run in torch."""
+        return 0 if self._layer is None else self._layer.saved_for_backward_bytes()
 
     def extra_repr(self) -> str:
         c = self._config
+        if c is None:
+            return f"backend=torch ({self.native_reason})"
         return (f"dim={c['dim']}, hidden_dim={c['hidden_dim']}, num_experts={c['num_experts']}, top_k={c['top_k']}, "
                 f"activation={c['activation']!r}, router_type={c['router_type']!r}, backend=hymoe")
 
@@ -447,13 +693,20 @@ def build_moe(
         "packed_experts": packed_experts,
     }
     _validate(config)
+    reg = _component_registry()
+    try:
+        router_builder = reg.get("router", router_type)
+        mlp_builder = reg.get("mlp", _ACTIVATION_TO_MLP.get(activation, activation))
+    except KeyError as e:
+        raise ValueError(f"build_moe: {e.args[0]}") from None
+    router_kwargs = {}
     if router_type == "sigmoid_topk":
-        router = SigmoidTopKRouter(dim, num_experts, top_k, sequence_aux_loss_weight, bias_schedule)
-    else:
-        router = SoftmaxTopKRouter(dim, num_experts, top_k)
-    experts = nn.ModuleList([_build_mlp(dim, hidden_dim, activation) for _ in range(num_experts)])
-    shared_expert = _build_mlp(dim, hidden_dim, activation) if shared_experts > 0 else None
-    return MoEMLP(config, router, experts, shared_expert)
+        router_kwargs = {"sequence_aux_loss_weight": sequence_aux_loss_weight, "bias_schedule": bias_schedule}
+    router = router_builder(dim, num_experts, top_k, **router_kwargs)
+    experts = nn.ModuleList([mlp_builder(dim, hidden_dim) for _ in range(num_experts)])
+    shared_expert = mlp_builder(dim, hidden_dim) if shared_experts > 0 else None
+    return MoEMLP(router, experts, shared_expert, capacity_factor=capacity_factor, gradient_scale=gradient_scale,
+                  packed_experts=packed_experts)
 
 
 def _validate(config: dict) -> None:
@@ -467,19 +720,20 @@ def _validate(config: dict) -> None:
             raise ValueError(f"build_moe: {key}={config[key]} must be positive")
     if config["top_k"] > config["num_experts"]:
         raise ValueError(f"build_moe: top_k={config['top_k']} exceeds num_experts={config['num_experts']}")
-    if config["activation"] not in _MLP_ACTIVATIONS:
-        raise ValueError(f"build_moe: activation={config['activation']!r} is not one of silu, gelu, relu")
-    if config["router_type"] not in ("softmax_topk", "sigmoid_topk"):
-        raise ValueError(f"build_moe: router_type={config['router_type']!r} is not one of softmax_topk, sigmoid_topk")
+    reg = _component_registry()
+    mlp_key = _ACTIVATION_TO_MLP.get(config["activation"], config["activation"])
+    if mlp_key not in reg.list("mlp"):
+        raise ValueError(f"build_moe: activation={config['activation']!r} is not one of silu, gelu, relu or an "
+                         f"'mlp' registry entry ({', '.join(reg.list('mlp'))})")
+    if config["router_type"] not in reg.list("router"):
+        raise ValueError(f"build_moe: router_type={config['router_type']!r} is not a 'router' registry entry "
+                         f"({', '.join(reg.list('router'))})")
+    if config["router_type"] == "sigmoid_topk" and config["bias_schedule"] not in _BIAS_SCHEDULES:
+        raise ValueError(f"build_moe: bias_schedule={config['bias_schedule']!r} is not one of "
+                         f"{', '.join(_BIAS_SCHEDULES)}")
 
 
-# ---- KempnerForge's expert helpers, run by hymoe's grouped expert kernels (forward only) ----
-
-
-def _no_grad_needed(who: str, *tensors) -> None:
-    if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors):
-        raise RuntimeError(f"hymoe.torch.{who} runs hymoe's C++ kernels and is forward-only; call it under "
-                           "torch.no_grad() (the MoE layer itself is differentiable)")
+# ---- KempnerForge's expert helpers, run by hymoe's grouped expert kernels ----
 
 
 def _activation_name(activation) -> str:
@@ -491,32 +745,117 @@ def _activation_name(activation) -> str:
     raise ValueError(f"hymoe.torch: activation {activation!r} is not one of F.silu, F.gelu, F.relu")
 
 
+def _grouped_reference(x_sorted, counts, mats, activation, packed):
+    """The helpers' function in torch ops: expert e's MLP on its rows. mats[e] = (gate or None, up, down) as
+    nn.Linear (out, in) weights, or packed (in, out) slices. The backward of _GroupedExperts differentiates this."""
+    act = _MLP_ACTIVATIONS[activation]
+    outs, offset = [], 0
+    for (gate, up, down), n in zip(mats, counts):
+        h = x_sorted[offset:offset + n]
+        offset += n
+        if n == 0:
+            continue
+        if packed:
+            mid = F.silu(h @ gate) * (h @ up) if gate is not None else act(h @ up)
+            outs.append(mid @ down)
+        else:
+            mid = F.silu(F.linear(h, gate)) * F.linear(h, up) if gate is not None else act(F.linear(h, up))
+            outs.append(F.linear(mid, down))
+    return torch.cat(outs) if outs else torch.zeros_like(x_sorted)
+
+
+class _GroupedExperts(torch.autograd.Function):
+    """y = the grouped expert MLPs of x_sorted, computed by hymoe's C++ kernels. The bindings have no backward
+    for these kernels, so backward recomputes the experts' forward in torch ops on the saved inputs and takes
+    torch's gradient of it (exact for that function; hymoe's forward agrees with it to float32 rounding). Every
+    weight gets a gradient, zeros for an expert with no row, as KempnerForge's stacked grouped GEMM gives."""
+
+    @staticmethod
+    def forward(ctx, run, counts, activation, packed, n_per_expert, x_sorted, *weights):
+        ctx.counts, ctx.activation, ctx.packed, ctx.n_per_expert = counts, activation, packed, n_per_expert
+        ctx.save_for_backward(x_sorted, *weights)
+        return run()
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_y):
+        x_sorted, *weights = ctx.saved_tensors
+        inputs = [t.detach().requires_grad_(need) for t, need in zip([x_sorted] + weights, ctx.needs_input_grad[5:])]
+        wanted = [t for t in inputs if t.requires_grad]
+        grads = {}
+        if wanted:
+            with torch.enable_grad():
+                mats = _expert_mats(inputs[1:], ctx.n_per_expert, ctx.packed, len(ctx.counts))
+                y = _grouped_reference(inputs[0], ctx.counts, mats, ctx.activation, ctx.packed)
+                got = torch.autograd.grad(y, wanted, grad_y.to(y.dtype), allow_unused=True)
+            grads = {id(t): torch.zeros_like(t) if g is None else g for t, g in zip(wanted, got)}
+        return (None,) * 5 + tuple(grads.get(id(t)) for t in inputs)
+
+
+def _expert_mats(weights, n_per_expert, packed, num_experts):
+    """(gate or None, up, down) per expert from the flat weight list _GroupedExperts takes."""
+    if packed:  # weights = [up_w, down_w] or [up_w, down_w, gate_w], each (E, in, out)
+        up, down = weights[0], weights[1]
+        gate = weights[2] if len(weights) == 3 else None
+        return [(None if gate is None else gate[e], up[e], down[e]) for e in range(num_experts)]
+    mats = []
+    for e in range(num_experts):  # weights = per expert [gate,] up, down
+        w = weights[e * n_per_expert:(e + 1) * n_per_expert]
+        mats.append((w[0], w[1], w[2]) if n_per_expert == 3 else (None, w[0], w[1]))
+    return mats
+
+
+def _check_counts(counts, rows: int, who: str) -> list:
+    counts = [int(c) for c in counts]
+    if any(c < 0 for c in counts) or sum(counts) != rows:
+        raise ValueError(f"hymoe.torch.{who}: tokens_per_expert {counts} must be non-negative and sum to the "
+                         f"{rows} rows of x_sorted")
+    return counts
+
+
 def grouped_expert_forward(x_sorted: torch.Tensor, tokens_per_expert: list[int], experts: nn.ModuleList) -> torch.Tensor:
     """KempnerForge's ``grouped_expert_forward``: experts[e] on rows [offset_e, offset_e + tokens_per_expert[e])
-    of x_sorted (total_tokens, dim); returns (total_tokens, dim) in the same order."""
-    weights = [w for e in experts for w in e.parameters()]
-    _no_grad_needed("grouped_expert_forward", x_sorted, *weights)
+    of x_sorted (total_tokens, dim); returns (total_tokens, dim) in the same order, differentiable in x_sorted
+    and every expert weight."""
     swiglu = hasattr(experts[0], "gate_proj")
     activation = "silu" if swiglu else _activation_name(experts[0]._activation)
-    mats = [(_np_f32(_as_f32(e.gate_proj.weight, "gate_proj")) if swiglu else None,
-             _np_f32(_as_f32(e.up_proj.weight, "up_proj")), _np_f32(_as_f32(e.down_proj.weight, "down_proj")))
-            for e in experts]
-    y = _core.moe_grouped_expert_forward(_np_f32(_as_f32(x_sorted, "x_sorted")), [int(c) for c in tokens_per_expert],
-                                     mats, activation)
-    return torch.from_numpy(y).to(x_sorted.dtype)
+    names = ("gate_proj", "up_proj", "down_proj") if swiglu else ("up_proj", "down_proj")
+    weights = [getattr(e, n).weight for e in experts for n in names]
+    counts = _check_counts(tokens_per_expert, x_sorted.shape[0], "grouped_expert_forward")
+
+    def run():
+        mats = [(_np_f32(_as_f32(e.gate_proj.weight, "gate_proj")) if swiglu else None,
+                 _np_f32(_as_f32(e.up_proj.weight, "up_proj")), _np_f32(_as_f32(e.down_proj.weight, "down_proj")))
+                for e in experts]
+        y = _core.moe_grouped_expert_forward(_np_f32(_as_f32(x_sorted, "x_sorted")), counts, mats, activation)
+        return torch.from_numpy(y).to(x_sorted.dtype)
+
+    return _GroupedExperts.apply(run, counts, activation, False, len(names), x_sorted, *weights)
 
 
 def grouped_expert_forward_packed(x_sorted: torch.Tensor, tokens_per_expert: list[int], up_w: torch.Tensor,
                                   down_w: torch.Tensor, gate_w: torch.Tensor | None, activation) -> torch.Tensor:
     """KempnerForge's ``grouped_expert_forward_packed`` over (E, in, out) weights; SwiGLU when gate_w is given
-    (activation is then ignored, as there), else ``activation`` (F.gelu / F.relu / F.silu or its name)."""
-    _no_grad_needed("grouped_expert_forward_packed", x_sorted, up_w, down_w, gate_w)
+    (activation is then ignored, as there), else ``activation`` (F.gelu / F.relu / F.silu or its name).
+    Differentiable in x_sorted, up_w, down_w and gate_w."""
     name = "silu" if gate_w is not None else _activation_name(activation)
-    y = _core.moe_grouped_expert_forward_packed(
-        _np_f32(_as_f32(x_sorted, "x_sorted")), [int(c) for c in tokens_per_expert],
-        _np_f32(_as_f32(up_w, "up_w")), _np_f32(_as_f32(down_w, "down_w")),
-        None if gate_w is None else _np_f32(_as_f32(gate_w, "gate_w")), name)
-    return torch.from_numpy(y).to(x_sorted.dtype)
+    counts = _check_counts(tokens_per_expert, x_sorted.shape[0], "grouped_expert_forward_packed")
+
+    def run():
+        y = _core.moe_grouped_expert_forward_packed(
+            _np_f32(_as_f32(x_sorted, "x_sorted")), counts,
+            _np_f32(_as_f32(up_w, "up_w")), _np_f32(_as_f32(down_w, "down_w")),
+            None if gate_w is None else _np_f32(_as_f32(gate_w, "gate_w")), name)
+        return torch.from_numpy(y).to(x_sorted.dtype)
+
+    weights = [up_w, down_w] + ([] if gate_w is None else [gate_w])
+    return _GroupedExperts.apply(run, counts, name, True, 0, x_sorted, *weights)
+
+
+def _no_grad_needed(who: str, *tensors) -> None:
+    if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors):
+        raise RuntimeError(f"hymoe.torch.{who} runs hymoe's C++ kernels and is forward-only; call it under "
+                           "torch.no_grad() (the MoE layer itself is differentiable)")
 
 
 def scale_by_expert_load(expert_out: torch.Tensor, tokens_per_expert: list[int], num_experts: int) -> torch.Tensor:

@@ -389,8 +389,6 @@ def test_expert_helpers_match_a_torch_loop():
         scaled = hmoe.scale_by_expert_load(ref, counts, 3)
         avg = 5 / 3
         assert_matches(scaled, torch.cat([ref[:2] * (avg / 2), ref[2:] * (avg / 3)]), "scaled")
-    with pytest.raises(RuntimeError, match="forward-only"):
-        hmoe.grouped_expert_forward(xs, counts, m.experts)  # the experts' weights require grad
 
 
 def test_gil_is_released_during_forward():

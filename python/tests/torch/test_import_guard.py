@@ -1,0 +1,44 @@
+"""Importing hymoe.torch where hymoe._torch_core was not built (pip's isolated build, no PyTorch headers) is
+silent and takes the numpy-based path; a _torch_core that is there but does not load warns (issue 25)."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+import hymoe  # noqa: E402
+
+
+def _import_with_extension_dir(ext_dir):
+    env = dict(os.environ, HYMOE_EXTENSION_DIR=str(ext_dir), PYTHONPATH=str(Path(hymoe.__file__).parents[1]))
+    code = "import warnings; warnings.simplefilter('always'); import hymoe.torch as t; print('FAST', t.FAST_FORWARD)"
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+
+
+def _core_file():
+    found = [p.resolve() for d in hymoe.__path__ for p in Path(d).glob("_core*.so")]
+    if not found:
+        pytest.skip("no built hymoe._core beside the package")
+    return found[0]
+
+
+def test_import_without_torch_core_is_silent(tmp_path):
+    core = _core_file()
+    (tmp_path / core.name).symlink_to(core)
+    if any(Path(d).resolve() != core.parent and any(Path(d).glob("_torch_core*")) for d in hymoe.__path__):
+        pytest.skip("a _torch_core lies beside the source package itself")
+    r = _import_with_extension_dir(tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "FAST False" in r.stdout and "_torch_core" not in r.stderr, r.stderr
+
+
+def test_import_with_a_broken_torch_core_warns(tmp_path):
+    core = _core_file()
+    (tmp_path / core.name).symlink_to(core)
+    (tmp_path / core.name.replace("_core", "_torch_core", 1)).write_bytes(b"not an ELF file")
+    r = _import_with_extension_dir(tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "FAST False" in r.stdout and "hymoe._torch_core does not load" in r.stderr, r.stderr
