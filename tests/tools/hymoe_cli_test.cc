@@ -71,7 +71,7 @@ TEST(ComputeOptions, EveryComputingCommandTakesThemAndNamesABadValue) {
 }
 
 // An integer flag keeps its exact value or is refused by name: CLI11 alone turns 2^63 into 2^63 - 1 silently (and
-// reports that number) and reads 0x10 as hex.
+// reports that number), reads 0x10 as hex and 010 as octal.
 TEST(IntegerFlags, AValueBeyondTheTypeOrNotDecimalIsRefusedByName) {
   for (const std::string args : {"demo --tokens", "train --steps", "bench --tokens", "plan --num-gpu-experts"}) {
     std::string log;
@@ -82,6 +82,9 @@ TEST(IntegerFlags, AValueBeyondTheTypeOrNotDecimalIsRefusedByName) {
     EXPECT_EQ(log.find("9223372036854775807 "), std::string::npos) << args << ": " << log;
     EXPECT_NE(run_command(tool_path() + " " + args + " 0x10", &log), 0) << args;
     EXPECT_NE(log.find("must be a decimal integer, got '0x10'"), std::string::npos) << args << ": " << log;
+    EXPECT_NE(run_command(tool_path() + " " + args + " 010", &log), 0) << args;
+    EXPECT_NE(log.find("without leading zeros (010 would be read as octal), got '010'"), std::string::npos)
+        << args << ": " << log;
   }
 }
 

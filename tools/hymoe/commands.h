@@ -33,7 +33,8 @@ inline const CLI::Validator kNonNegativeInteger = integer_at_least_validator(0);
 inline const CLI::Validator kPositiveInteger = integer_at_least_validator(1);
 
 // Every integer flag's text, checked before CLI11 converts it: CLI11's conversion saturates a value beyond the
-// type (2^63 becomes 2^63 - 1, silently) and reads 0x10 as hex. main() attaches it to every INT/UINT option.
+// type (2^63 becomes 2^63 - 1, silently), reads 0x10 as hex and 010 as octal. main() attaches it to every INT/UINT
+// option.
 CLI::Validator integer_text_validator(bool is_unsigned);
 
 // The bench table for one shape (f32, uniform routing, 3 repeats), for the demo.

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <string>
+#include <string_view>
 
 #include "commands.h"
 
@@ -48,11 +49,14 @@ CLI::Validator integer_text_validator(bool is_unsigned) {
   const std::string range = is_unsigned ? "[0, 18446744073709551615]" : "[-9223372036854775808, 9223372036854775807]";
   return CLI::Validator(
       [is_unsigned, range](std::string& text) -> std::string {
-        // Decimal digits only: CLI11 would also read 0x10 as hex and 010 as octal.
-        const size_t digits = text.find_first_not_of("+-") == 1 && !is_unsigned ? 1 : 0;
-        const bool decimal = text.size() > digits && text.find_first_not_of("0123456789", digits) == std::string::npos &&
-                             (digits == 0 || text[0] == '-' || text[0] == '+');
-        if (!decimal) return "must be a decimal integer, got '" + text + "'";
+        // Decimal digits only, after one sign for a signed flag: CLI11 would also read 0x10 as hex, and 010 as
+        // octal (8), so a leading zero before more digits is refused too.
+        const size_t start = !is_unsigned && !text.empty() && (text[0] == '-' || text[0] == '+') ? 1 : 0;
+        const std::string_view digits = std::string_view(text).substr(start);
+        if (digits.empty() || digits.find_first_not_of("0123456789") != std::string_view::npos)
+          return "must be a decimal integer, got '" + text + "'";
+        if (digits.size() > 1 && digits[0] == '0')
+          return "must be a decimal integer without leading zeros (010 would be read as octal), got '" + text + "'";
         errno = 0;
         if (is_unsigned) std::strtoull(text.c_str(), nullptr, 10);
         else std::strtoll(text.c_str(), nullptr, 10);
