@@ -62,6 +62,8 @@ std::unique_ptr<TensorSource> open_safetensors_source(const std::string& path);
 // How a path given as a model is read: a path that is not a directory is a GGUF file when its name ends in
 // ".gguf" or its first four bytes are the GGUF magic; everything else is a Hugging Face model directory.
 bool is_gguf_model_path(const std::string& path);
+// The same rule for an input already opened: `path`'s name, or `head`, its first bytes (any number; four decide).
+bool is_gguf_image(const std::string& path, std::span<const std::byte> head);
 
 // ---- config.json ----
 

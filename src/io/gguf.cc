@@ -401,12 +401,7 @@ class GgufParser {
 // --- GgufFile ---
 
 GgufFile GgufFile::open(const std::string& path, GgufReadOptions options) {
-  GgufFile file;
-  file.storage_ = MappedFile::open(path);
-  file.image_ = file.storage_->view();
-  file.label_ = path;
-  GgufParser(file, options).parse();
-  return file;
+  return open(MappedFile::open(path), path, options);
 }
 
 GgufFile GgufFile::from_bytes(std::vector<std::byte> bytes, std::string label, GgufReadOptions options) {

@@ -13,13 +13,19 @@ bool is_gguf_model_path(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (fs::is_directory(path, ec)) return false;
-  if (fs::path(path).extension() == ".gguf") return true;
   // A stream's first bytes would be consumed by the peek: only a regular file is looked into (a pipe is a GGUF
   // model for --model only by its .gguf name; `inspect` opens its inputs once and looks at the bytes it read).
-  if (!fs::is_regular_file(path, ec)) return false;
-  std::ifstream in(path, std::ios::binary);
-  char magic[4] = {};
-  return in.read(magic, 4) && std::memcmp(magic, "GGUF", 4) == 0;
+  std::byte magic[4] = {};
+  if (fs::is_regular_file(path, ec)) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in.read(reinterpret_cast<char*>(magic), 4)) return is_gguf_image(path, {});
+  }
+  return is_gguf_image(path, magic);
+}
+
+bool is_gguf_image(const std::string& path, std::span<const std::byte> head) {
+  return std::filesystem::path(path).extension() == ".gguf" ||
+         (head.size() >= 4 && std::memcmp(head.data(), "GGUF", 4) == 0);
 }
 
 const HfConfig& Model::config() const {

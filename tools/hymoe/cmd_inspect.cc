@@ -1,9 +1,7 @@
 // `hymoe inspect`: what a safetensors file holds (names, dtypes, shapes, bytes, metadata); GGUF files go to
 // inspect_gguf.cc.
 #include <algorithm>
-#include <cstring>
 #include <memory>
-#include <span>
 
 #include <fmt/format.h>
 
@@ -36,9 +34,7 @@ int run_inspect(const std::vector<std::string>& paths) {
     }
     // Opened once and chosen by the first bytes (or the name), so a pipe (`inspect <(cat model.gguf)`) is read once.
     const std::shared_ptr<const MappedFile> image = MappedFile::open(InputFile(path));
-    const std::span<const std::byte> head = image->view();
-    if (std::filesystem::path(path).extension() == ".gguf" ||
-        (head.size() >= 4 && std::memcmp(head.data(), "GGUF", 4) == 0)) {
+    if (is_gguf_image(path, image->view())) {
       inspect_gguf(GgufFile::open(image, path));
       continue;
     }
