@@ -37,6 +37,7 @@ struct HfCase {
   SafetensorsFile input, expected;
   std::string y_key;
   Tol y_tol, w_tol;
+  bool bf16_weights;  // expert weights stored in bf16 (a quantized checkpoint's bf16 compute never reaches them)
 
   explicit HfCase(const std::string& name)
       : dir(hf_case_dir(name)),
@@ -50,15 +51,12 @@ struct HfCase {
     const auto& yt = st[fp32_compute ? "y.fp32_compute" : "y"];
     y_tol = {yt["rtol"].get<double>(), yt["atol"].get<double>()};
     w_tol = {st["route.weights"]["rtol"].get<double>(), st["route.weights"]["atol"].get<double>()};
+    std::ifstream in(dir + "/config.json");
+    const std::string config((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    bf16_weights =
+        meta["dtype"].get<std::string>() == "bfloat16" && config.find("quantization_config") == std::string::npos;
   }
 };
-
-// Expert weights stored in bf16 (not a quantized checkpoint, whose bf16 compute does not reach the bf16 kernels).
-bool bf16_case(const HfCase& c) {
-  std::ifstream in(c.dir + "/config.json");
-  const std::string config((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  return c.meta["dtype"].get<std::string>() == "bfloat16" && config.find("quantization_config") == std::string::npos;
-}
 
 // The bf16 path `setting` runs on this CPU (kWiden or kNative).
 Bf16Compute path_of(Bf16Compute setting) { return kernels::resolve_bf16_compute(kernels::active_isa(), setting); }
@@ -73,12 +71,13 @@ void expect_matches(const HfCase& c, const Tensor& y, const std::vector<int32_t>
   EXPECT_TRUE(test::all_close(weights, exp_w, c.w_tol.rtol, c.w_tol.atol)) << "route.weights";
   const Tensor want = c.expected.read_f32(c.y_key);
   Tol tol = c.y_tol;
-  if (bf16_case(c) && path == Bf16Compute::kNative) {
+  if (c.bf16_weights && path == Bf16Compute::kNative) {
     double max_abs = 0;
     for (int64_t i = 0; i < want.numel(); ++i) max_abs = std::max(max_abs, std::abs(static_cast<double>(want[i])));
     tol = {0.0, 1e-2 * max_abs};
   }
-  EXPECT_TRUE(test::all_close(y, want, tol.rtol, tol.atol)) << c.y_key << " on the bf16 path " << bf16_compute_name(path);
+  EXPECT_TRUE(test::all_close(y, want, tol.rtol, tol.atol))
+      << c.y_key << " on the bf16 path " << bf16_compute_name(path);
 }
 
 // The bits of y, to tell the two bf16 paths apart.
@@ -122,7 +121,7 @@ class HfBf16Conformance : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(HfBf16Conformance, EachBf16PathReproducesTransformers) {
   const HfCase c(GetParam());
-  ASSERT_TRUE(bf16_case(c));
+  ASSERT_TRUE(c.bf16_weights);
   const Bf16Compute before = bf16_compute();
   const Tensor x = c.input.read_f32("x");
   std::vector<std::vector<float>> outputs;
