@@ -115,6 +115,14 @@ class GroupedFfn {
   // Bytes of weights (and biases) the implementation holds in its own memory, e.g. its packed panels; 0 for one
   // that reads the caller's views in place (the reference).
   virtual int64_t weight_bytes() const { return 0; }
+  // Frees what the implementation holds of group g (its packed panels) or, for one that reads the caller's views in
+  // place, nothing; a later run must give g no rows until restore_group(g, ...) (HYMOE_CHECK). Not to be called
+  // while run() is in progress. The hybrid engine (src/runtime/) drops experts resident elsewhere this way.
+  virtual void release_group(int64_t g) { (void)g; }
+  // Packs group g again from `weights` (the view it was built from, or one with the same shapes and storage); the
+  // group then computes the same bits as before it was released.
+  virtual void restore_group(int64_t g, const MlpWeightsView& weights) { (void)g, (void)weights; }
+  virtual bool group_released(int64_t g) const { (void)g; return false; }
 };
 
 // How the fast implementations compute with the weights they are given (docs/kernels.md, "Formats").

@@ -18,24 +18,16 @@ class GroupedFfnPacked final : public GroupedFfn {
  public:
   GroupedFfnPacked(const GroupedFfnShape& shape, std::span<const MlpWeightsView> weights, const IsaKernels& ik,
                    WeightFormat first_format, WeightFormat down_format)
-      : shape_(shape), ik_(ik), first_format_(ik.format(first_format)), down_format_(ik.format(down_format)) {
+      : shape_(shape), ik_(ik), first_format_(ik.format(first_format)), down_format_(ik.format(down_format)),
+        first_wf_(first_format), down_wf_(down_format) {
     validate_grouped_ffn_weights(shape_, weights);
     HYMOE_CHECK(first_format_, "isa ", isa_name(ik.isa), " has no ", weight_format_operands(first_format), " kernels");
     HYMOE_CHECK(down_format_, "isa ", isa_name(ik.isa), " has no ", weight_format_operands(down_format), " kernels");
     // The vector SwiGLU takes whole vectors of the ISA: a format with narrower panels (the GGUF formats' AVX2
     // kernels on an AVX-512 ISA) takes AVX2's, which every AVX-512 machine runs.
     swiglu_ = first_format_->nr % ik.nr == 0 ? ik.swiglu : isa_kernels_avx2().swiglu;
-    const bool gated = is_gated(shape_.activation);
-    const int first_nr = first_format_->nr, down_nr = down_format_->nr;
-    for (const auto& w : weights) {
-      Packed p;
-      p.first = gated ? pack_gate_up(w.gate, w.up, first_nr, first_format) : pack_matrix(w.up, first_nr, first_format);
-      p.down = pack_matrix(w.down, down_nr, down_format);
-      if (w.gate_bias) p.gate_bias.assign(w.gate_bias, w.gate_bias + shape_.hidden);
-      if (w.up_bias) p.up_bias.assign(w.up_bias, w.up_bias + shape_.hidden);
-      if (w.down_bias) p.down_bias.assign(w.down_bias, w.down_bias + shape_.dim);
-      packed_.push_back(std::move(p));
-    }
+    for (const auto& w : weights) packed_.push_back(pack(w));
+    released_.assign(packed_.size(), 0);
     // A layer whose down projection has a format of its own names both: grouped_ffn_q4_kw_f32+q6_kw_f32_4x16__avx2.
     name_ = std::string("grouped_ffn_") + weight_format_operands(first_format) +
             (down_format == first_format ? "" : std::string("+") + weight_format_operands(down_format)) + "_" +
@@ -48,6 +40,9 @@ class GroupedFfnPacked final : public GroupedFfn {
     const int64_t G = shape_.num_groups, D = shape_.dim, H = shape_.hidden;
     const int64_t R = args.offsets[G];
     if (R == 0) return;
+    for (int64_t g = 0; g < G; ++g)
+      HYMOE_CHECK(!released_[static_cast<size_t>(g)] || args.offsets[g + 1] == args.offsets[g], "group ", g,
+                  " was released but is given ", args.offsets[g + 1] - args.offsets[g], " rows");
     const bool gated = is_gated(shape_.activation);
     const int nr = first_format_->nr, half = nr / 2;
     const WorkspaceLease ws;
@@ -123,6 +118,18 @@ class GroupedFfnPacked final : public GroupedFfn {
 
   const GroupedFfnShape& shape() const override { return shape_; }
   const char* name() const override { return name_.c_str(); }
+  void release_group(int64_t g) override {
+    HYMOE_CHECK(g >= 0 && g < shape_.num_groups, "release_group: group ", g, " of ", shape_.num_groups);
+    packed_[static_cast<size_t>(g)] = Packed{};
+    released_[static_cast<size_t>(g)] = 1;
+  }
+  void restore_group(int64_t g, const MlpWeightsView& w) override {
+    HYMOE_CHECK(g >= 0 && g < shape_.num_groups, "restore_group: group ", g, " of ", shape_.num_groups);
+    validate_grouped_ffn_weights(GroupedFfnShape{1, shape_.dim, shape_.hidden, shape_.activation}, {&w, 1});
+    packed_[static_cast<size_t>(g)] = pack(w);
+    released_[static_cast<size_t>(g)] = 0;
+  }
+  bool group_released(int64_t g) const override { return released_[static_cast<size_t>(g)] != 0; }
   int64_t weight_bytes() const override {
     int64_t n = 0;
     for (const Packed& p : packed_)
@@ -137,10 +144,23 @@ class GroupedFfnPacked final : public GroupedFfn {
     PackedMatrix down;   // (dim / NR, hidden, NR)
     std::vector<float> gate_bias, up_bias, down_bias;  // (hidden), (hidden), (dim); empty without biases
   };
+  Packed pack(const MlpWeightsView& w) const {
+    Packed p;
+    p.first = is_gated(shape_.activation) ? pack_gate_up(w.gate, w.up, first_format_->nr, first_wf_)
+                                          : pack_matrix(w.up, first_format_->nr, first_wf_);
+    p.down = pack_matrix(w.down, down_format_->nr, down_wf_);
+    if (w.gate_bias) p.gate_bias.assign(w.gate_bias, w.gate_bias + shape_.hidden);
+    if (w.up_bias) p.up_bias.assign(w.up_bias, w.up_bias + shape_.hidden);
+    if (w.down_bias) p.down_bias.assign(w.down_bias, w.down_bias + shape_.dim);
+    return p;
+  }
+
   GroupedFfnShape shape_;
   const IsaKernels& ik_;
   const GemmFormat* first_format_;  // gate/up (or up)
   const GemmFormat* down_format_;
+  WeightFormat first_wf_, down_wf_;
+  std::vector<uint8_t> released_;  // (G) 1 where release_group freed the group's panels
   SwigluFn swiglu_;
   std::vector<Packed> packed_;
   std::string name_;

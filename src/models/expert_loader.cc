@@ -266,6 +266,27 @@ ExpertWeights load_fused_out_in_experts(const TensorSource& src, const MoELayerS
 
 }  // namespace
 
+kernels::Activation kernel_activation(ExpertActivation a) {
+  switch (a) {
+    case ExpertActivation::kSwiGLU: return kernels::Activation::kSwiGLU;
+    case ExpertActivation::kClampedSwiGLU: return kernels::Activation::kClampedSwiGLU;
+    case ExpertActivation::kGeGLU: return kernels::Activation::kGeGLU;
+    case ExpertActivation::kGeGLUTanh: return kernels::Activation::kGeGLUTanh;
+    case ExpertActivation::kReGLU: return kernels::Activation::kReGLU;
+  }
+  HYMOE_CHECK(false, "unknown expert activation ", static_cast<int>(a));
+  return kernels::Activation::kSwiGLU;
+}
+
+std::unique_ptr<kernels::GroupedFfn> make_expert_ffn(const MoELayerSpec& spec,
+                                                     std::span<const kernels::MlpWeightsView> views, int64_t hidden,
+                                                     const kernels::GroupedFfnOptions& options) {
+  kernels::GroupedFfnShape shape{static_cast<int64_t>(views.size()), spec.dim, hidden, kernel_activation(spec.activation)};
+  shape.swiglu_alpha = static_cast<float>(spec.swiglu_alpha);
+  shape.swiglu_limit = static_cast<float>(spec.swiglu_limit);
+  return kernels::make_grouped_ffn(shape, views, kernels::active_isa(), options);
+}
+
 std::vector<float> load_f32(const TensorSource& source, const std::string& name, const Shape& shape, const std::string& why) {
   const TensorRef t = checked_tensor(source, name, shape, why);
   std::vector<float> out(static_cast<size_t>(shape_numel(shape)));

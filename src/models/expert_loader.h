@@ -7,6 +7,8 @@
 
 #include <cstdint>
 #include <deque>
+#include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -29,6 +31,15 @@ struct ExpertWeights {
 ExpertWeights load_routed_experts(const TensorSource& source, const MoELayerSpec& spec, const Quantization& quant);
 // The spec's shared expert (spec.shared.hidden > 0).
 ExpertWeights load_shared_expert(const TensorSource& source, const MoELayerSpec& spec, const Quantization& quant);
+
+// The kernels' form of a family's expert activation.
+kernels::Activation kernel_activation(ExpertActivation a);
+// The grouped kernels over `views` with the spec's activation (and gpt-oss's alpha and limit). The kernels pack the
+// views' weights (their stored dtype kept) and own the packed copy; the views' buffers and the mapping may go once
+// this returns.
+std::unique_ptr<kernels::GroupedFfn> make_expert_ffn(const MoELayerSpec& spec,
+                                                     std::span<const kernels::MlpWeightsView> views, int64_t hidden,
+                                                     const kernels::GroupedFfnOptions& options = {});
 
 // A small tensor (router weight, biases) as float32, its shape checked. `why` explains the expected shape.
 std::vector<float> load_f32(const TensorSource& source, const std::string& name, const Shape& shape, const std::string& why);

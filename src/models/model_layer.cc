@@ -28,27 +28,6 @@ int64_t ModelMoELayer::resident_weight_bytes() const { return impl_->resident_by
 
 namespace {
 
-kernels::Activation kernel_activation(ExpertActivation a) {
-  switch (a) {
-    case ExpertActivation::kSwiGLU: return kernels::Activation::kSwiGLU;
-    case ExpertActivation::kClampedSwiGLU: return kernels::Activation::kClampedSwiGLU;
-    case ExpertActivation::kGeGLU: return kernels::Activation::kGeGLU;
-    case ExpertActivation::kGeGLUTanh: return kernels::Activation::kGeGLUTanh;
-    case ExpertActivation::kReGLU: return kernels::Activation::kReGLU;
-  }
-  HYMOE_CHECK(false, "unknown expert activation ", static_cast<int>(a));
-  return kernels::Activation::kSwiGLU;
-}
-
-// The kernels pack the views' weights (their stored dtype kept) and own the packed copy; the views' buffers and
-// the mapping may go once this returns.
-std::unique_ptr<kernels::GroupedFfn> make_ffn(const MoELayerSpec& s, const ExpertWeights& w, int64_t hidden) {
-  kernels::GroupedFfnShape shape{static_cast<int64_t>(w.views.size()), s.dim, hidden, kernel_activation(s.activation)};
-  shape.swiglu_alpha = static_cast<float>(s.swiglu_alpha);
-  shape.swiglu_limit = static_cast<float>(s.swiglu_limit);
-  return kernels::make_grouped_ffn(shape, w.views);
-}
-
 int64_t bias_bytes(const ExpertWeights& w) {
   int64_t n = 0;
   for (const auto& v : w.views) n += (v.gate_bias ? 2 * v.up.n : 0) + (v.down_bias ? v.down.n : 0);
@@ -77,12 +56,12 @@ ModelMoELayer ModelMoELayer::load(const TensorSource& source, const MoELayerSpec
                                         impl->router.selection_bias.size()) * sizeof(float));
   {
     const ExpertWeights routed = load_routed_experts(source, spec, quant);
-    impl->routed_ffn = make_ffn(spec, routed, spec.hidden);
+    impl->routed_ffn = make_expert_ffn(spec, routed.views, spec.hidden);
     bytes += held_bytes(*impl->routed_ffn, routed);
   }
   if (spec.shared.hidden > 0) {
     const ExpertWeights shared = load_shared_expert(source, spec, quant);
-    impl->shared_ffn = make_ffn(spec, shared, spec.shared.hidden);
+    impl->shared_ffn = make_expert_ffn(spec, shared.views, spec.shared.hidden);
     bytes += held_bytes(*impl->shared_ffn, shared);
     if (!spec.shared.gate_weight.empty()) {
       // (1, D) as nn.Linear stores it; GGUF files also store it as ne [D].

@@ -5,32 +5,55 @@
 #include <algorithm>
 #include <cstring>
 
+#include "hymoe/error.h"
 #include "kernels/thread_pool.h"
 
 namespace hymoe {
 
-Dispatch build_dispatch(const Routing& routing) {
-  const int64_t T = routing.num_tokens, K = routing.top_k, E = routing.num_experts;
-  Dispatch d;
+namespace {
+
+// The counting sort behind both builders: expert_of(i) is assignment i's expert, or -1 to leave it out. Rows are
+// stable in (token, slot) order. `next` is scratch of E entries; no vector shrinks, so a reused `d` keeps its memory.
+template <typename ExpertOf>
+void fill_dispatch(int64_t T, int64_t K, int64_t E, ExpertOf expert_of, Dispatch& d) {
   d.offsets.assign(static_cast<size_t>(E + 1), 0);
   for (int64_t i = 0; i < T * K; ++i)
-    if (!routing.dropped[static_cast<size_t>(i)]) ++d.offsets[static_cast<size_t>(routing.indices[static_cast<size_t>(i)] + 1)];
+    if (const int64_t e = expert_of(i); e >= 0) ++d.offsets[static_cast<size_t>(e + 1)];
   for (int64_t e = 0; e < E; ++e) d.offsets[static_cast<size_t>(e + 1)] += d.offsets[static_cast<size_t>(e)];
   const int64_t R = d.offsets.back();
   d.row_token.resize(static_cast<size_t>(R));
   d.row_slot.resize(static_cast<size_t>(R));
   d.position.assign(static_cast<size_t>(T * K), -1);
-  std::vector<int64_t> next(d.offsets.begin(), d.offsets.end() - 1);
+  d.next.assign(d.offsets.begin(), d.offsets.end() - 1);
   for (int64_t t = 0; t < T; ++t)
     for (int64_t k = 0; k < K; ++k) {
-      const size_t i = static_cast<size_t>(t * K + k);
-      if (routing.dropped[i]) continue;
-      const int64_t row = next[static_cast<size_t>(routing.indices[i])]++;
+      const int64_t i = t * K + k;
+      const int64_t e = expert_of(i);
+      if (e < 0) continue;
+      const int64_t row = d.next[static_cast<size_t>(e)]++;
       d.row_token[static_cast<size_t>(row)] = t;
       d.row_slot[static_cast<size_t>(row)] = k;
-      d.position[i] = row;
+      d.position[static_cast<size_t>(i)] = row;
     }
+}
+
+}  // namespace
+
+Dispatch build_dispatch(const Routing& routing) {
+  Dispatch d;
+  fill_dispatch(routing.num_tokens, routing.top_k, routing.num_experts, [&](int64_t i) -> int64_t {
+    return routing.dropped[static_cast<size_t>(i)] ? -1 : routing.indices[static_cast<size_t>(i)];
+  }, d);
   return d;
+}
+
+void build_dispatch_from_ids(const int64_t* ids, int64_t num_tokens, int64_t top_k, int64_t num_experts,
+                             const uint8_t* skip, Dispatch& d) {
+  fill_dispatch(num_tokens, top_k, num_experts, [&](int64_t i) -> int64_t {
+    const int64_t e = ids[i];
+    HYMOE_CHECK(e < num_experts, "expert id ", e, " of ", num_experts);
+    return e < 0 || (skip && skip[e]) ? -1 : e;
+  }, d);
 }
 
 namespace {
