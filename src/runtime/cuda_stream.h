@@ -1,0 +1,15 @@
+// The one thing the engine needs of CUDA: a host function enqueued on a stream (cudaLaunchHostFunc), so a call
+// starts after the stream's copies into its pinned inputs and the stream's later copies of y wait for it. Built from
+// cuda_stream.cc where the CUDA toolkit is found, else from no_cuda_stream.cc; nothing else in hymoe includes CUDA.
+#pragma once
+
+#include <cstdint>
+
+namespace hymoe::runtime {
+
+bool cuda_streams_available();
+// fn(data) runs on a CUDA driver thread once the stream's earlier work is done. Throws when built without CUDA or
+// when the runtime refuses (no driver, no device, a bad stream), naming the CUDA error.
+void enqueue_host_function(uintptr_t stream, void (*fn)(void*), void* data);
+
+}  // namespace hymoe::runtime
