@@ -9,5 +9,6 @@ namespace hymoe::python {
 
 void register_placement(pybind11::module_& m);  // placement_bindings.cc: planner, statistics, evaluation, replay
 void register_moe(pybind11::module_& m);        // moe_bindings.cc: the MoE layer behind hymoe.torch
+void register_runtime(pybind11::module_& m);    // runtime_bindings.cc: the expert engine behind hymoe.kt
 
 }  // namespace hymoe::python

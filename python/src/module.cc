@@ -24,4 +24,5 @@ PYBIND11_MODULE(_core, m) {
   });
   hymoe::python::register_placement(m);
   hymoe::python::register_moe(m);
+  hymoe::python::register_runtime(m);
 }
