@@ -310,6 +310,51 @@ void register_placement(py::module_& m) {
     for (const SweepRow& r : rows) out.append(sweep_row_dict(r));
     return out;
   });
+  // The decode policies online (hymoe.kt.DecodePlacer): a step at a time over a running model's counts.
+  py::class_<OnlineDecodePolicy>(m, "placement_OnlineDecodePolicy")
+      .def(py::init([](const py::array& start_mask, const std::string& policy, double decay, double margin,
+                       std::optional<double> move_rate, double move_credit_cap, std::optional<py::array> prompt,
+                       double prompt_weight, uint64_t expert_bytes, double pcie_gbps, double horizon_steps,
+                       const py::dict& cost) {
+             if (start_mask.ndim() != 2) fail("start_mask must be (num_layers, num_experts)");
+             const int64_t L = start_mask.shape(0), E = start_mask.shape(1);
+             DecodePolicyOptions o;
+             o.policy = policy;
+             o.decay = decay;
+             o.margin = margin;
+             o.move_rate = move_rate;
+             o.move_credit_cap = move_credit_cap;
+             o.prompt_weight = prompt_weight;
+             o.expert_bytes = expert_bytes;
+             o.pcie_gbps = pcie_gbps;
+             o.horizon_steps = horizon_steps;
+             o.cost = cost_from(cost);
+             std::vector<uint8_t> mask = mask_from(start_mask, "start_mask");
+             o.budget = std::count(mask.begin(), mask.end(), uint8_t{1});
+             std::vector<double> prior;
+             double prompt_tokens = 1;
+             if (prompt) {
+               const CountTable t = table_from(*prompt, "prompt_counts");
+               if (t.num_layers != L || t.num_experts != E) fail("prompt_counts must be (", L, ", ", E, ")");
+               prior = t.counts;
+             }
+             return std::make_unique<OnlineDecodePolicy>(L, E, o, std::move(mask), prior, prompt_tokens);
+           }),
+           py::arg("start_mask"), py::arg("policy") = "score-cache", py::arg("decay") = 0.9, py::arg("margin") = 0.0,
+           py::arg("move_rate") = 0.125, py::arg("move_credit_cap") = 1.0, py::arg("prompt_counts") = py::none(),
+           py::arg("prompt_weight") = 0.0, py::arg("expert_bytes") = 0, py::arg("pcie_gbps") = 25.0,
+           py::arg("horizon_steps") = 8.0, py::arg("cost") = py::dict())
+      .def("step",
+           [](OnlineDecodePolicy& p, const py::array& counts, bool move) {
+             return p.step(table_from(counts, "counts").counts, move);
+           },
+           py::arg("counts"), py::arg("move") = true)
+      .def_property_readonly("mask", [](const OnlineDecodePolicy& p) {
+        const int64_t E = p.num_experts();
+        std::vector<uint8_t> m = p.mask();
+        const auto L = static_cast<py::ssize_t>(static_cast<int64_t>(m.size()) / E);
+        return mask_to_numpy(std::move(m), {L, static_cast<py::ssize_t>(E)});
+      });
   m.def("placement_replay",
         [](const py::object& trace, int64_t budget, const std::string& strategy, int64_t replan_every,
            double ema_alpha, double hysteresis, int64_t max_moves_per_replan, int64_t score_from,

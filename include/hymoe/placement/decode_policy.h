@@ -61,6 +61,29 @@ int64_t step_start_at_or_after(const RoutingTrace& trace, int64_t token);
 
 DecodeReplay replay_decode(const RoutingTrace& trace, const DecodePolicyOptions& options);
 
+// The score-cache and cost-aware policies online, one decode step at a time: what replay_decode runs over a trace,
+// and what a running model (hymoe.kt's DecodePlacer) runs over its engines' counts. Starts from `start_mask`
+// (L*E); `prompt` (L*E counts of the prompt's `prompt_tokens` tokens, or empty) seeds the scores as
+// options.prompt_weight says.
+class OnlineDecodePolicy {
+ public:
+  OnlineDecodePolicy(int64_t num_layers, int64_t num_experts, const DecodePolicyOptions& options,
+                     std::vector<uint8_t> start_mask, const std::vector<double>& prompt = {},
+                     double prompt_tokens = 1);
+  // One decode step's routed token-experts (L*E): the scores decay and take them in, then (when `move`) each
+  // layer makes the swaps the policy allows. Returns the number of experts moved.
+  int64_t step(const std::vector<double>& counts, bool move = true);
+  const std::vector<uint8_t>& mask() const { return mask_; }
+  int64_t num_experts() const { return E_; }
+
+ private:
+  int64_t L_, E_;
+  DecodePolicyOptions o_;
+  std::vector<uint8_t> mask_;
+  std::vector<double> score_, credit_;
+  double weight_ = 0;
+};
+
 // Hit rate and moves over steps [first, last) of a replay. Moves are those made after these steps.
 struct StepRangeSummary {
   int64_t first_step = 0, last_step = 0;  // indices into DecodeReplay::steps
