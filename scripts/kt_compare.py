@@ -1,6 +1,7 @@
-"""hymoe.kt beside kt-kernel 0.7.2 in one process: the same routed-expert layer, weights, ids and routing weights
-through both operators, interleaved repeat by repeat, cold weights; then hymoe.kt's call overhead and the overlap of
-its asynchronous call. One JSON line per cell on stdout (docs/performance.md, "hymoe.kt beside kt-kernel").
+"""hymoe.kt beside kt-kernel 0.7.2, one script: the same routed-expert layer, weights, ids and routing weights
+through both operators, cold weights, in alternating worker processes (kt-kernel's pool threads spin while they
+live, so the two never share a process while timed); then hymoe.kt's call overhead and the overlap of its
+asynchronous call. One JSON line per cell on stdout (docs/performance.md, "hymoe.kt beside kt-kernel").
 
 Run in a kt-kernel environment (../shared/peers/kt_kernel/setup.sh VENV) with hymoe's source package and a built
 extension on the path:
@@ -29,16 +30,64 @@ def main():
     ap.add_argument("--kinds", nargs="+", default=["bf16", "int8", "int4"], choices=list(KT_CLASSES))
     ap.add_argument("--threads", type=int, default=2, help="hymoe's threads")
     ap.add_argument("--kt-threads", type=int, nargs="+", default=[2, 1], help="kt-kernel pool sizes to run")
-    ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--repeats", type=int, default=5, help="timed repeats per cell and pass")
     ap.add_argument("--evict-mib", type=int, default=256)
+    ap.add_argument("--rounds", type=int, default=2, help="alternating worker passes per engine")
     ap.add_argument("--no-kt", action="store_true", help="hymoe only (no kt-kernel installed)")
+    ap.add_argument("--worker", help=argparse.SUPPRESS)  # "hymoe" or "kt<threads>": one pass, times as JSON
+    ap.add_argument("--dump", help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if not a.worker:
+        return parent(a)
+    worker(a)
+
+
+def parent(a):
+    """Alternates worker passes (kt-kernel per pool size, then hymoe), pools the repeats, prints the cells."""
+    import subprocess
+    import tempfile
+
+    import numpy as np
+
+    engines = ["hymoe"] + ([] if a.no_kt else [f"kt{n}" for n in a.kt_threads])
+    base = [sys.executable, __file__, "--shape", a.shape, "--tokens", *map(str, a.tokens), "--kinds", *a.kinds,
+            "--threads", str(a.threads), "--repeats", str(a.repeats), "--evict-mib", str(a.evict_mib)]
+    rows, dumps = {}, {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in range(a.rounds):
+            for eng in (engines if r % 2 == 0 else engines[::-1]):
+                dump = os.path.join(tmp, f"{eng}.npz")
+                res = subprocess.run(base + ["--worker", eng, "--dump", dump], stdout=subprocess.PIPE, text=True,
+                                     check=True)
+                dumps[eng] = dict(np.load(dump))
+                for line in res.stdout.splitlines():
+                    row = json.loads(line)
+                    key = (row["engine"], row.get("weights"), row.get("tokens"), row["threads"], row.get("measure"))
+                    if key in rows and "all_ms" in row:
+                        rows[key]["all_ms"] += row["all_ms"]
+                    else:
+                        rows[key] = row
+    for key, row in rows.items():
+        if "all_ms" in row:
+            ms = row["all_ms"]
+            row["layer_ms"] = round(statistics.median(ms), 4)
+            row["min_ms"] = round(min(ms), 4)
+            row["gflops"] = round(row["flops"] / row["layer_ms"] / 1e6, 2)
+            row["repeats"] = len(ms)
+            if row["engine"] == "kt-kernel":
+                name = f"{row['weights']}_T{row['tokens']}"
+                mine, theirs = dumps["hymoe"][name].astype(np.float32), dumps[f"kt{row['threads']}"][name]
+                theirs = theirs.astype(np.float32)
+                row["hymoe_vs_kt_rel"] = round(float(np.linalg.norm(mine - theirs) / np.linalg.norm(theirs)), 5)
+        print(json.dumps(row), flush=True)
+
+
+def worker(a):
     out = os.fdopen(os.dup(1), "w")  # kt-kernel logs to stdout: keep the real stdout for the JSON
     sys.stdout.flush()
     os.dup2(2, 1)
     import numpy as np
     import torch
-    from hymoe.kt import KTMoEWrapper
 
     torch.set_num_threads(1)
     D, I, E, K = SHAPES[a.shape]
@@ -48,22 +97,23 @@ def main():
     evict = np.ones((a.evict_mib << 20) // 4, np.float32) if a.evict_mib else None
     cpu_info = open("/proc/cpuinfo").read()
     model = next((line.split(":", 1)[1].strip() for line in cpu_info.splitlines() if line.startswith("model name")), "?")
-    head = dict(shape=a.shape, dim=D, hidden=I, experts=E, top_k=K, cpu=model, repeats=a.repeats,
-                cold=evict is not None)
-
-    kt = None
-    if not a.no_kt:
+    head = dict(shape=a.shape, dim=D, hidden=I, experts=E, top_k=K, cpu=model, cold=evict is not None)
+    hymoe = a.worker == "hymoe"
+    if hymoe:
+        from hymoe.kt import KTMoEWrapper
+    else:
         import kt_kernel
 
         kt = kt_kernel.kt_kernel_ext
         head["kt_kernel"] = f"{kt_kernel.__version__} ({kt_kernel.__cpu_variant__})"
-
+        threads = int(a.worker[2:])
+        pool = kt.CPUInfer(threads)
+    dump = {}
     for kind in a.kinds:
-        hy = KTMoEWrapper(0, E, K, D, I, None, a.threads, 1, "", max(a.tokens), method=HYMOE_METHODS[kind])
-        hy.load_weights_from_tensors(gate, up, down)
-        kts = {}
-        for n in (a.kt_threads if kt else []):
-            pool = kt.CPUInfer(n)
+        if hymoe:
+            op = KTMoEWrapper(0, E, K, D, I, None, a.threads, 1, "", max(a.tokens), method=HYMOE_METHODS[kind])
+            op.load_weights_from_tensors(gate, up, down)
+        else:
             cfg = kt.moe.MOEConfig(E, K, D, I)
             cfg.max_len = -(-max(a.tokens) // 64) * 64
             cfg.gate_proj, cfg.up_proj, cfg.down_proj = gate.data_ptr(), up.data_ptr(), down.data_ptr()
@@ -72,50 +122,49 @@ def main():
             p2l = torch.arange(E, dtype=torch.int64)
             pool.submit(op.load_weights_task(p2l.data_ptr()))
             pool.sync()
-            kts[n] = (pool, op)
         for T in a.tokens:
-            rng = np.random.default_rng(T)
-            x = (torch.rand(T, D, generator=g) * 2 - 1).to(torch.bfloat16).contiguous()
-            times = {"hymoe": []} | {f"kt{n}": [] for n in kts}
-            apart = []
+            rng = np.random.default_rng(T)  # the same x, ids and weights in every worker
+            x = torch.from_numpy(rng.uniform(-1, 1, (T, D)).astype(np.float32)).to(torch.bfloat16)
+            ms = []
             for r in range(a.repeats + 1):
                 ids = torch.from_numpy(np.argsort(rng.random((T, E)), axis=1)[:, :K].astype(np.int64))
                 w = torch.from_numpy(rng.random((T, K), dtype=np.float32))
                 w /= w.sum(1, keepdim=True)
                 if evict is not None:
                     evict.sum()
-                t0 = time.perf_counter()
-                y = hy.forward(x, ids, w)
-                dt = time.perf_counter() - t0
-                if r:
-                    times["hymoe"].append(dt * 1e3)
-                for n, (pool, op) in kts.items():
-                    yk = torch.zeros(T, D, dtype=torch.bfloat16)
+                if hymoe:
+                    t0 = time.perf_counter()
+                    y = op.forward(x, ids, w)
+                    dt = time.perf_counter() - t0
+                else:
+                    y = torch.zeros(T, D, dtype=torch.bfloat16)
                     bsz = torch.tensor([T], dtype=torch.int32)
-                    if evict is not None:
-                        evict.sum()
                     t0 = time.perf_counter()
                     pool.submit(op.forward_task(bsz.data_ptr(), K, ids.data_ptr(), w.data_ptr(), x.data_ptr(),
-                                                yk.data_ptr(), False))
+                                                y.data_ptr(), False))
                     pool.sync()
                     dt = time.perf_counter() - t0
-                    if r:
-                        times[f"kt{n}"].append(dt * 1e3)
-                        apart.append(float((y.float() - yk.float()).norm() / yk.float().norm()))
-            flops = 3.0 * 2 * T * K * D * I
-            for engine, ms in times.items():
-                med = statistics.median(ms)
-                row = dict(head, engine="hymoe.kt" if engine == "hymoe" else "kt-kernel", weights=kind, tokens=T,
-                           threads=a.threads if engine == "hymoe" else int(engine[2:]), layer_ms=round(med, 4),
-                           min_ms=round(min(ms), 4), all_ms=[round(v, 3) for v in ms],
-                           gflops=round(flops / med / 1e6, 2))
-                if engine == "hymoe":
-                    row["kernel"] = hy.moe.kernel_name
-                elif apart:
-                    row["hymoe_vs_kt_rel"] = round(statistics.median(apart), 5)
-                print(json.dumps(row), file=out, flush=True)
-        del kts
+                if r:
+                    ms.append(round(dt * 1e3, 4))
+            dump[f"{kind}_T{T}"] = y.float().numpy()
+            row = dict(head, engine="hymoe.kt" if hymoe else "kt-kernel", weights=kind, tokens=T,
+                       threads=a.threads if hymoe else threads, all_ms=ms, flops=3.0 * 2 * T * K * D * I)
+            if hymoe:
+                row["kernel"] = op.moe.kernel_name
+            print(json.dumps(row), file=out, flush=True)
+        del op
+    np.savez(a.dump, **dump)
+    if hymoe:
+        overhead_and_overlap(a, head, out, gate, up, down)
 
+
+def overhead_and_overlap(a, head, out, gate, up, down):
+    import numpy as np
+    import torch
+    from hymoe.kt import KTMoEWrapper
+
+    D, I, E, K = SHAPES[a.shape]
+    g = torch.Generator().manual_seed(1)
     # Call overhead: a 1-token call of a tiny layer (E 8, D 64, I 64), where compute is a few microseconds;
     # submit + sync through the wrapper and the engine's own submit + wait, medians of 2000.
     tiny = [(torch.rand(*s, generator=g) * 0.1).to(torch.bfloat16) for s in ((8, 64, 64), (8, 64, 64), (8, 64, 64))]

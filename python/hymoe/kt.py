@@ -19,7 +19,7 @@ import torch
 
 from hymoe import _core
 
-__all__ = ["KTMoEWrapper", "generate_gpu_experts_masks", "activation_counts", "write_counts"]
+__all__ = ["KTMoEWrapper", "DecodePlacer", "generate_gpu_experts_masks", "activation_counts", "write_counts"]
 
 # kt-kernel 0.7.2's inference methods, and how hymoe holds each one's experts: (engine format, what it reads).
 _KT_INFERENCE_METHODS = ("AMXINT4", "AMXINT8", "RAWINT4", "FP8", "FP8_PERCHANNEL", "BF16", "GPTQ_INT4",
@@ -44,9 +44,10 @@ _threads = [None]  # cpuinfer_threads of the first wrapper: hymoe's pool is proc
 
 
 def _np(t):
-    """A CPU tensor as a numpy array over its memory (bf16 as uint16 bits): no copy."""
+    """A CPU tensor as a numpy array over its memory (bf16 as its int16 bits, which the engine reads as bf16): no
+    copy."""
     if t.dtype is torch.bfloat16:
-        return t.view(torch.int16).numpy().view(np.uint16)
+        return t.view(torch.int16).numpy()
     return t.numpy()
 
 
@@ -131,9 +132,18 @@ class KTMoEWrapper:
         else:
             self.gpu_experts_mask.copy_(gpu_experts_mask)
         self.num_gpu_experts = int(self.gpu_experts_mask.sum())
+        self._set_mask_view()
         self.moe = None
         self._engine = None
         self._pending = None
+
+    def _set_mask_view(self):
+        m = self.gpu_experts_mask
+        if not (isinstance(m, torch.Tensor) and m.dtype is torch.bool and m.device.type == "cpu"
+                and tuple(m.shape) == (self.num_experts,) and m.is_contiguous()):
+            raise ValueError(f"gpu_experts_mask must be a contiguous CPU bool tensor ({self.num_experts},); write it "
+                             "in place (gpu_experts_mask.copy_(new)) to re-place experts")
+        self._mask_np, self._mask_of, self._mask_ptr = m.numpy(), m, m.data_ptr()
 
     # ---- loading ----
 
@@ -216,7 +226,7 @@ class KTMoEWrapper:
 
     def _buffers(self, hidden_states, top_k, ids_dtype):
         n, device = hidden_states.shape[0], hidden_states.device
-        key = (n, self.hidden_size, top_k, hidden_states.dtype, str(device), ids_dtype, self.layer_idx % 2)
+        key = (n, self.hidden_size, top_k, hidden_states.dtype, device, ids_dtype, self.layer_idx % 2)
         b = _buffers.get(key)
         if b is not None:
             return b
@@ -228,6 +238,7 @@ class KTMoEWrapper:
         out_dtype = hidden_states.dtype if hidden_states.dtype in (torch.bfloat16, torch.float32) else torch.float32
         if device.type == "cpu":
             b = {"output_cpu": torch.empty(n, self.hidden_size, dtype=out_dtype)}
+            b["output_np"] = _np(b["output_cpu"])
         else:
             b = {"input_cpu": _pinned((n, self.hidden_size), out_dtype),
                  "ids_cpu": _pinned((n, top_k), ids_dtype),
@@ -244,25 +255,33 @@ class KTMoEWrapper:
         if self._pending is not None:
             raise RuntimeError(f"layer {self.layer_idx}: submit_forward while a call is in flight; "
                                "sync_forward first")
-        flat = hidden_states.reshape(-1, self.hidden_size)
+        flat = hidden_states if hidden_states.dim() == 2 else hidden_states.reshape(-1, self.hidden_size)
         n = flat.shape[0]
         if self.chunked_prefill_size and self.chunked_prefill_size > 0 and n > self.chunked_prefill_size:
             raise ValueError(f"qlen ({n}) exceeds chunked_prefill_size ({self.chunked_prefill_size}); the C++ MoE "
                              "output buffer is sized by chunked_prefill_size and would be overrun. Raise "
                              "--chunked-prefill-size or reduce the prefill chunk.")
-        ids = topk_ids.reshape(n, -1)
-        weights = topk_weights.reshape(n, -1)
-        if ids.shape[1] != weights.shape[1]:
-            raise ValueError(f"topk_ids {tuple(topk_ids.shape)} and topk_weights {tuple(topk_weights.shape)} "
-                             "disagree")
+        ids = topk_ids if topk_ids.dim() == 2 else topk_ids.reshape(n, -1)
+        weights = topk_weights if topk_weights.dim() == 2 else topk_weights.reshape(n, -1)
+        if ids.shape != weights.shape or ids.shape[0] != n:
+            raise ValueError(f"topk_ids {tuple(topk_ids.shape)} and topk_weights {tuple(topk_weights.shape)} do not "
+                             f"match hidden_states' {n} tokens")
         ids_dtype = ids.dtype if ids.dtype in (torch.int32, torch.int64) else torch.int64
         b = self._buffers(flat, ids.shape[1], ids_dtype)
+        if self._mask_of is not self.gpu_experts_mask:  # the attribute was replaced, not written in place
+            self._set_mask_view()
         if flat.device.type == "cpu":
-            x = flat if flat.dtype is b["output_cpu"].dtype else flat.to(b["output_cpu"].dtype)
-            x, ids, weights = x.contiguous(), ids.to(ids_dtype).contiguous(), weights.to(torch.float32).contiguous()
-            self._engine.submit(_np(x), ids.numpy(), weights.numpy(), _np(b["output_cpu"]),
-                                self.gpu_experts_mask.numpy())
-            self._pending = (b, None, (x, ids, weights))
+            y = b["output_cpu"]
+            x = flat if flat.dtype is y.dtype and flat.is_contiguous() else flat.to(y.dtype).contiguous()
+            if ids.dtype is not ids_dtype or not ids.is_contiguous():
+                ids = ids.to(ids_dtype).contiguous()
+            if weights.dtype is not torch.float32 or not weights.is_contiguous():
+                weights = weights.to(torch.float32).contiguous()
+            bf16 = y.dtype is torch.bfloat16
+            # Raw addresses of tensors checked above and kept in _pending until sync_forward.
+            self._engine.submit_raw(n, ids.shape[1], x.data_ptr(), bf16, ids.data_ptr(), ids_dtype is torch.int32,
+                                    weights.data_ptr(), y.data_ptr(), bf16, self._mask_ptr)
+            self._pending = (b, None, (x, ids, weights, self._mask_of))
             return
         stream = torch.cuda.ExternalStream(cuda_stream) if cuda_stream else torch.cuda.current_stream(flat.device)
         with torch.cuda.stream(stream):
@@ -270,7 +289,7 @@ class KTMoEWrapper:
             b["ids_cpu"].copy_(ids, non_blocking=True)
             b["weights_cpu"].copy_(weights, non_blocking=True)
         self._engine.submit_on_stream(_np(b["input_cpu"]), b["ids_cpu"].numpy(), b["weights_cpu"].numpy(),
-                                      _np(b["output_cpu"]), self.gpu_experts_mask.numpy(), stream.cuda_stream)
+                                      _np(b["output_cpu"]), self._mask_np, stream.cuda_stream)
         self._pending = (b, stream, None)
 
     def sync_forward(self, hidden_states, cuda_stream=None):
@@ -334,6 +353,45 @@ class KTMoEWrapper:
 
     def sync_write_weight_scale_to_buffer(self):
         raise NotImplementedError("hymoe.kt does not write experts into GPU buffers")
+
+
+class DecodePlacer:
+    """Re-places experts during decode with hymoe's decode policy (`hymoe replay`'s score cache, or its cost-aware
+    form; docs/placement.md, "Decode-time placement"), learning from the wrappers' own counts.
+
+    Call step() after each decode step: the policy takes in the (L, E) routed pairs counted since the last step,
+    makes the swaps it allows (at most `move_rate` per layer per step, on average), and the wrappers whose layer
+    changed get the new mask (update_gpu_experts_mask). The GPU half must load the experts that joined it before
+    the next step: `masks` is the placement to follow, and step() returns how many experts moved."""
+
+    def __init__(self, wrappers, policy="score-cache", *, decay=0.9, margin=0.0, move_rate=0.125,
+                 move_credit_cap=1.0, expert_bytes=0, pcie_gbps=25.0, horizon_steps=8.0, cost=None):
+        self.wrappers = sorted(wrappers, key=lambda w: w.layer_idx)
+        if not self.wrappers:
+            raise ValueError("DecodePlacer needs at least one wrapper")
+        if len({w.num_experts for w in self.wrappers}) != 1:
+            raise ValueError("DecodePlacer: the wrappers' num_experts differ")
+        start = torch.stack([w.gpu_experts_mask for w in self.wrappers]).numpy()
+        self._policy = _core.placement_OnlineDecodePolicy(
+            start, policy, decay, margin, move_rate, move_credit_cap, None, 0.0, int(expert_bytes), pcie_gbps,
+            horizon_steps, dict(cost or {}))
+        self._seen = activation_counts(self.wrappers)
+
+    @property
+    def masks(self):
+        """(L, E) bool: the placement the policy holds, one row per wrapper in layer order."""
+        return torch.from_numpy(self._policy.mask)
+
+    def step(self, move=True):
+        now = activation_counts(self.wrappers)
+        delta, self._seen = now - self._seen, now
+        moves = self._policy.step(delta.to(torch.float64).numpy(), move)
+        if moves:
+            masks = self.masks
+            for w, m in zip(self.wrappers, masks):
+                if not torch.equal(w.gpu_experts_mask, m):
+                    w.update_gpu_experts_mask(m)
+        return moves
 
 
 def generate_gpu_experts_masks(activation_freq, num_gpu_experts):

@@ -23,13 +23,16 @@
 namespace hymoe::python {
 namespace {
 
-// The numpy dtype of an operand, as the engine's DType: float32, uint16 (bf16 bits), int64, int32, bool/uint8.
+// The numpy dtype of an operand, as the engine's DType: float32, uint16 or int16 (bf16 bits), int64, int32,
+// bool/uint8.
 DType operand_dtype(const py::array& a, const char* name, std::initializer_list<DType> allowed) {
-  const char kind = a.dtype().kind();
-  const auto size = a.dtype().itemsize();
+  // Through the dtype's Python attributes: pybind11's struct access to descriptors predates numpy 2's layout.
+  const std::string kind_text = py::str(a.dtype().attr("kind"));
+  const char kind = kind_text.empty() ? '?' : kind_text[0];
+  const auto size = a.dtype().attr("itemsize").cast<py::ssize_t>();
   DType d;
   if (kind == 'f' && size == 4) d = DType::kF32;
-  else if (kind == 'u' && size == 2) d = DType::kBF16;
+  else if ((kind == 'u' || kind == 'i') && size == 2) d = DType::kBF16;  // torch's bf16 viewed as int16
   else if (kind == 'i' && size == 8) d = DType::kI64;
   else if (kind == 'i' && size == 4) d = DType::kI32;
   else if ((kind == 'b' || kind == 'u') && size == 1) d = DType::kU8;
@@ -222,6 +225,24 @@ void register_runtime(py::module_& m) {
              }
            },
            py::arg("x"), py::arg("ids"), py::arg("weights"), py::arg("y"), py::arg("mask") = py::none())
+      // The same call on raw addresses (torch's data_ptr()), for hymoe.kt's per-call path: the caller has checked
+      // shapes, dtypes and contiguity and keeps the tensors alive until wait(); costs no numpy views.
+      .def("submit_raw",
+           [](PyEngine& e, int64_t tokens, int64_t top_k, uintptr_t x, bool x_bf16, uintptr_t ids, bool ids_i32,
+              uintptr_t weights, uintptr_t y, bool y_bf16, uintptr_t mask) {
+             EngineCall c;
+             c.num_tokens = tokens;
+             c.top_k = top_k;
+             c.x = reinterpret_cast<const void*>(x);
+             c.x_dtype = x_bf16 ? DType::kBF16 : DType::kF32;
+             c.ids = reinterpret_cast<const void*>(ids);
+             c.ids_dtype = ids_i32 ? DType::kI32 : DType::kI64;
+             c.weights = reinterpret_cast<const float*>(weights);
+             c.y = reinterpret_cast<void*>(y);
+             c.y_dtype = y_bf16 ? DType::kBF16 : DType::kF32;
+             c.resident = reinterpret_cast<const uint8_t*>(mask);
+             e.engine.submit(c);
+           })
       .def("submit_on_stream",
            [](PyEngine& e, const py::array& x, const py::array& ids, const py::array& weights, const py::array& y,
               std::optional<py::array> mask, uintptr_t stream) {

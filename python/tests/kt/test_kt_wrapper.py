@@ -285,3 +285,27 @@ def test_load_weights_fp8_and_gguf_checkpoints():
     assert bool(y.float().abs().sum() > 0)
     w.gpu_experts_mask.fill_(True)
     assert bool((w.forward(x, ids, wt) == 0).all())
+
+
+def test_decode_placer_moves_hot_experts_onto_the_gpu_as_the_score_cache_does():
+    """Expert 5 is hot during decode and starts on the CPU: the policy swaps it in for a cold GPU expert within its
+    move credit (one swap per 1 / move_rate steps), and the wrapper's mask follows."""
+    gate, up, down = experts()
+    start = torch.zeros(E, dtype=torch.bool)
+    start[[0, 1]] = True
+    layers = []
+    for layer in (0, 1):
+        w = KTMoEWrapper(layer, E, K, H, I, start, 1, 1, "", 64, method="BF16")
+        w.load_weights_from_tensors(gate, up, down)
+        layers.append(w)
+    placer = kt.DecodePlacer(layers, move_rate=0.5)
+    x = batch(1)[0]
+    ids, wt = torch.tensor([[5, 1]]), torch.tensor([[0.5, 0.5]])
+    moves = []
+    for _ in range(4):
+        layers[0].forward(x, ids, wt)
+        moves.append(placer.step())
+    assert moves == [0, 1, 0, 0]  # credit 0.5 after the first step, 1 after the second: one swap, then none needed
+    assert layers[0].gpu_experts_mask.tolist() == [False, True, False, False, False, True]
+    assert layers[1].gpu_experts_mask.tolist() == start.tolist()  # nothing routed there
+    assert torch.equal(placer.masks[0], layers[0].gpu_experts_mask)
