@@ -211,6 +211,10 @@ def test_counts_are_the_routing_and_write_a_table_hymoe_plan_reads(tmp_path):
     kt.write_counts(str(path), layers)
     table = read_counts(str(path))
     assert np.array_equal(np.asarray(table), np.stack([want.numpy(), np.zeros(E)]))
+    kt.write_counts(str(tmp_path / "counts.pt"), layers)  # SGLang's recorder form
+    record = torch.load(str(tmp_path / "counts.pt"))
+    assert record["logical_count"].dtype == torch.int64
+    assert torch.equal(record["logical_count"], torch.stack([want, torch.zeros(E, dtype=torch.int64)])[None])
 
 
 def _safetensors(path):
