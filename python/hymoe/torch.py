@@ -27,17 +27,34 @@ from hymoe import _core
 
 import importlib.util as _importlib_util
 
-try:  # built where PyTorch's C++ headers were found (python/CMakeLists.txt)
-    from hymoe import _torch_core
-except ImportError as e:
-    _torch_core = None
-    # Not built (pip's isolated build, no PyTorch headers) is normal and silent; a module that is there but does
-    # not load (built against another PyTorch than the one now installed) is worth a warning.
-    if _importlib_util.find_spec("hymoe._torch_core") is not None:
-        import warnings
 
+def _load_torch_core():
+    """hymoe._torch_core where it was built against this PyTorch, else None. Not built (pip's isolated build, no
+    PyTorch headers) is normal and silent. Built against another PyTorch is a warning, and the module is not
+    loaded at all: another PyTorch's C++ ABI can abort the interpreter on load."""
+    import warnings
+
+    if _importlib_util.find_spec("hymoe._torch_core") is None:
+        return None
+    try:
+        from hymoe._torch_core_build import TORCH_VERSION
+    except ImportError:
+        TORCH_VERSION = None
+    if TORCH_VERSION is not None and TORCH_VERSION != torch.__version__:
+        warnings.warn(f"hymoe.torch: hymoe._torch_core was built against torch {TORCH_VERSION}, not this "
+                      f"{torch.__version__}, so it is not loaded; float32 forwards take the slower numpy-based path. "
+                      "Rebuild hymoe against this PyTorch.")
+        return None
+    try:  # built where PyTorch's C++ headers were found (python/CMakeLists.txt)
+        from hymoe import _torch_core as module
+    except ImportError as e:
         warnings.warn(f"hymoe.torch: hymoe._torch_core does not load with torch {torch.__version__} ({e}); float32 "
                       "forwards take the slower numpy-based path. Rebuild hymoe against this PyTorch.")
+        return None
+    return module
+
+
+_torch_core = _load_torch_core()
 
 # Whether float32 forwards take hymoe._torch_core's path (torch tensors in and out in C++, docs/python.md).
 FAST_FORWARD = _torch_core is not None

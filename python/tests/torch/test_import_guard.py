@@ -42,3 +42,28 @@ def test_import_with_a_broken_torch_core_warns(tmp_path):
     r = _import_with_extension_dir(tmp_path)
     assert r.returncode == 0, r.stderr
     assert "FAST False" in r.stdout and "hymoe._torch_core does not load" in r.stderr, r.stderr
+
+
+def test_a_torch_core_built_against_another_torch_is_not_loaded(tmp_path):
+    """The build's stamp names another PyTorch: a warning naming both versions, and the module is never loaded
+    (a file that would crash the import shows it was not even opened)."""
+    core = _core_file()
+    (tmp_path / core.name).symlink_to(core)
+    (tmp_path / core.name.replace("_core", "_torch_core", 1)).write_bytes(b"not an ELF file")
+    (tmp_path / "_torch_core_build.py").write_text('TORCH_VERSION = "0.0.1-other"\n')
+    r = _import_with_extension_dir(tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "FAST False" in r.stdout, r.stdout
+    assert "was built against torch 0.0.1-other, not this" in r.stderr and "does not load" not in r.stderr, r.stderr
+
+
+def test_the_build_stamps_the_torch_it_was_built_against():
+    import torch
+
+    import hymoe.torch as t
+
+    if not t.FAST_FORWARD:
+        pytest.skip("hymoe._torch_core is not built here")
+    from hymoe._torch_core_build import TORCH_VERSION
+
+    assert TORCH_VERSION == torch.__version__
