@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "hymoe/error.h"
+#include "runtime/cuda_stream.h"
 
 namespace hymoe::runtime {
 namespace {
@@ -90,6 +91,17 @@ void Executor::loop() {
     job->pending_.store(false, std::memory_order_release);
     job->done_.notify_all();
   }
+}
+
+namespace {
+std::atomic<HostFunctionEnqueuer> g_enqueuer{nullptr};
+}  // namespace
+
+void set_host_function_enqueuer(HostFunctionEnqueuer enqueuer) { g_enqueuer.store(enqueuer); }
+
+void enqueue_on_stream(uintptr_t stream, void (*fn)(void*), void* data) {
+  if (const HostFunctionEnqueuer e = g_enqueuer.load()) return e(stream, fn, data);
+  enqueue_host_function(stream, fn, data);
 }
 
 }  // namespace hymoe::runtime

@@ -118,13 +118,23 @@ struct ExpertEngine::Impl final : runtime::Job {
   int next_stream_slot = 0;
   std::exception_ptr stream_error;
 
-  // Waits for calls enqueued on streams to start (their host functions to run), then for the call in flight.
+  // Host functions of wait_on_stream not yet finished: they hold the engine, so it must outlive them.
+  std::atomic<int> stream_waits{0};
+
+  // Waits for calls enqueued on streams to start (their host functions to run), then for the call in flight, then
+  // for the streams' waits on it (so their errors are in, and nothing on a stream still refers to the engine).
   void wait_all() {
     for (const StreamSlot& slot : stream_slots)
       while (slot.queued.load(std::memory_order_acquire)) std::this_thread::yield();
-    Job::wait();
     std::exception_ptr e;
-    std::swap(e, stream_error);
+    try {
+      Job::wait();
+    } catch (...) {
+      e = std::current_exception();
+    }
+    while (stream_waits.load(std::memory_order_acquire) > 0) std::this_thread::yield();
+    if (!e) std::swap(e, stream_error);
+    stream_error = nullptr;
     if (e) std::rethrow_exception(e);
   }
   static void host_submit(void* slot_ptr) {
@@ -144,6 +154,7 @@ struct ExpertEngine::Impl final : runtime::Job {
     } catch (...) {
       impl->stream_error = std::current_exception();
     }
+    impl->stream_waits.fetch_sub(1, std::memory_order_release);
   }
 
   static std::unique_ptr<Impl> make(int64_t experts, int64_t dim, int64_t hidden, const ExpertEngineOptions& options) {
@@ -486,7 +497,7 @@ void submit_on_stream(ExpertEngine& engine, const EngineCall& call, uintptr_t st
   slot.call = call;
   slot.queued.store(true, std::memory_order_release);
   try {
-    runtime::enqueue_host_function(stream, &ExpertEngine::Impl::host_submit, &slot);
+    runtime::enqueue_on_stream(stream, &ExpertEngine::Impl::host_submit, &slot);
   } catch (...) {
     slot.queued.store(false);
     throw;
@@ -494,7 +505,14 @@ void submit_on_stream(ExpertEngine& engine, const EngineCall& call, uintptr_t st
 }
 
 void wait_on_stream(ExpertEngine& engine, uintptr_t stream) {
-  runtime::enqueue_host_function(stream, &ExpertEngine::Impl::host_wait, engine.impl_.get());
+  ExpertEngine::Impl& impl = *engine.impl_;
+  impl.stream_waits.fetch_add(1, std::memory_order_acq_rel);
+  try {
+    runtime::enqueue_on_stream(stream, &ExpertEngine::Impl::host_wait, &impl);
+  } catch (...) {
+    impl.stream_waits.fetch_sub(1);
+    throw;
+  }
 }
 
 }  // namespace hymoe

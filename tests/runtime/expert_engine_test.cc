@@ -4,7 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
+#include <mutex>
+#include <thread>
 #include <numeric>
 #include <vector>
 
@@ -20,6 +24,7 @@
 #include "moe/dispatch.h"
 #include "moe/expert_pass.h"
 #include "runtime/allocation_counter.h"
+#include "runtime/cuda_stream.h"
 #include "test_util.h"
 
 namespace hymoe {
@@ -448,6 +453,107 @@ TEST(ExpertEngine, SteadyStateCallsAllocateNothingProportionalToTheBatch) {
   EXPECT_LE(n64, 64) << bytes64 << " bytes";
   EXPECT_LT(bytes1, 16384) << n1 << " allocations";
   EXPECT_LT(bytes64, 16384) << n64 << " allocations";
+}
+
+// A stand-in for a CUDA stream: a thread running enqueued host functions in order, held until released (as a
+// stream reaches a host function only after the copies enqueued before it).
+class FakeStream {
+ public:
+  FakeStream() : worker_([this] { loop(); }) {
+    instance_ = this;
+    runtime::set_host_function_enqueuer(&FakeStream::enqueue);
+  }
+  ~FakeStream() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+      held_ = false;
+    }
+    cv_.notify_all();
+    worker_.join();
+    runtime::set_host_function_enqueuer(nullptr);
+    instance_ = nullptr;
+  }
+  void hold(bool h) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      held_ = h;
+    }
+    cv_.notify_all();
+  }
+  size_t queued() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return queue_.size();
+  }
+
+ private:
+  static void enqueue(uintptr_t, void (*fn)(void*), void* data) {
+    {
+      std::lock_guard<std::mutex> lock(instance_->mutex_);
+      instance_->queue_.emplace_back(fn, data);
+    }
+    instance_->cv_.notify_all();
+  }
+  void loop() {
+    for (;;) {
+      std::pair<void (*)(void*), void*> f;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        cv_.wait(lock, [&] { return stop_ || (!held_ && !queue_.empty()); });
+        if (queue_.empty()) return;
+        f = queue_.front();
+        queue_.pop_front();
+      }
+      f.first(f.second);
+    }
+  }
+  static inline FakeStream* instance_ = nullptr;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<std::pair<void (*)(void*), void*>> queue_;
+  bool held_ = false, stop_ = false;
+  std::thread worker_;
+};
+
+// The stream path: a call starts when the stream reaches it, gives the synchronous call's bits, and wait() waits
+// for calls still queued on the stream; more than four calls queued ahead is an error; an error of a call that
+// ran on the stream (an id out of range, checked only then) comes back from wait().
+TEST(ExpertEngine, StreamOrderedCallsStartWhenTheStreamReachesThem) {
+  const Experts ex(6, 64, 32, 9);
+  ExpertEngine engine = ExpertEngine::from_tensors(ex.tensors(DType::kBF16));
+  const Batch b = make_batch(12, 2, ex.E, ex.D, 3);
+  const std::vector<float> want = run_engine(engine, b);
+  FakeStream stream;
+  stream.hold(true);
+  std::vector<float> y(want.size(), -1.0f);
+  EngineCall c{b.T, b.K, b.x.data(), DType::kF32, b.ids.data(), DType::kI64, b.w.data(), y.data(), DType::kF32, nullptr};
+  submit_on_stream(engine, c, 1);
+  wait_on_stream(engine, 1);
+  EXPECT_EQ(stream.queued(), 2u);
+  EXPECT_FALSE(engine.in_flight());  // not started: the stream has not reached it
+  EXPECT_EQ(y[0], -1.0f);
+  stream.hold(false);
+  engine.wait();
+  EXPECT_TRUE(same_bits(y, want));
+
+  stream.hold(true);
+  std::fill(y.begin(), y.end(), -1.0f);
+  for (int i = 0; i < 4; ++i) {  // a layer's submit and sync, four times, before the stream gets to them
+    submit_on_stream(engine, c, 1);
+    wait_on_stream(engine, 1);
+  }
+  EXPECT_NE(test::error_of([&] { submit_on_stream(engine, c, 1); }).find("4 calls are already enqueued"),
+            std::string::npos);
+  stream.hold(false);
+  engine.wait();
+  EXPECT_TRUE(same_bits(y, want));
+
+  Batch bad = b;
+  bad.ids[5] = 99;
+  EngineCall cb{bad.T, bad.K, bad.x.data(), DType::kF32, bad.ids.data(), DType::kI64, bad.w.data(), y.data(),
+                DType::kF32, nullptr};
+  submit_on_stream(engine, cb, 1);
+  EXPECT_NE(test::error_of([&] { engine.wait(); }).find("topk_ids[2, 1] = 99 is not an expert id"), std::string::npos);
 }
 
 // Released checkpoints: the engine on a model's layer, given the layer's own routing, returns ModelMoELayer's
