@@ -313,3 +313,14 @@ def test_decode_placer_moves_hot_experts_onto_the_gpu_as_the_score_cache_does():
     assert layers[0].gpu_experts_mask.tolist() == [False, True, False, False, False, True]
     assert layers[1].gpu_experts_mask.tolist() == start.tolist()  # nothing routed there
     assert torch.equal(placer.masks[0], layers[0].gpu_experts_mask)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_the_output_has_the_hidden_states_dtype(dtype):
+    gate, up, down = experts()
+    w = make()
+    w.load_weights_from_tensors(gate, up, down)
+    x, ids, wt = batch(3)
+    y = w.forward(x.to(dtype).reshape(1, 3, H), ids, wt)  # (batch, seq, hidden) flattens as kt-kernel's does
+    assert y.dtype == dtype and tuple(y.shape) == (3, H)
+    assert rel(y, reference(gate, up, down, x, ids, wt, w.gpu_experts_mask)) < 2.0 ** -7
