@@ -4,6 +4,8 @@
 
 #include <cstring>
 
+#include <cmath>
+
 #include "hymoe/error.h"
 #include "hymoe/ggml_type.h"
 #include "hymoe/quant_decode.h"
@@ -285,6 +287,22 @@ std::unique_ptr<kernels::GroupedFfn> make_expert_ffn(const MoELayerSpec& spec,
   shape.swiglu_alpha = static_cast<float>(spec.swiglu_alpha);
   shape.swiglu_limit = static_cast<float>(spec.swiglu_limit);
   return kernels::make_grouped_ffn(shape, views, kernels::active_isa(), options);
+}
+
+std::vector<float> load_shared_gate(const TensorSource& source, const MoELayerSpec& spec) {
+  if (spec.shared.gate_weight.empty()) return {};
+  const int64_t D = spec.dim;
+  const Shape shape = source.tensor(spec.shared.gate_weight).shape.size() == 1 ? Shape{D} : Shape{1, D};
+  return load_f32(source, spec.shared.gate_weight, shape, "hidden_size=" + std::to_string(D));
+}
+
+void shared_gate_scales(std::span<const float> gate, const float* x, int64_t tokens, float* out) {
+  const auto D = static_cast<int64_t>(gate.size());
+  for (int64_t t = 0; t < tokens; ++t) {
+    double z = 0.0;
+    for (int64_t d = 0; d < D; ++d) z += static_cast<double>(x[t * D + d]) * gate[static_cast<size_t>(d)];
+    out[t] = static_cast<float>(1.0 / (1.0 + std::exp(-z)));
+  }
 }
 
 std::vector<float> load_f32(const TensorSource& source, const std::string& name, const Shape& shape, const std::string& why) {

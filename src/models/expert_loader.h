@@ -41,6 +41,12 @@ std::unique_ptr<kernels::GroupedFfn> make_expert_ffn(const MoELayerSpec& spec,
                                                      std::span<const kernels::MlpWeightsView> views, int64_t hidden,
                                                      const kernels::GroupedFfnOptions& options = {});
 
+// Qwen2-MoE's shared-expert gate, (D) as float32, or empty when the spec has none. Checkpoints store it (1, D) as
+// nn.Linear does; GGUF files as ne [D].
+std::vector<float> load_shared_gate(const TensorSource& source, const MoELayerSpec& spec);
+// out[t] = sigmoid(gate . x[t]) for x (T, D): the per-token factor of a gated shared expert (double accumulation).
+void shared_gate_scales(std::span<const float> gate, const float* x, int64_t tokens, float* out);
+
 // A small tensor (router weight, biases) as float32, its shape checked. `why` explains the expected shape.
 std::vector<float> load_f32(const TensorSource& source, const std::string& name, const Shape& shape, const std::string& why);
 

@@ -63,12 +63,8 @@ ModelMoELayer ModelMoELayer::load(const TensorSource& source, const MoELayerSpec
     const ExpertWeights shared = load_shared_expert(source, spec, quant);
     impl->shared_ffn = make_expert_ffn(spec, shared.views, spec.shared.hidden);
     bytes += held_bytes(*impl->shared_ffn, shared);
-    if (!spec.shared.gate_weight.empty()) {
-      // (1, D) as nn.Linear stores it; GGUF files also store it as ne [D].
-      const Shape gate_shape = source.tensor(spec.shared.gate_weight).shape.size() == 1 ? Shape{D} : Shape{1, D};
-      impl->shared_gate = load_f32(source, spec.shared.gate_weight, gate_shape, "hidden_size=" + std::to_string(D));
-      bytes += D * static_cast<int64_t>(sizeof(float));
-    }
+    impl->shared_gate = load_shared_gate(source, spec);
+    bytes += static_cast<int64_t>(impl->shared_gate.size() * sizeof(float));
   }
   impl->resident_bytes = bytes;
   return ModelMoELayer(spec, std::move(impl));
@@ -88,18 +84,12 @@ Tensor ModelMoELayer::forward(const Tensor& x) {
   Routing routing = route_model_tokens(spec_.router, impl_->router, x2, K);
   const Dispatch dispatch = build_dispatch(routing);
   std::vector<float> row_scale(static_cast<size_t>(dispatch.rows()));
-  for (int64_t r = 0; r < dispatch.rows(); ++r)
-    row_scale[static_cast<size_t>(r)] =
-        routing.weights[static_cast<size_t>(dispatch.row_token[static_cast<size_t>(r)] * K + dispatch.row_slot[static_cast<size_t>(r)])];
+  gather_row_weights(dispatch, routing.weights.data(), K, row_scale.data());
   // Qwen2-MoE's shared expert is scaled per token by sigmoid(shared_expert_gate . x).
   std::vector<float> shared_scale;
   if (!impl_->shared_gate.empty()) {
     shared_scale.resize(static_cast<size_t>(T));
-    for (int64_t t = 0; t < T; ++t) {
-      double z = 0.0;
-      for (int64_t d = 0; d < D; ++d) z += static_cast<double>(x2[t * D + d]) * impl_->shared_gate[static_cast<size_t>(d)];
-      shared_scale[static_cast<size_t>(t)] = static_cast<float>(1.0 / (1.0 + std::exp(-z)));
-    }
+    shared_gate_scales(impl_->shared_gate, x2.data(), T, shared_scale.data());
   }
   Tensor y(x.shape());
   ExpertPassArgs pass;

@@ -56,6 +56,11 @@ void build_dispatch_from_ids(const int64_t* ids, int64_t num_tokens, int64_t top
   }, d);
 }
 
+void gather_row_weights(const Dispatch& d, const float* weights, int64_t top_k, float* out) {
+  for (int64_t r = 0; r < d.rows(); ++r)
+    out[r] = weights[d.row_token[static_cast<size_t>(r)] * top_k + d.row_slot[static_cast<size_t>(r)]];
+}
+
 namespace {
 // Row ranges for the pool: copies and sums of whole rows, so any split gives the same bits.
 constexpr int64_t kRowsPerTask = 64;

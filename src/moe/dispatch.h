@@ -28,6 +28,9 @@ Dispatch build_dispatch(const Routing& routing);
 void build_dispatch_from_ids(const int64_t* ids, int64_t num_tokens, int64_t top_k, int64_t num_experts,
                              const uint8_t* skip, Dispatch& d);
 
+// out (R) = weights[row_token * top_k + row_slot]: each row's routing weight, weights (T, K) row-major.
+void gather_row_weights(const Dispatch& dispatch, const float* weights, int64_t top_k, float* out);
+
 // x_sorted (R, D) = x[row_token].
 std::vector<float> gather_rows(const float* x, int64_t dim, const Dispatch& dispatch);
 

@@ -64,20 +64,20 @@ void Executor::submit(Job& job) {
 void Executor::loop() {
   for (;;) {
     Job* job = nullptr;
-    auto take = [&] {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (!head_) return false;
+    auto pop = [&] {  // with mutex_ held
       job = head_;
       head_ = head_->next_;
       if (!head_) tail_ = nullptr;
-      return true;
     };
-    if (!spin_until(take)) {
+    const bool taken = spin_until([&] {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (head_) pop();
+      return job != nullptr;
+    });
+    if (!taken) {
       std::unique_lock<std::mutex> lock(mutex_);
       wake_.wait(lock, [&] { return head_ != nullptr; });
-      job = head_;
-      head_ = head_->next_;
-      if (!head_) tail_ = nullptr;
+      pop();
     }
     std::exception_ptr error;
     try {

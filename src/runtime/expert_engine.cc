@@ -6,8 +6,6 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
-#include <cmath>
-#include <cstring>
 #include <deque>
 #include <functional>
 #include <thread>
@@ -41,6 +39,11 @@ struct ViewScratch {
   std::deque<std::vector<std::byte>> bytes;
 };
 using ExpertViewFn = std::function<kernels::MlpWeightsView(int64_t expert, ViewScratch& scratch)>;
+
+// Id i of a call's (T, K) ids, whichever integer type they come in.
+int64_t id_at(const EngineCall& c, int64_t i) {
+  return c.ids_dtype == DType::kI64 ? static_cast<const int64_t*>(c.ids)[i] : static_cast<const int32_t*>(c.ids)[i];
+}
 
 // Rows of whole tasks for the conversions: any split gives the same bits.
 constexpr int64_t kRowsPerTask = 32;
@@ -92,8 +95,8 @@ struct ExpertEngine::Impl final : runtime::Job {
   std::unique_ptr<kernels::GroupedFfn> routed, shared;
   std::vector<float> shared_gate;  // (D) Qwen2-MoE's sigmoid gate of the shared expert, or empty
   bool keep_host = true;
-  // What released experts are packed again from (only when keep_host is false): the model (its mapped files) and
-  // the views into it, or the caller's tensors.
+  // What released experts are packed again from (only when keep_host is false): expert_view gives a slot's view,
+  // into the model's mapped files (kept open by `model`) or into the caller's tensors.
   std::shared_ptr<const Model> model;
   ExpertViewFn expert_view;
 
@@ -104,9 +107,7 @@ struct ExpertEngine::Impl final : runtime::Job {
   int64_t want_tokens = 0, want_k = 0;
   EngineCall call;
   bool from_stream = false;  // ids arrive with the stream's copies: checked when the call runs
-  // The stream path: the call a host function will start, and what went wrong on the stream's thread (rethrown by
-  // the next wait()).
-  // Calls enqueued on streams wait in slots until their host function runs (a caller may enqueue the next layer's
+  // The stream path. Calls enqueued on streams wait in slots until their host function runs (a caller may enqueue the next layer's
   // call before the stream reaches this one's): a few slots, reused in turn.
   struct StreamSlot {
     Impl* impl = nullptr;
@@ -116,7 +117,7 @@ struct ExpertEngine::Impl final : runtime::Job {
   static constexpr int kStreamSlots = 4;
   std::array<StreamSlot, kStreamSlots> stream_slots;
   int next_stream_slot = 0;
-  std::exception_ptr stream_error;
+  std::exception_ptr stream_error;  // what went wrong on a stream's thread, rethrown by the next wait()
 
   // Host functions of wait_on_stream not yet finished: they hold the engine, so it must outlive them.
   std::atomic<int> stream_waits{0};
@@ -198,8 +199,7 @@ struct ExpertEngine::Impl final : runtime::Job {
   void check_ids(const EngineCall& c) const {
     const int64_t n = c.num_tokens * c.top_k;
     for (int64_t i = 0; i < n; ++i) {
-      const int64_t e = c.ids_dtype == DType::kI64 ? static_cast<const int64_t*>(c.ids)[i]
-                                                    : static_cast<const int32_t*>(c.ids)[i];
+      const int64_t e = id_at(c, i);
       if (e >= E)
         fail("ExpertEngine: topk_ids[", i / c.top_k, ", ", i % c.top_k, "] = ", e, " is not an expert id (",
              E, " experts; ids < 0 are skipped)");
@@ -219,15 +219,12 @@ struct ExpertEngine::Impl final : runtime::Job {
     float* const shared_scale = shared && !shared_gate.empty() ? scratch.shared_scale.data() : nullptr;
     // ids as int64; counts of every routed pair, resident experts included.
     for (int64_t i = 0; i < T * K; ++i) {
-      const int64_t e = c.ids_dtype == DType::kI64 ? static_cast<const int64_t*>(c.ids)[i]
-                                                    : static_cast<const int32_t*>(c.ids)[i];
+      const int64_t e = id_at(c, i);
       ids64[static_cast<size_t>(i)] = e;
       if (e >= 0) ++counts[static_cast<size_t>(e)];
     }
     build_dispatch_from_ids(ids64.data(), T, K, E, resident.data(), dispatch);
-    for (int64_t r = 0; r < dispatch.rows(); ++r)
-      row_scale[static_cast<size_t>(r)] =
-          c.weights[dispatch.row_token[static_cast<size_t>(r)] * K + dispatch.row_slot[static_cast<size_t>(r)]];
+    gather_row_weights(dispatch, c.weights, K, row_scale.data());
 
     const int64_t tasks = (T + kRowsPerTask - 1) / kRowsPerTask;
     const float* x = static_cast<const float*>(c.x);
@@ -239,13 +236,7 @@ struct ExpertEngine::Impl final : runtime::Job {
       });
       x = x32.data();
     }
-    if (shared_scale) {
-      for (int64_t t = 0; t < T; ++t) {
-        double z = 0.0;
-        for (int64_t d = 0; d < D; ++d) z += static_cast<double>(x[t * D + d]) * shared_gate[static_cast<size_t>(d)];
-        shared_scale[t] = static_cast<float>(1.0 / (1.0 + std::exp(-z)));
-      }
-    }
+    if (shared_scale) shared_gate_scales(shared_gate, x, T, shared_scale);
     float* y = c.y_dtype == DType::kF32 ? static_cast<float*>(c.y) : y32.data();
     ExpertPassArgs pass;
     pass.routed = routed.get();
@@ -472,13 +463,7 @@ ExpertEngine ExpertEngine::from_model(const Model& model, int64_t layer, const E
     if (spec.shared.hidden <= 0) fail(model.source().label(), ": MoE layer ", layer, " has no shared expert");
     const ExpertWeights shared = load_shared_expert(model.source(), spec, model.quantization());
     impl->shared = make_expert_ffn(spec, shared.views, spec.shared.hidden);
-    if (!spec.shared.gate_weight.empty()) {
-      const int64_t D = spec.dim;
-      const Shape gate_shape =
-          model.source().tensor(spec.shared.gate_weight).shape.size() == 1 ? Shape{D} : Shape{1, D};
-      impl->shared_gate =
-          load_f32(model.source(), spec.shared.gate_weight, gate_shape, "hidden_size=" + std::to_string(D));
-    }
+    impl->shared_gate = load_shared_gate(model.source(), spec);
   }
   return ExpertEngine(std::move(impl));
 }
