@@ -238,7 +238,6 @@ class KTMoEWrapper:
         out_dtype = hidden_states.dtype if hidden_states.dtype in (torch.bfloat16, torch.float32) else torch.float32
         if device.type == "cpu":
             b = {"output_cpu": torch.empty(n, self.hidden_size, dtype=out_dtype)}
-            b["output_np"] = _np(b["output_cpu"])
         else:
             b = {"input_cpu": _pinned((n, self.hidden_size), out_dtype),
                  "ids_cpu": _pinned((n, top_k), ids_dtype),
