@@ -1,0 +1,85 @@
+"""Tiny random transformers models of every family hymoe.transformers runs, built from configs (no downloads), each
+with the real configs' router options: group-limited top-k, selection bias, norm_topk_prob,
+routed_scaling_factor, shared experts and the dense-layer layouts (decoder_sparse_step, mlp_only_layers,
+first_k_dense_replace)."""
+
+import torch
+import transformers
+
+_ATTENTION = dict(vocab_size=97, hidden_size=64, num_attention_heads=4, num_key_value_heads=2,
+                  max_position_embeddings=256, initializer_range=0.2)
+
+
+def _configs():
+    t = transformers
+    return {
+        "mixtral": lambda: t.MixtralConfig(**_ATTENTION, intermediate_size=48, num_hidden_layers=2,
+                                           num_local_experts=8, num_experts_per_tok=2),
+        "qwen2_moe": lambda: t.Qwen2MoeConfig(**_ATTENTION, intermediate_size=96, moe_intermediate_size=32,
+                                              shared_expert_intermediate_size=80, num_hidden_layers=3,
+                                              num_experts=10, num_experts_per_tok=4, norm_topk_prob=False,
+                                              decoder_sparse_step=1, mlp_only_layers=[1]),
+        "qwen3_moe": lambda: t.Qwen3MoeConfig(**_ATTENTION, head_dim=16, intermediate_size=96,
+                                              moe_intermediate_size=32, num_hidden_layers=4, num_experts=12,
+                                              num_experts_per_tok=3, norm_topk_prob=True, decoder_sparse_step=2),
+        "olmoe": lambda: t.OlmoeConfig(**_ATTENTION, intermediate_size=40, num_hidden_layers=2, num_experts=8,
+                                       num_experts_per_tok=2),
+        "deepseek_v2": lambda: t.DeepseekV2Config(
+            **_ATTENTION, intermediate_size=96, moe_intermediate_size=32, num_hidden_layers=3, n_routed_experts=8,
+            num_experts_per_tok=3, n_shared_experts=2, first_k_dense_replace=1, topk_method="group_limited_greedy",
+            n_group=4, topk_group=2, routed_scaling_factor=1.5, kv_lora_rank=16, q_lora_rank=None,
+            qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=16),
+        "deepseek_v3": lambda: t.DeepseekV3Config(
+            **_ATTENTION, intermediate_size=96, moe_intermediate_size=32, num_hidden_layers=3, n_routed_experts=16,
+            num_experts_per_tok=4, n_shared_experts=1, first_k_dense_replace=1, n_group=4, topk_group=2,
+            norm_topk_prob=True, routed_scaling_factor=2.5, kv_lora_rank=16, q_lora_rank=24, qk_rope_head_dim=8,
+            qk_nope_head_dim=8, v_head_dim=16),
+        "gpt_oss": lambda: t.GptOssConfig(**_ATTENTION, head_dim=16, intermediate_size=32, num_hidden_layers=2,
+                                          num_local_experts=8, num_experts_per_tok=2, sliding_window=16,
+                                          layer_types=["sliding_attention", "full_attention"]),
+    }
+
+
+# Families whose default config, shrunk by the fields it has, is a tiny model: their routers as transformers'
+# defaults set them (GLM-4.5's group-limited sigmoid with a correction bias, ERNIE-4.5's, MiniMax-M2's, Phi-MoE's
+# sparsemixer, Granite-MoE's, Hunyuan-MoE's).
+_GENERIC = ("glm4_moe", "ernie4_5_moe", "minimax_m2", "phimoe", "granitemoe", "hunyuan_v1_moe")
+_SMALL = dict(_ATTENTION, num_hidden_layers=2, head_dim=16, intermediate_size=48, moe_intermediate_size=32,
+              num_experts=8, num_local_experts=8, n_routed_experts=8, moe_num_experts=8, num_experts_per_tok=2,
+              moe_k=2, top_k=2)
+
+
+def _generic(family):
+    def make():
+        fields = transformers.AutoConfig.for_model(family)
+        return transformers.AutoConfig.for_model(family, **{k: v for k, v in _SMALL.items() if hasattr(fields, k)})
+    return make
+
+
+def _all_configs():
+    configs = _configs()
+    configs.update({family: _generic(family) for family in _GENERIC})
+    return configs
+
+
+FAMILIES = sorted(_all_configs())
+
+
+def build(family, dtype=torch.float32, seed=0):
+    """A tiny random model of `family` in eval mode; the DeepSeek-V3 selection bias is set non-zero (transformers
+    initialises it to zeros), so the bias path is exercised."""
+    config = _all_configs()[family]()
+    torch.manual_seed(seed)
+    model = transformers.AutoModelForCausalLM.from_config(config, dtype=dtype).eval()
+    # Random weights make any token an end-of-sequence now and then: generate the full length every time.
+    model.generation_config.eos_token_id = None
+    model.generation_config.pad_token_id = 0
+    with torch.no_grad():
+        for name, buffer in model.named_buffers():
+            if name.endswith("e_score_correction_bias"):
+                buffer.copy_(torch.rand(buffer.shape, generator=torch.Generator().manual_seed(seed + 1)) * 0.5)
+    return model
+
+
+def prompt(batch=1, length=7, seed=3, vocab=97):
+    return torch.randint(3, vocab, (batch, length), generator=torch.Generator().manual_seed(seed))
