@@ -12,7 +12,9 @@ build: setup
 run: build
 	./build/release/tools/hymoe/hymoe demo
 
+# The transformers suite needs PyPI's PyTorch and transformers (pinned): scripts/setup_pypi.sh installs them once.
 test: build
+	bash scripts/setup_pypi.sh
 	ctest --preset release
 
 asan: setup
