@@ -235,9 +235,6 @@ class _HymoeExperts(torch.nn.Module):
         return out
 
     def forward(self, hidden_states, top_k_index=None, top_k_weights=None):
-        if torch.is_grad_enabled() and hidden_states.requires_grad:
-            raise RuntimeError("hymoe.transformers runs inference only: its experts have no backward. Call the "
-                               "patched model under torch.no_grad() or torch.inference_mode() (generate() does).")
         x = hidden_states
         if x.dim() != 2 or top_k_index is None or top_k_weights is None:
             raise ValueError(f"layer {self.layer}: expected experts(hidden_states (tokens, hidden), top_k_index, "
@@ -262,7 +259,25 @@ class _HymoeExperts(torch.nn.Module):
         y = y.to(device)
         if torch_part is not None:
             y += torch_part
-        return y.to(x.dtype)
+        y = y.to(x.dtype)
+        if torch.is_grad_enabled() and (x.requires_grad or top_k_weights.requires_grad):
+            # A forward outside no_grad (an eval() model called directly) works; a backward through it would
+            # skip the experts, so it raises instead.
+            y = _NoBackward.apply(y, x, top_k_weights)
+        return y
+
+
+class _NoBackward(torch.autograd.Function):
+    """Ties hymoe's output to the inputs that need gradients, and raises if a backward reaches it."""
+
+    @staticmethod
+    def forward(ctx, y, *inputs):
+        return y.view_as(y)
+
+    @staticmethod
+    def backward(ctx, grad):
+        raise RuntimeError("hymoe.transformers' experts are inference only and have no backward: a loss was "
+                           "differentiated through a patched MoE block. unpatch() the model to train it.")
 
 
 def patch(model, *, gpu_experts_mask=None, checkpoint=None, format="stored", record_trace=False, threads=None,

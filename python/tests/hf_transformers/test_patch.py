@@ -299,6 +299,10 @@ def test_named_errors():
     ht.patch(model)
     with pytest.raises(ValueError, match="already patched"):
         ht.patch(model)
-    with pytest.raises(RuntimeError, match="inference only"):
-        model(tiny_models.prompt())  # autograd on: hymoe's experts would drop the gradient
+    ids = tiny_models.prompt()
+    out = model(ids)  # autograd on, as an eval() model called directly: the forward works
+    with torch.no_grad():
+        assert torch.equal(out.logits, model(ids).logits)
+    with pytest.raises(RuntimeError, match="inference only and have no backward"):
+        out.logits.sum().backward()  # a backward would skip the experts: it raises
     ht.unpatch(model)
