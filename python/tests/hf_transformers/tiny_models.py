@@ -83,3 +83,39 @@ def build(family, dtype=torch.float32, seed=0):
 
 def prompt(batch=1, length=7, seed=3, vocab=97):
     return torch.randint(3, vocab, (batch, length), generator=torch.Generator().manual_seed(seed))
+
+
+def fp8_checkpoint(model, path, block=128):
+    """Saves `model` as a block-FP8 checkpoint, as DeepSeek-V3's is published: every routed expert's weight in
+    float8 e4m3fn per block x block tile, with its `weight_scale_inv` (the tile's amax / 448), and
+    quantization_config fp8 in config.json. The rest stays as saved."""
+    import json
+    import os
+
+    import safetensors.torch
+
+    model.save_pretrained(path)
+    file = os.path.join(path, "model.safetensors")
+    tensors = safetensors.torch.load_file(file)
+    out = {}
+    for name, w in tensors.items():
+        if ".mlp.experts." not in name or not name.endswith("_proj.weight"):
+            out[name] = w
+            continue
+        rows, cols = w.shape
+        w = w.float()
+        scales = torch.empty((rows + block - 1) // block, (cols + block - 1) // block)
+        codes = torch.empty(rows, cols, dtype=torch.float8_e4m3fn)
+        for i in range(scales.shape[0]):
+            for j in range(scales.shape[1]):
+                tile = w[i * block:(i + 1) * block, j * block:(j + 1) * block]
+                scales[i, j] = tile.abs().max().clamp(min=1e-12) / 448.0
+                codes[i * block:(i + 1) * block, j * block:(j + 1) * block] = (tile / scales[i, j]).to(codes.dtype)
+        out[name], out[name + "_scale_inv"] = codes, scales
+    safetensors.torch.save_file(out, file, metadata={"format": "pt"})
+    with open(os.path.join(path, "config.json")) as f:
+        config = json.load(f)
+    config["quantization_config"] = {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
+                                     "weight_block_size": [block, block]}
+    with open(os.path.join(path, "config.json"), "w") as f:
+        json.dump(config, f)
