@@ -458,21 +458,37 @@ def update_gpu_experts_mask(model, mask):
         m.set_mask(row)
 
 
-def write_counts(model, path):
-    """Writes counts(model): a table `hymoe plan` reads (.json, .csv or .safetensors by name, one row per MoE
-    layer), or, for a name ending in .pt, SGLang's expert-distribution layout (torch.save of a dict whose
-    `logical_count` is an int64 (1, decoder layers, E) tensor, zero rows for dense layers)."""
+def write_counts(model, path, layout="hymoe"):
+    """Writes counts(model).
+
+    layout "hymoe": a table `hymoe plan` reads, in the format of the name's extension (.json, .csv, .safetensors),
+      one row per MoE layer (moe_layers(model)).
+    layout "sglang": SGLang's expert-distribution dump, one record of every decoder layer (zero rows for dense
+      layers): `logical_count`, an int64 (1, decoder layers, E) tensor, saved with torch.save in a .pt file or as
+      a .safetensors tensor (both read by `hymoe plan`, which sums the records). A .pt name implies it."""
     state = _state(model)
     table = counts(model)
-    if os.fspath(path).endswith(".pt"):
+    name = os.fspath(path)
+    if layout not in ("hymoe", "sglang"):
+        raise ValueError(f"hymoe.transformers: layout {layout!r} is not 'hymoe' or 'sglang'")
+    if name.endswith(".pt") or layout == "sglang":
+        if not name.endswith((".pt", ".safetensors")):
+            raise ValueError(f"hymoe.transformers: SGLang's layout is a .pt or .safetensors file, not {name!r}")
         full = torch.zeros(1, state["num_hidden_layers"] or (max(state["layers"]) + 1), table.shape[1],
                            dtype=torch.int64)
         full[0, state["layers"]] = table
-        torch.save({"logical_count": full}, path)
+        tmp = name + ".tmp"
+        if name.endswith(".pt"):
+            torch.save({"logical_count": full}, tmp)
+        else:
+            import safetensors.torch
+
+            safetensors.torch.save_file({"logical_count": full}, tmp)
+        os.replace(tmp, name)
         return
     from hymoe.placement import write_counts as write
 
-    write(path, table.to(torch.float64).numpy())
+    write(name, table.to(torch.float64).numpy())
 
 
 def write_trace(model, path):

@@ -287,6 +287,11 @@ def test_recording_counts_and_trace_round_trip(tmp_path):
     ht.write_counts(model, tmp_path / "counts.pt")
     logical = torch.load(tmp_path / "counts.pt")["logical_count"]
     assert logical.shape == (1, 3, 16) and logical[0, 0].sum() == 0 and torch.equal(logical[0, 1:], table)
+    ht.write_counts(model, tmp_path / "logical_count.safetensors", layout="sglang")
+    read = hymoe.placement.read_counts(tmp_path / "logical_count.safetensors")  # SGLang's records, summed
+    assert read.shape == (3, 16) and read[0].sum() == 0 and np.array_equal(read[1:], table.numpy())
+    with pytest.raises(ValueError, match="SGLang's layout is a .pt or .safetensors file"):
+        ht.write_counts(model, tmp_path / "counts.csv", layout="sglang")
     ht.reset_counts(model)
     assert ht.counts(model).sum() == 0
     with pytest.raises(ValueError, match="no forward call was recorded"):
