@@ -19,6 +19,8 @@ def _import_with_extension_dir(ext_dir):
 
 
 def _core_file():
+    if any(Path(hymoe.__file__).parent.glob("_torch_core*")):
+        pytest.skip("a _torch_core lies in the package itself (an installed hymoe): no folder leaves it out")
     found = [p.resolve() for d in hymoe.__path__ for p in Path(d).glob("_core*.so")]
     if not found:
         pytest.skip("no built hymoe._core beside the package")
@@ -28,8 +30,6 @@ def _core_file():
 def test_import_without_torch_core_is_silent(tmp_path):
     core = _core_file()
     (tmp_path / core.name).symlink_to(core)
-    if any(Path(d).resolve() != core.parent and any(Path(d).glob("_torch_core*")) for d in hymoe.__path__):
-        pytest.skip("a _torch_core lies beside the source package itself")
     r = _import_with_extension_dir(tmp_path)
     assert r.returncode == 0, r.stderr
     assert "FAST False" in r.stdout and "_torch_core" not in r.stderr, r.stderr
