@@ -147,6 +147,8 @@ def main():
     p.add_argument("--paths", nargs="+", default=["eager", "grouped_mm", "hymoe"],
                    help="eager: transformers' default experts loop; grouped_mm: its grouped_mm experts; hymoe: "
                         "patched")
+    p.add_argument("--format", default="stored", choices=["stored", "int8", "int4"],
+                   help="hymoe's expert format (patch's format=): int8 and int4 quantize the bf16 experts at load")
     p.add_argument("--release", action="store_true",
                    help="patch with release_torch_weights=True (one copy of the experts; hymoe must be the last path)")
     p.add_argument("--overhead", action="store_true", help="only the per-call overhead at one token (tiny block)")
@@ -165,12 +167,13 @@ def main():
     model = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16).eval()
     unpatched_rss = rss_bytes() - base
     timer = BlockTimer(model)
-    report = {"shape": args.shape, "layers": args.layers, "threads": args.threads, "torch": torch.__version__,
+    report = {"shape": args.shape, "layers": args.layers, "threads": args.threads, "format": args.format,
+              "torch": torch.__version__,
               "transformers": transformers.__version__, "cpu": _cpu(), "paths": {}}
     for path in args.paths:
         if path == "hymoe":
             before = rss_bytes()
-            ht.patch(model, threads=args.threads, release_torch_weights=args.release)
+            ht.patch(model, threads=args.threads, release_torch_weights=args.release, format=args.format)
             gc.collect()
             report["hymoe_host_weight_bytes"] = ht.host_weight_bytes(model)
             report["hymoe_kernel"] = model.model.layers[-1].mlp.experts.engine.kernel_name
