@@ -373,6 +373,26 @@ def test_unsupported_blocks_patch_nothing():
     assert model.model.layers[0].mlp.experts is before and not ht.is_patched(model)
 
 
+def test_awkward_calls_of_a_patched_experts_module():
+    model = tiny_models.build("mixtral")
+    ht.patch(model)
+    experts = model.model.layers[0].mlp.experts
+    with torch.no_grad():
+        empty = experts(torch.zeros(0, 64), torch.zeros(0, 2, dtype=torch.long), torch.zeros(0, 2))
+        assert empty.shape == (0, 64)
+        x = torch.randn(3, 64)
+        ids = torch.tensor([[0, 1], [1, 2], [7, 4]])
+        w = torch.rand(3, 2)
+        f32 = experts(x, ids, w)
+        half = experts(x.half(), ids, w)  # f16 hidden states: computed from their f32 values, returned as f16
+        assert half.dtype is torch.float16
+        assert torch.equal(half, experts(x.half().float(), ids, w).half())
+        assert f32.shape == (3, 64)
+        with pytest.raises(ValueError, match=r"topk_ids\[0, 1\] = 9 is not an expert id \(8 experts"):
+            experts(x, torch.tensor([[0, 9], [1, 2], [3, 4]]), w)
+    ht.unpatch(model)
+
+
 def test_named_errors():
     model = tiny_models.build("gpt_oss")
     with pytest.raises(ValueError, match="pass checkpoint="):
