@@ -145,8 +145,8 @@ def main():
     p.add_argument("--decode-steps", type=int, default=16)
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--paths", nargs="+", default=["eager", "grouped_mm", "hymoe"],
-                   help="eager: transformers' default experts loop; grouped_mm: its grouped_mm experts; hymoe: "
-                        "patched")
+                   help="eager: transformers' eager experts loop; grouped_mm: its grouped_mm experts (its default); "
+                        "hymoe: patched, in --format; hymoe-int8 / hymoe-int4: patched with that format")
     p.add_argument("--format", default="stored", choices=["stored", "int8", "int4"],
                    help="hymoe's expert format (patch's format=): int8 and int4 quantize the bf16 experts at load")
     p.add_argument("--release", action="store_true",
@@ -154,7 +154,7 @@ def main():
     p.add_argument("--overhead", action="store_true", help="only the per-call overhead at one token (tiny block)")
     p.add_argument("--json", help="write the results here too")
     args = p.parse_args()
-    if args.release and args.paths[-1] != "hymoe":
+    if args.release and not args.paths[-1].startswith("hymoe"):
         p.error("--release frees transformers' expert weights: hymoe must be the last of --paths")
 
     torch.set_num_threads(args.threads)
@@ -171,17 +171,18 @@ def main():
               "torch": torch.__version__,
               "transformers": transformers.__version__, "cpu": _cpu(), "paths": {}}
     for path in args.paths:
-        if path == "hymoe":
+        if path.startswith("hymoe"):
+            fmt = path.partition("-")[2] or args.format
             before = rss_bytes()
-            ht.patch(model, threads=args.threads, release_torch_weights=args.release, format=args.format)
+            ht.patch(model, threads=args.threads, release_torch_weights=args.release, format=fmt)
             gc.collect()
-            report["hymoe_host_weight_bytes"] = ht.host_weight_bytes(model)
-            report["hymoe_kernel"] = model.model.layers[-1].mlp.experts.engine.kernel_name
-            report["patch_rss_growth_bytes"] = rss_bytes() - before
+            report[f"{path}_host_weight_bytes"] = ht.host_weight_bytes(model)
+            report[f"{path}_kernel"] = model.model.layers[-1].mlp.experts.engine.kernel_name
+            report[f"{path}_patch_rss_growth_bytes"] = rss_bytes() - before
         else:
             model.set_experts_implementation(path)
         report["paths"][path] = measure(model, timer, args.prompt, args.decode_steps, args.repeats)
-        if path == "hymoe" and not args.release:
+        if path.startswith("hymoe") and not args.release:
             ht.unpatch(model)
             gc.collect()
         print(json.dumps({path: report["paths"][path]}), flush=True)
