@@ -11,6 +11,7 @@ recording formats and the measured speed.
 import json
 import os
 import re
+import warnings
 
 import numpy as np
 import torch
@@ -320,6 +321,7 @@ def patch(model, *, gpu_experts_mask=None, checkpoint=None, format="stored", rec
             _check_parameters(name, module, *_FAMILIES[type(module).__name__])
     if threads is not None:
         _core.runtime_set_num_threads(int(threads))
+    _warn_about_spinning_threads()
 
     def build(name, module, layer):
         family, layout = _FAMILIES[type(module).__name__]
@@ -363,6 +365,21 @@ def patch(model, *, gpu_experts_mask=None, checkpoint=None, format="stored", rec
                                        "num_experts": num_experts, "num_hidden_layers": num_hidden_layers,
                                        "released": bool(release_torch_weights)})
     return model
+
+
+_warned = []
+
+
+def _warn_about_spinning_threads():
+    """PyTorch's OpenMP threads spin after each parallel region unless OMP_WAIT_POLICY=PASSIVE, on the cores
+    hymoe's pool then runs the experts on: on a 2-core machine that made a Qwen3-30B-A3B block's decode 1.7x slower
+    (docs/transformers.md). The policy is read when the OpenMP runtime starts, so it can only be advised."""
+    if _warned or torch.get_num_threads() < 2 or os.environ.get("OMP_WAIT_POLICY", "").upper() == "PASSIVE":
+        return
+    _warned.append(True)
+    warnings.warn("hymoe.transformers: PyTorch's OpenMP threads spin between operations and slow hymoe's experts "
+                  "down (1.7x at decode in docs/transformers.md); start Python with OMP_WAIT_POLICY=PASSIVE",
+                  stacklevel=3)
 
 
 def _dim(module, layout):

@@ -393,6 +393,27 @@ def test_awkward_calls_of_a_patched_experts_module():
     ht.unpatch(model)
 
 
+@pytest.mark.parametrize("policy", [None, "PASSIVE"])
+def test_spinning_threads_are_warned_about_once(policy):
+    import os
+    import subprocess
+    import sys
+
+    code = ("import warnings, torch, tiny_models, hymoe.transformers as ht\n"
+            "torch.set_num_threads(2)\n"
+            "warnings.simplefilter('always')\n"
+            "with warnings.catch_warnings(record=True) as w:\n"
+            "    for _ in range(2):\n"
+            "        m = tiny_models.build('olmoe'); ht.patch(m); ht.unpatch(m)\n"
+            "print(sum('OMP_WAIT_POLICY=PASSIVE' in str(x.message) for x in w))\n")
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    if policy:
+        env["OMP_WAIT_POLICY"] = policy
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.split()[-1] == ("0" if policy else "1")
+
+
 def test_named_errors():
     model = tiny_models.build("gpt_oss")
     with pytest.raises(ValueError, match="pass checkpoint="):
