@@ -191,6 +191,55 @@ def _reference_fp8(path, layer, x, ids, weights):
     return out
 
 
+def test_mxfp4_checkpoint_experts_stay_compact(tmp_path):
+    """A gpt-oss MXFP4 checkpoint: transformers on a CPU (no triton kernels) dequantizes it to bf16; hymoe, given
+    the directory, holds the 4-bit blocks (17 bytes per 32 weights) and computes them on its integer twin (q8_0
+    activations, docs/runtime.md)."""
+    import safetensors.torch
+
+    torch.manual_seed(0)
+    tiny_models.mxfp4_checkpoint(tiny_models.build("gpt_oss", dtype=torch.bfloat16), tmp_path / "mx")
+    model = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "mx").eval()
+    experts = [layer.mlp.experts for layer in model.model.layers]
+    assert all(m.gate_up_proj.dtype is torch.bfloat16 for m in experts)  # transformers' dequantized copy
+    calls = []
+    hooks = [m.register_forward_hook(lambda mod, args, out: calls.append((mod, args))) for m in experts]
+    with torch.no_grad():
+        model(tiny_models.prompt(batch=2, length=9))
+    for h in hooks:
+        h.remove()
+    ht.patch(model, checkpoint=tmp_path / "mx", release_torch_weights=True)
+    assert "mxfp4w" in model.model.layers[-1].mlp.experts.engine.kernel_name
+    e, d, i = 8, 64, 32
+    assert ht.host_weight_bytes(model) == len(experts) * (e * 3 * i * d * 17 // 32 + e * (2 * i + d) * 4)
+    t = safetensors.torch.load_file(tmp_path / "mx" / "model.safetensors")
+    fp4 = torch.tensor(tiny_models.FP4_VALUES, dtype=torch.float64)
+
+    def decode(name):
+        blocks, scales = t[name + "_blocks"], t[name + "_scales"]
+        v = torch.stack([fp4[(blocks & 15).long()], fp4[(blocks >> 4).long()]], -1).flatten(-2)
+        return (v * torch.pow(2.0, scales.double() - 127)[..., None]).flatten(-2)
+
+    patched = {m._original: m for m in model.modules() if isinstance(m, ht._HymoeExperts)}
+    for layer, (original, (x, ids, weights)) in enumerate(calls):
+        p = f"model.layers.{layer}.mlp.experts."
+        gate_up, down = decode(p + "gate_up_proj"), decode(p + "down_proj")
+        gate_up_bias, down_bias = t[p + "gate_up_proj_bias"].double(), t[p + "down_proj_bias"].double()
+        reference = torch.zeros(x.shape, dtype=torch.float64)
+        for tok in range(x.shape[0]):
+            for k in range(ids.shape[1]):
+                ex = int(ids[tok, k])
+                h = gate_up[ex] @ x[tok].double() + gate_up_bias[ex]
+                g, u = h[0::2].clamp(max=7.0), h[1::2].clamp(-7.0, 7.0)
+                reference[tok] += weights[tok, k].double() * (down[ex] @ ((u + 1) * g * torch.sigmoid(1.702 * g)) +
+                                                              down_bias[ex])
+        with torch.no_grad():
+            got = patched[original](x, ids, weights).double()
+        # q8_0 rounds each activation to within 1/254 of its block's largest, before both projections: 2^-5 of the
+        # output's magnitude covers the two roundings summed over a block (measured: 0.9-1.8 %).
+        assert (got - reference).abs().max().item() <= 2 ** -5 * reference.abs().max().item()
+
+
 def test_patch_with_a_plan_file_and_int8_format(tmp_path):
     model = tiny_models.build("qwen3_moe")
     ids = tiny_models.prompt()

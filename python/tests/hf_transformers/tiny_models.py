@@ -119,3 +119,46 @@ def fp8_checkpoint(model, path, block=128):
                                      "weight_block_size": [block, block]}
     with open(os.path.join(path, "config.json"), "w") as f:
         json.dump(config, f)
+
+
+# e2m1 values of the 16 FP4 codes (bit 3 the sign), as gpt-oss's MXFP4 checkpoints store them.
+FP4_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0)
+
+
+def _mxfp4(w):
+    """(..., K) -> blocks (..., K/32, 16) uint8 (element 2j in the low nibble) and scales (..., K/32) uint8 (e8m0,
+    bias 127): each group of 32 scaled by a power of two that puts its largest magnitude in [4, 8), codes rounded
+    to the nearest e2m1 magnitude (6 at most)."""
+    g = w.float().reshape(*w.shape[:-1], -1, 32)
+    exponent = torch.floor(torch.log2(g.abs().amax(-1).clamp(min=2.0 ** -100))) - 2
+    scaled = g / torch.pow(2.0, exponent)[..., None]
+    magnitudes = torch.tensor(FP4_VALUES[:8])
+    code = (scaled.abs()[..., None] - magnitudes).abs().argmin(-1) + 8 * (scaled < 0).long()
+    code = code.to(torch.uint8)
+    return (code[..., 0::2] | (code[..., 1::2] << 4)).to(torch.uint8), (exponent + 127).to(torch.uint8)
+
+
+def mxfp4_checkpoint(model, path):
+    """Saves a gpt-oss `model` as its MXFP4 checkpoints are published: each layer's experts as
+    `gate_up_proj_blocks` / `_scales` (E, 2I, D/32, 16) / (E, 2I, D/32) and `down_proj_*` (E, D, I/32, 16), biases in
+    bf16, and quantization_config mxfp4 in config.json."""
+    import json
+    import os
+
+    import safetensors.torch
+
+    model.save_pretrained(path)
+    file = os.path.join(path, "model.safetensors")
+    out = {}
+    for name, w in safetensors.torch.load_file(file).items():
+        if name.endswith(("mlp.experts.gate_up_proj", "mlp.experts.down_proj")):
+            out[name + "_blocks"], out[name + "_scales"] = _mxfp4(w.transpose(1, 2))  # (E, out, in)
+        else:
+            out[name] = w
+    safetensors.torch.save_file(out, file, metadata={"format": "pt"})
+    with open(os.path.join(path, "config.json")) as f:
+        config = json.load(f)
+    config["quantization_config"] = {"quant_method": "mxfp4", "modules_to_not_convert": [
+        "model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"]}
+    with open(os.path.join(path, "config.json"), "w") as f:
+        json.dump(config, f)
