@@ -1,4 +1,5 @@
-// AVX-512 with AVX512_VNNI and AVX512_BF16: gemm_bf16w_bf16_12x32__avx512bf16 (vdpbf16ps on bf16 k pairs) and
+// AVX-512 with AVX512_VNNI and AVX512_BF16: gemm_bf16w_bf16_12x32__avx512bf16 (vdpbf16ps on bf16 k pairs),
+// gemm_fp8w_bf16_10x32__avx512bf16 (fp8 codes decoded to bf16 in registers, then vdpbf16ps) and
 // gemm_q8w_q8_6x32__avx512bf16 (vpdpbusd), beside the AVX-512F kernels built again with these flags. Compiled with
 // -mavx512f -mavx512bw -mavx512vl -mavx512vnni -mavx512bf16 -mfma (and only this file); run only where
 // detect_best_isa() found AVX512_BF16.
@@ -18,12 +19,33 @@ struct V : V512Vnni {
   static bvec load_pairs(const void* p) { return reinterpret_cast<bvec>(_mm512_loadu_si512(p)); }
   static bvec broadcast_pair(const uint32_t* p) { return reinterpret_cast<bvec>(_mm512_set1_epi32(static_cast<int>(*p))); }
   static vec dot_bf16(vec acc, bvec a, bvec b) { return _mm512_dpbf16_ps(acc, a, b); }
+  // 32 e4m3 codes (16 k pairs) to the bf16 bits of fp8(b) * 2^-8, integer ops only (8 per 32 codes). A code with
+  // exponent field e >= 1 has ((b & 0x7f) << 4) + (112 << 7): its exponent and mantissa land on bf16's, exponent
+  // e + 112 (2^(e - 15) = 2^(e - 7) * 2^-8). A code with e = 0 (zero, subnormal m * 2^-9) is looked up by its
+  // low five bits, m, in kFp8SubnormalBf16 (vpermw, merged under the mask of those lanes). The sign is bit 7
+  // moved to bit 15.
+  static bvec fp8_pairs(const uint8_t* p) {
+    const __m512i z = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    __m512i mag = _mm512_add_epi16(_mm512_and_si512(_mm512_slli_epi16(z, 4), _mm512_set1_epi16(0x07F0)),
+                                   _mm512_set1_epi16(112 << 7));
+    const __mmask32 low = _mm512_testn_epi16_mask(z, _mm512_set1_epi16(0x78));
+    mag = _mm512_mask_permutexvar_epi16(mag, low, z, _mm512_loadu_si512(kFp8SubnormalBf16));
+    // mag | (sign & 0x8000): vpternlogd with the truth table A | (B & C).
+    const __m512i bits = _mm512_ternarylogic_epi32(mag, _mm512_slli_epi16(z, 8),
+                                                   _mm512_set1_epi16(static_cast<short>(0x8000)), 0xF8);
+    return reinterpret_cast<bvec>(bits);
+  }
+  // bf16 bits of m * 2^-9 * 2^-8 for the e = 0 codes' mantissa m (0 for 0); vpermw reads 32 entries.
+  alignas(64) static constexpr uint16_t kFp8SubnormalBf16[32] = {0x0000, 0x3700, 0x3780, 0x37C0,
+                                                                 0x3800, 0x3820, 0x3840, 0x3860};
 };
 
 constexpr int kMr = 12;  // 12 rows x 2 zmm = 24 accumulators (see the register budget in the -inl header)
 constexpr int kQ8Mr = 6;  // 6 rows x 2 zmm x (float + int32) = 24 accumulators
+constexpr int kFp8Mr = 10;  // 10 rows x 2 zmm = 20 chains (see the register budget in gemm_fp8_dot-inl.h)
 
 #include "kernels/gemm_microkernel-inl.h"
+#include "kernels/gemm_fp8_dot-inl.h"
 
 static_assert(kNr == 32);
 
@@ -36,6 +58,8 @@ const GemmFormat kQ8{WeightFormat::kQ8Block32, "gemm_q8w_q8_6x32__avx512bf16", k
 
 const GemmFormat kBf16Dot{WeightFormat::kBf16Dot, "gemm_bf16w_bf16_12x32__avx512bf16", kMr, kNr,
                          pack_activations_bf16_pairs, gemm_format_bf16_dot<>, gemm_format_bf16_dot_few<>, 3};
+const GemmFormat kFp8Dot{WeightFormat::kFp8Block128Dot, "gemm_fp8w_bf16_10x32__avx512bf16", kFp8Mr, kNr,
+                        pack_activations_bf16_pairs128, gemm_format_fp8_dot, gemm_format_fp8_dot_few, 3};
 
 // The exact GGUF formats run the AVX2 kernels (see gemm_avx512.cc); their int8 twins the AVX512_VNNI ones.
 const IsaKernels kKernels{Isa::kAvx512Bf16, kMr, kNr, gemm_f32w, gemm_bf16w, gemm_f32w_few, gemm_bf16w_few, swiglu,
@@ -47,7 +71,8 @@ const IsaKernels kKernels{Isa::kAvx512Bf16, kMr, kNr, gemm_f32w, gemm_bf16w, gem
                            &kGemmFp8wF32Avx2, &kGemmMxfp4wF32Avx2,
                            &gemm_q8_0w_q8_0_4x32__avx512vnni, &gemm_q4_0w_q8_0_4x32__avx512vnni,
                            &gemm_q4_kw_q8_k_4x32__avx512vnni, &gemm_q5_kw_q8_k_4x32__avx512vnni,
-                           &gemm_q6_kw_q8_k_4x32__avx512vnni, &gemm_mxfp4w_q8_0_4x32__avx512vnni}, bf16_dot_probe<>,
+                           &gemm_q6_kw_q8_k_4x32__avx512vnni, &gemm_mxfp4w_q8_0_4x32__avx512vnni, &kFp8Dot},
+                          bf16_dot_probe<>,
                           int8_dot_probe};
 
 }  // namespace

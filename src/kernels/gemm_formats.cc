@@ -29,6 +29,7 @@ const char* weight_format_operands(WeightFormat format) {
     case WeightFormat::kGgmlQ5_KI8: return "q5_kw_q8_k";
     case WeightFormat::kGgmlQ6_KI8: return "q6_kw_q8_k";
     case WeightFormat::kMxfp4Block32I8: return "mxfp4w_q8_0";
+    case WeightFormat::kFp8Block128Dot: return "fp8w_bf16";
   }
   return "?";
 }

@@ -24,6 +24,10 @@
 //              Q4_0's nibble layout, looked up in registers as 2x their value plus 12, then NR u8 E8M0 scales.
 //   fp8 block  per panel, per k block of 128: (128, NR) u8 float8 e4m3fn codes, then NR f32 multipliers (the
 //              checkpoint's block scale times 2^8, see gemm_quantized.cc); decoded exactly in registers; f32 FMA.
+//   fp8 dot    the fp8 block's codes in k pairs, (64, NR, 2) u8 (the bf16-dot operand's order), then the same NR
+//              multipliers; each code decoded in registers to the bf16 bits of fp8(b) * 2^-8 (exact: e4m3 has 3
+//              mantissa bits), activations rounded to bf16 pairs; per block of 128 k one vdpbf16ps chain, then one
+//              f32 FMA with the multiplier per C element (gemm_quantized.h).
 //   mxfp4      per panel, per k group of 32: (16, NR) u8 (k pair t of column j: low nibble k = 2t, high 2t + 1,
 //              E2M1 codes), then NR u8 E8M0 scales; decoded exactly in registers; f32 FMA. GGUF's MXFP4 blocks
 //              (ggml type 39: value j and j + 16 in byte j) are reordered into these pairs when packed.
@@ -57,11 +61,14 @@ enum class WeightFormat {
   // MXFP4 (gpt-oss) repacked for integer dot products with q8_0 activations (QuantCompute::kInt8), as llama.cpp's
   // ggml_vec_dot_mxfp4_q8_0.
   kMxfp4Block32I8,
+  // Checkpoint FP8 on the bf16 dot product (QuantCompute other than kExact, AVX512_BF16): exact weights,
+  // activations rounded to bf16.
+  kFp8Block128Dot,
 };
-constexpr int kNumWeightFormats = 17;
+constexpr int kNumWeightFormats = 18;
 // The kernel-name spelling of a format's operands (docs/kernels.md): "f32w_f32", "bf16w_f32", "bf16w_bf16",
 // "q8w_q8", "q8_0w_f32", "q4_0w_f32", "q4_kw_f32", "q5_kw_f32", "q6_kw_f32", "fp8w_f32", "mxfp4w_f32",
-// "q8_0w_q8_0", "q4_0w_q8_0", "q4_kw_q8_k", "q5_kw_q8_k", "q6_kw_q8_k", "mxfp4w_q8_0".
+// "q8_0w_q8_0", "q4_0w_q8_0", "q4_kw_q8_k", "q5_kw_q8_k", "q6_kw_q8_k", "mxfp4w_q8_0", "fp8w_bf16".
 const char* weight_format_operands(WeightFormat format);
 
 // The panel layout of a GGUF format (docs/kernels.md, "Formats"), per k unit of `k_unit` k (one GGUF sub-block):
@@ -138,7 +145,7 @@ constexpr int k_unit(WeightFormat format) {
          : is_gguf_int8_format(format)            ? gguf_int8_layout(format).k_unit
          : format == WeightFormat::kBf16Dot       ? 2
          : format == WeightFormat::kQ8Block32     ? 32
-         : format == WeightFormat::kFp8Block128   ? 128
+         : format == WeightFormat::kFp8Block128 || format == WeightFormat::kFp8Block128Dot ? 128
          : format == WeightFormat::kMxfp4Block32  ? 32
                                                   : 1;
 }
@@ -149,13 +156,14 @@ constexpr int64_t weight_unit_bytes(WeightFormat format, int nr) {
     return int64_t{l.k_unit} * nr * l.code_bits / 8 + gguf_int8_factor_bytes(l, nr);
   }
   return format == WeightFormat::kF32 ? 4 * nr : format == WeightFormat::kQ8Block32 ? 36 * nr
-       : format == WeightFormat::kFp8Block128 ? 132 * nr : format == WeightFormat::kMxfp4Block32 ? 17 * nr
+       : format == WeightFormat::kFp8Block128 || format == WeightFormat::kFp8Block128Dot ? 132 * nr : format == WeightFormat::kMxfp4Block32 ? 17 * nr
        : 2 * k_unit(format) * nr;
 }
 constexpr int64_t activation_unit_bytes(WeightFormat format, int mr) {
   // GGUF int8: per unit (k_unit / 4, mr, 4) int8 codes, mr f32 scales, mr int32 sums of the unit's codes.
   if (is_gguf_int8_format(format)) return (int64_t{gguf_int8_layout(format).k_unit} + 8) * mr;
   return format == WeightFormat::kBf16Dot ? 4 * mr : format == WeightFormat::kQ8Block32 ? 40 * mr
+       : format == WeightFormat::kFp8Block128Dot ? 2 * 128 * mr  // (64, mr) bf16 pairs
        : 4 * k_unit(format) * mr;  // f32 activations, k_unit of them per row (f32, bf16 widen, GGUF, fp8, mxfp4)
 }
 constexpr int kQ8Block = 32;

@@ -2,6 +2,7 @@
 // panels and the scalar references of their micro-kernels. Built without ISA flags.
 #include "kernels/gemm_quantized.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -50,10 +51,15 @@ struct Column {
   int64_t row;
 };
 
-// Fills panel `panel` of the fp8 format from its nr source columns.
-void fill_fp8_panel(const Column* cols, int nr, int64_t k, uint8_t* panel) {
+// Where code kk (of a unit) of column j lies in a unit of an fp8 format: k rows of nr codes, or k pairs (64, nr, 2).
+int64_t fp8_code_offset(WeightFormat format, int nr, int64_t kk, int j) {
+  return format == WeightFormat::kFp8Block128Dot ? (kk / 2 * nr + j) * 2 + kk % 2 : kk * nr + j;
+}
+
+// Fills panel `panel` of an fp8 format from its nr source columns.
+void fill_fp8_panel(WeightFormat format, const Column* cols, int nr, int64_t k, uint8_t* panel) {
   const int64_t units = (k + kFp8PanelBlock - 1) / kFp8PanelBlock;
-  const int64_t unit_bytes = weight_unit_bytes(WeightFormat::kFp8Block128, nr);
+  const int64_t unit_bytes = weight_unit_bytes(format, nr);
   for (int j = 0; j < nr; ++j) {
     const MatrixView* m = cols[j].src;
     const int64_t row = cols[j].row;
@@ -69,7 +75,7 @@ void fill_fp8_panel(const Column* cols, int nr, int64_t k, uint8_t* panel) {
         if ((c & 0x7f) == 0x7f)
           fail("fp8 weights: code ", c == 0x7f ? "0x7f" : "0xff", " (NaN in e4m3fn) at output row ", row, ", input ", k0 + kk, " of a ", m->n, " x ", m->k,
                " matrix; the packed fp8 kernels take finite codes only");
-        unit[kk * nr + j] = c;
+        unit[fp8_code_offset(format, nr, kk, j)] = c;
       }
       if (row >= 0) {
         const float s = scales[(row / m->quant.block_n) * scale_cols + k0 / m->quant.block_k];
@@ -139,7 +145,8 @@ void check_quantized_packable(const MatrixView& b, int nr, WeightFormat format) 
   HYMOE_CHECK(nr > 0 && nr % 2 == 0);
   WeightFormat natural;
   HYMOE_CHECK(quantized_panel_format(b, &natural) &&
-                  (natural == format || (natural == WeightFormat::kMxfp4Block32 && format == WeightFormat::kMxfp4Block32I8)),
+                  (natural == format || (natural == WeightFormat::kMxfp4Block32 && format == WeightFormat::kMxfp4Block32I8) ||
+                   (natural == WeightFormat::kFp8Block128 && format == WeightFormat::kFp8Block128Dot)),
               "a ",
               b.quant.scheme == QuantScheme::kFp8Block ? "fp8" : "quantized", " view (block_k ", b.quant.block_k,
               ") packed as ", weight_format_operands(format));
@@ -161,7 +168,8 @@ PackedMatrix pack_columns(const MatrixView& shape_of, int nr, WeightFormat forma
   parallel_for(panels, [&](int64_t p, int) {
     std::vector<Column> cols(static_cast<size_t>(nr));
     for (int j = 0; j < nr; ++j) cols[static_cast<size_t>(j)] = column_of(p, j);
-    if (format == WeightFormat::kFp8Block128) fill_fp8_panel(cols.data(), nr, out.k, buf + p * panel_bytes);
+    if (format == WeightFormat::kFp8Block128 || format == WeightFormat::kFp8Block128Dot)
+      fill_fp8_panel(format, cols.data(), nr, out.k, buf + p * panel_bytes);
     else fill_mxfp4_panel(format, cols.data(), nr, out.k, buf + p * panel_bytes);
   });
   return out;
@@ -213,6 +221,35 @@ void gemm_fp8w_f32__ref(int m, int mr, int nr, int64_t kc, const void* a, const 
     const float scale = multiplier / 256.0f;  // exact: the packing multiplied by 2^8
     return fp8_block_scaled_value_ref(unit + (kk % kFp8PanelBlock) * nr + j, &scale, 1, 1, 1, 1, 0, 0);
   });
+}
+
+void gemm_fp8w_bf16__ref(int m, int mr, int nr, int64_t kc, const void* a, const void* b, float* c, int64_t ldc,
+                         bool accumulate) {
+  const uint16_t* ap = static_cast<const uint16_t*>(a);
+  const uint8_t* bp = static_cast<const uint8_t*>(b);
+  const int64_t unit_bytes = weight_unit_bytes(WeightFormat::kFp8Block128Dot, nr);
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < nr; ++j) {
+      double acc = accumulate ? c[i * ldc + j] : 0.0;
+      for (int64_t kk = 0; kk < kc; ++kk) {
+        const uint8_t* unit = bp + kk / kFp8PanelBlock * unit_bytes;
+        float multiplier;
+        std::memcpy(&multiplier, unit + kFp8PanelBlock * nr + 4 * j, sizeof(float));
+        const float scale = multiplier / 256.0f;  // exact: the packing multiplied by 2^8
+        const double w = fp8_block_scaled_value_ref(
+            unit + fp8_code_offset(WeightFormat::kFp8Block128Dot, nr, kk % kFp8PanelBlock, j), &scale, 1, 1, 1, 1, 0, 0);
+        acc += static_cast<double>(bf16_to_float(ap[((kk / 2) * mr + i) * 2 + kk % 2])) * w;
+      }
+      c[i * ldc + j] = static_cast<float>(acc);
+    }
+}
+
+void pack_activations_bf16_pairs128(const float* a, int64_t lda, const int64_t* row_index, int rows, int64_t k, int mr,
+                                    void* out) {
+  pack_activations_bf16_pairs(a, lda, row_index, rows, k, mr, out);
+  const int64_t pairs = (k + 1) / 2, unit_pairs = kFp8PanelBlock / 2;
+  uint32_t* words = static_cast<uint32_t*>(out);
+  std::fill(words + pairs * mr, words + (pairs + unit_pairs - 1) / unit_pairs * unit_pairs * mr, uint32_t{0});
 }
 
 void gemm_mxfp4w_f32__ref(int m, int mr, int nr, int64_t kc, const void* a, const void* b, float* c, int64_t ldc,

@@ -12,6 +12,11 @@ namespace hymoe::kernels {
 // scale of the column's block times 2^8: the kernels decode a code to the f16 bits
 // ((b & 0x80) << 8 | (b & 0x7f) << 7), whose value is fp8(b) * 2^-8 (subnormals included: the exponent bias
 // differs by 8), so f16(b) * multiplier is fp8(b) * scale rounded once, the reference's value to the bit.
+// The fp8 dot format (kFp8Block128Dot) holds the same codes and multipliers with the codes in k pairs, (64, NR, 2):
+// its kernels decode a code to the bf16 bits of fp8(b) * 2^-8 (exact: every e4m3 value, subnormals included, is a
+// normal bf16 value once scaled by 2^-8), take activations rounded to bf16, and per block of 128 k run one
+// vdpbf16ps chain in k-pair order, then c = fma(chain, multiplier, c) (the block's first: chain * multiplier).
+// The products are exact; the rounding is the activations' (2^-9 relative) and the f32 chain's.
 inline constexpr int kFp8PanelBlock = 128;
 // One k unit of the mxfp4 format: (16, NR) u8 code pairs, then NR u8 E8M0 scales (as stored).
 inline constexpr int kMxfp4PanelGroup = 32;
@@ -23,7 +28,8 @@ bool quantized_panel_format(const MatrixView& b, WeightFormat* format);
 // Whether pack_matrix and pack_gate_up pack the view here (pack_quantized_*): fp8 and mxfp4 views, GGUF MXFP4 ones.
 bool packs_as_quantized(const MatrixView& b);
 
-// Packs a quantized view (kFp8Block, kMxfp4 or GGUF MXFP4) into its panel format; a gate/up pair interleaved as
+// Packs a quantized view (kFp8Block, kMxfp4 or GGUF MXFP4) into its panel format (an fp8 view: kFp8Block128 or
+// kFp8Block128Dot); a gate/up pair interleaved as
 // pack_gate_up does. Codes the format cannot run fail with an error naming the value and its place: fp8 NaN codes
 // (0x7f, 0xff; the checkpoints have none), non-finite fp8 scales or scales times 2^8 past float's range, and E8M0
 // scale 255 (NaN).
@@ -37,6 +43,13 @@ void gemm_fp8w_f32__ref(int m, int mr, int nr, int64_t kc, const void* a, const 
                         bool accumulate);
 void gemm_mxfp4w_f32__ref(int m, int mr, int nr, int64_t kc, const void* a, const void* b, float* c, int64_t ldc,
                           bool accumulate);
+// Reference of the fp8 dot micro-kernels (a: pack_activations_bf16_pairs128's micro-panel, b: one kFp8Block128Dot
+// panel): the bf16-rounded activations times the exact weights, double accumulation.
+void gemm_fp8w_bf16__ref(int m, int mr, int nr, int64_t kc, const void* a, const void* b, float* c, int64_t ldc,
+                         bool accumulate);
+// The fp8 dot format's activation packing: pack_activations_bf16_pairs, zero up to a whole unit of 128 k.
+void pack_activations_bf16_pairs128(const float* a, int64_t lda, const int64_t* row_index, int rows, int64_t k, int mr,
+                                    void* out);
 
 // The AVX2 (+F16C) kernels of the two formats (gemm_quantized_avx2.cc). The AVX-512 IsaKernels point at them too:
 // these kernels are bound by the decode and the f32 FMA chain, and Zen 4 (the AVX-512 machine in view) runs a

@@ -1,4 +1,5 @@
-// The bf16-dot, VNNI q8 and VNNI GGUF int8 micro-kernel bodies (gemm_microkernel-inl.h, gemm_gguf_int8-inl.h) instantiated over a software model of the
+// The bf16-dot, fp8-dot, VNNI q8 and VNNI GGUF int8 micro-kernel bodies (gemm_microkernel-inl.h,
+// gemm_fp8_dot-inl.h, gemm_gguf_int8-inl.h) instantiated over a software model of the
 // vector unit: plain C++ lanes whose dot_bf16 and q8_dot4 do what the Intel SDM's pseudocode of vdpbf16ps and
 // vpdpbusd says. No emulator at hand runs AVX512_BF16 (Bochs 2.7 implements VNNI but not BF16; QEMU's TCG has no
 // AVX-512), so this is what checks, on any host, that the kernels' layouts, loops, k pairs, block corrections and
@@ -13,9 +14,11 @@
 #include <vector>
 
 #include "fast_kernel_test_util.h"
+#include "fp8_test_util.h"
 #include "gguf_test_util.h"
 #include "kernels/gemm_driver.h"
 #include "kernels/gemm_kernels.h"
+#include "hymoe/quant_decode.h"
 
 namespace hymoe::kernels {
 namespace {
@@ -174,6 +177,19 @@ struct V {
     for (int l = 0; l < kWidth; ++l) r.pair[l] = *p;
     return r;
   }
+  // The fp8 dot format's decode (gemm_fp8_dot-inl.h): lane l holds codes p[2l] (even k, low half) and p[2l + 1],
+  // each as the bf16 bits of fp8(b) * 2^-8, computed here from the value (exact in bf16) rather than the bits.
+  static bvec fp8_pairs(const uint8_t* p) {
+    bvec r;
+    for (int l = 0; l < kWidth; ++l) {
+      auto bits = [](uint8_t b) {
+        const float one = 1.0f;
+        return float_to_bf16(fp8_block_scaled_value_ref(&b, &one, 1, 1, 1, 1, 0, 0) * 0x1p-8f);
+      };
+      r.pair[l] = static_cast<uint32_t>(bits(p[2 * l])) | static_cast<uint32_t>(bits(p[2 * l + 1])) << 16;
+    }
+    return r;
+  }
   static vec dot_bf16(vec acc, bvec a, bvec b) {
     auto half = [](uint32_t pair, int h) { return bf16_to_float(static_cast<uint16_t>(pair >> (16 * h))); };
     return map([&](int l) {
@@ -186,14 +202,20 @@ struct V {
 constexpr int kMr = 12;
 constexpr int kQ8Mr = 6;
 constexpr int kIntMr = 4;
+constexpr int kFp8Mr = 10;
 
 #include "kernels/gemm_microkernel-inl.h"
 #include "kernels/gemm_gguf_int8-inl.h"
+#include "kernels/gemm_fp8_dot-inl.h"
 
 const GemmFormat kBf16Dot{WeightFormat::kBf16Dot, "gemm_bf16w_bf16_12x32__model", kMr, kNr, pack_activations_bf16_pairs,
                           gemm_format_bf16_dot<>, gemm_format_bf16_dot_few<>, 3};
 const GemmFormat kQ8Vnni{WeightFormat::kQ8Block32, "gemm_q8w_q8_6x32__model", kQ8Mr, kNr, pack_activations_q8,
                          gemm_format_q8, nullptr, 0};
+
+// The fp8 dot format as gemm_avx512bf16.cc builds it.
+const GemmFormat kFp8Dot{WeightFormat::kFp8Block128Dot, "gemm_fp8w_bf16_10x32__model", kFp8Mr, kNr,
+                         pack_activations_bf16_pairs128, gemm_format_fp8_dot, gemm_format_fp8_dot_few, 3};
 
 // The GGUF int8 formats as gemm_avx512vnni.cc builds them.
 #define HYMOE_MODEL_INT8_FORMAT(format, name) \
@@ -327,6 +349,14 @@ TEST(EmulatedIsaTest, GroupedDriverRunsTheModelFormats) {
                 << f->name << " k " << k << " group " << g << " row " << r << " column " << j;
           }
     }
+}
+
+// The fp8 dot kernel bodies over the vdpbf16ps model (what gemm_avx512bf16.cc runs): every code decoded exactly,
+// the micro-kernel and its few-rows form against the reference on every m and K around the 128-k units.
+TEST(EmulatedIsaTest, Fp8DotMicroKernelsMatchTheReference) {
+  test::fp8::expect_fp8_dot_decodes_every_code_exactly(kFp8Dot);
+  Rng rng(25);
+  test::fp8::expect_fp8_dot_kernels_match_reference(kFp8Dot, rng);
 }
 
 // The GGUF int8 kernel bodies over the vpdpbusd model (what gemm_avx512vnni.cc runs, which no emulator here

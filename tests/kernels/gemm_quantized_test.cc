@@ -1,7 +1,9 @@
 // The compact fp8 block and mxfp4 panel formats (gemm_quantized.h): every code decoded exactly by the packed
 // micro-kernels, the micro-kernels against their scalar references, the grouped FFN against the reference on the
 // same views (awkward shapes, empty groups), the same bits for any thread count, the bytes per weight, refused
-// NaN codes, gpt-oss's interleaved gate_up (row_step), and the portable path for views no panel format runs.
+// NaN codes, gpt-oss's interleaved gate_up (row_step), and the portable path for views no panel format runs; and
+// fp8's bf16-dot format (kFp8Block128Dot, where the ISA has AVX512_BF16) against its reference and against the
+// grouped reference with bf16-rounded activations.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,6 +13,7 @@
 #include <vector>
 
 #include "fast_kernel_test_util.h"
+#include "fp8_test_util.h"
 #include "hymoe/error.h"
 #include "hymoe/quant_decode.h"
 #include "hymoe/threads.h"
@@ -23,40 +26,10 @@ namespace {
 using test::dot_error_bound;
 using test::random_values;
 
-// An (N, K) quantized matrix with its storage.
-struct QuantMatrix {
-  std::vector<uint8_t> codes, scale_bytes;
-  std::vector<float> scales;
-  MatrixView view;
-};
-
-// The normal e4m3 codes (exponent field >= 1, not NaN): 0x08-0x7e and 0x88-0xfe.
-constexpr int kNormalFp8Codes = 2 * 119;
-uint8_t normal_fp8_code(int64_t i) {
-  const int64_t at = i % kNormalFp8Codes;
-  return static_cast<uint8_t>(at < 119 ? 0x08 + at : 0x88 + at - 119);
-}
-
-// Random finite e4m3 codes of both signs and block scales of [128 or block_k] blocks. The kernels decode 32 rows
-// of a 128-k unit with only normal codes one way and any others another (gemm_quantized_avx2.cc), so k in
-// [32, 64) (and [96, 128) ...) holds only normal codes and the rest any finite code (subnormals and zeros one in
-// 8): every unit of 128 k mixes the two.
-QuantMatrix random_fp8(Rng& rng, int64_t n, int64_t k, int64_t block_n = 128, int64_t block_k = 128) {
-  QuantMatrix m;
-  m.codes.resize(static_cast<size_t>(n * k));
-  for (size_t i = 0; i < m.codes.size(); ++i) {
-    uint8_t& c = m.codes[i];
-    c = normal_fp8_code(static_cast<int64_t>(rng.below(kNormalFp8Codes)));
-    if ((static_cast<int64_t>(i) % k) / 32 % 2 == 0 && rng.below(8) == 0)
-      c = static_cast<uint8_t>(rng.below(8) | (rng.below(2) << 7));  // a subnormal or zero, either sign
-  }
-  const int64_t sn = (n + block_n - 1) / block_n, sk = (k + block_k - 1) / block_k;
-  m.scales.resize(static_cast<size_t>(sn * sk));
-  for (auto& s : m.scales) s = static_cast<float>(std::ldexp(0.5 + rng.uniform(), -9 + static_cast<int>(rng.below(3))));
-  m.view = MatrixView{m.codes.data(), DType::kF32, WeightLayout::kOutIn, k, n};
-  m.view.quant = {QuantScheme::kFp8Block, 0, m.scales.data(), block_n, block_k};
-  return m;
-}
+using test::fp8::kNormalFp8Codes;
+using test::fp8::normal_fp8_code;
+using test::fp8::QuantMatrix;
+using test::fp8::random_fp8;
 
 // Random E2M1 codes and E8M0 scales around 2^-4 (weights of magnitude up to about 0.4).
 QuantMatrix random_mxfp4(Rng& rng, int64_t n, int64_t k) {
@@ -270,7 +243,10 @@ Outputs run_ffn(const GroupedFfn& ffn, const QuantProblem& p) { return test::run
 // got against the reference: gate and up within the f32 bound of their dot products; y within the f32 bound of
 // the down projection plus the hidden values' own error carried through |w_down| (silu(g) u moves by at most
 // 1.1 |u| dg + |silu(g)| du).
-void expect_matches_reference(const QuantProblem& p, const Outputs& got, const Outputs& want, const std::string& what) {
+// With bf16_activations (the fp8 dot format against the rounded reference) a hidden value the two compute a few
+// f32 ulps apart can round to neighbouring bf16 values before the down projection: one bf16 step, 2^-8 |h|, more.
+void expect_matches_reference(const QuantProblem& p, const Outputs& got, const Outputs& want, const std::string& what,
+                              bool bf16_activations = false) {
   const int64_t D = p.shape.dim, H = p.shape.hidden;
   for (int64_t e = 0; e < p.shape.num_groups; ++e) {
     const MlpWeightsView& w = p.views[static_cast<size_t>(e)];
@@ -289,7 +265,8 @@ void expect_matches_reference(const QuantProblem& p, const Outputs& got, const O
         ASSERT_NEAR(got.up[at], want.up[at], eu) << what << " up row " << r << " column " << j;
         const double g = want.gate[at], u = want.up[at];
         h[static_cast<size_t>(j)] = silu(g) * u;
-        dh[static_cast<size_t>(j)] = 1.1 * std::abs(u) * eg + std::abs(silu(g)) * eu + 8 * test::kF32Eps * std::abs(h[j]);
+        dh[static_cast<size_t>(j)] = 1.1 * std::abs(u) * eg + std::abs(silu(g)) * eu + 8 * test::kF32Eps * std::abs(h[j]) +
+                                     (bf16_activations ? 0x1p-8 * std::abs(h[j]) : 0.0);
       }
       const double s = std::abs(p.scale[static_cast<size_t>(r)]);
       for (int64_t d = 0; d < D; ++d) {
@@ -340,6 +317,55 @@ TEST_P(QuantFormatTest, IdenticalBitsForOneAndTwoThreads) {
     ASSERT_EQ(0, std::memcmp(one.y.data(), two.y.data(), one.y.size() * sizeof(float))) << fast->name();
   }
   set_num_threads(before);
+}
+
+// The fp8 bf16-dot format on the ISAs that have it (AVX512_BF16): every code decoded exactly, the micro-kernel and
+// its few-rows form against the reference (fp8_test_util.h); the ISAs without it have no such format, and
+// QuantCompute never picks it there.
+TEST_P(QuantFormatTest, Fp8DotFormatWhereTheIsaHasIt) {
+  const GemmFormat* f = ik_->format(WeightFormat::kFp8Block128Dot);
+  GroupedFfnOptions o;
+  o.quant = QuantCompute::kAuto;
+  EXPECT_EQ(fp8_rounds_activations(GetParam(), QuantCompute::kAuto), f != nullptr);
+  EXPECT_EQ(fp8_rounds_activations(GetParam(), QuantCompute::kInt8), f != nullptr);
+  EXPECT_FALSE(fp8_rounds_activations(GetParam(), QuantCompute::kExact));
+  if (!f) {
+    EXPECT_LT(GetParam(), Isa::kAvx512Bf16);
+    return;
+  }
+  EXPECT_EQ(std::string(f->name), "gemm_fp8w_bf16_10x32__avx512bf16");
+  test::fp8::expect_fp8_dot_decodes_every_code_exactly(*f);
+  Rng rng(41);
+  test::fp8::expect_fp8_dot_kernels_match_reference(*f, rng);
+}
+
+// The grouped FFN on the bf16-dot fp8 format (the default where the ISA has it) against the reference with
+// bf16-rounded activations and exact weights, on the awkward shapes of GroupedFfnMatchesTheReference; the same
+// bits for one and two threads.
+TEST_P(QuantFormatTest, Fp8DotGroupedFfnMatchesTheRoundedReference) {
+  if (!ik_->format(WeightFormat::kFp8Block128Dot)) GTEST_SKIP() << "no fp8 dot format on " << isa_name(GetParam());
+  GroupedFfnOptions o;
+  o.quant = QuantCompute::kAuto;
+  uint64_t seed = 900;
+  for (auto [dim, hidden] : std::vector<std::pair<int64_t, int64_t>>{{128, 1}, {256, 13}, {384, 131}, {131, 256}})
+    for (const std::vector<int64_t>& rows : std::vector<std::vector<int64_t>>{{1}, {0, 50, 0, 1}, {3, 0, 7}}) {
+      const QuantProblem p(WeightFormat::kFp8Block128, dim, hidden, rows, seed++);
+      const auto fast = make_grouped_ffn(p.shape, p.views, GetParam(), o);
+      ASSERT_NE(std::string(fast->name()).find("fp8w_bf16"), std::string::npos) << fast->name();
+      const auto ref = make_grouped_ffn_ref(p.shape, p.views, RoundingModel::kBf16Activations);
+      expect_matches_reference(p, run_ffn(*fast, p), run_ffn(*ref, p),
+                               std::string(fast->name()) + " dim " + std::to_string(dim) + " hidden " + std::to_string(hidden),
+                               true);
+    }
+  const QuantProblem p(WeightFormat::kFp8Block128, 256, 160, {5, 0, 50, 1, 120, 9}, 78);
+  const auto fast = make_grouped_ffn(p.shape, p.views, GetParam(), o);
+  const int before = num_threads();
+  set_num_threads(1);
+  const Outputs one = run_ffn(*fast, p);
+  set_num_threads(2);
+  const Outputs two = run_ffn(*fast, p);
+  set_num_threads(before);
+  ASSERT_EQ(0, std::memcmp(one.y.data(), two.y.data(), one.y.size() * sizeof(float))) << fast->name();
 }
 
 INSTANTIATE_TEST_SUITE_P(Isas, QuantFormatTest,

@@ -1,0 +1,93 @@
+// The fp8 dot format's micro-kernel bodies (kFp8Block128Dot, gemm_quantized.h), written once over a vector-traits
+// type V like gemm_microkernel-inl.h (include it after that header, inside the same anonymous namespace) and
+// instantiated by gemm_avx512bf16.cc and by the software model of tests/kernels/emulated_isa_test.cc.
+//
+// V provides, beyond the bf16-dot members: fp8_pairs(const uint8_t* p), the 2 * kWidth codes at p (lane l: the
+// k pair p[2l], p[2l + 1]) decoded to bf16 pairs of fp8(b) * 2^-8, exactly. The including unit defines kFp8Mr,
+// the rows of the M-row tile.
+//
+// Per block of 128 k (one unit: 64 k pairs) each C element gets one vdpbf16ps chain in k-pair order, started from
+// zero, then c = fma(chain, multiplier, c), or chain * multiplier for the first block of a call that does not
+// accumulate: so the few-rows form, K blocking at whole units and any split of rows give the same bits.
+// Register budget (AVX-512, kFp8Mr = 10): 20 chains, a decoded weight vector, the decode's temporaries and its
+// four constants; the running sums stay in C (L1), read and written once a block.
+
+constexpr int64_t kFp8DotPairs = 64;                        // k pairs per unit
+constexpr int64_t kFp8DotBUnit = 132 * kNr;                 // bytes of a panel's unit: codes, then kNr f32
+constexpr int64_t kFp8DotPairRow = 2 * kNr;                 // bytes of one k pair of a panel's codes
+
+// M rows over P adjacent panels (panel p at b + p * panel_stride bytes, its C at c + p * kNr), `units` units from
+// a's and b's unit 0. a holds kFp8Mr pairs per k pair (pack_activations_bf16_pairs128 with mr = kFp8Mr).
+template <int M, int P>
+void fp8_dot_tile(int64_t units, const uint32_t* a, const uint8_t* b, int64_t panel_stride, float* c, int64_t ldc,
+                  bool accumulate, const char* prefetch, const char* prefetch_end) {
+  using VV = typename VFor<Bf16Pair>::type;
+  // The prefetch hint spread over each unit in four bursts (a burst every 16 k pairs).
+  const int64_t lines = prefetch_end > prefetch ? (prefetch_end - prefetch + 63) / 64 : 0;
+  const int64_t lines_per_burst = units > 0 ? (lines + 4 * units - 1) / (4 * units) : 0;
+  for (int64_t u = 0; u < units; ++u) {
+    const uint32_t* au = a + u * kFp8DotPairs * kFp8Mr;
+    const uint8_t* bu = b + u * kFp8DotBUnit;
+    typename V::vec s[M][2 * P];
+#pragma GCC unroll 4
+    for (int i = 0; i < M; ++i)
+#pragma GCC unroll 8
+      for (int j = 0; j < 2 * P; ++j) s[i][j] = V::zero();
+    for (int64_t t = 0; t < kFp8DotPairs; ++t) {
+      if (t % 16 == 0)
+        for (int64_t l = 0; l < lines_per_burst && prefetch < prefetch_end; ++l, prefetch += 64)
+          __builtin_prefetch(prefetch, 0, 2);
+      // One decoded weight vector live at a time, as in gemm_rows_panels.
+#pragma GCC unroll 8
+      for (int j = 0; j < 2 * P; ++j) {
+        const auto w = VV::fp8_pairs(bu + (j / 2) * panel_stride + t * kFp8DotPairRow + (j % 2) * 2 * V::kWidth);
+#pragma GCC unroll 16
+        for (int i = 0; i < M; ++i) s[i][j] = VV::dot_bf16(s[i][j], VV::broadcast_pair(au + t * kFp8Mr + i), w);
+      }
+    }
+    const bool first = u == 0 && !accumulate;
+#pragma GCC unroll 8
+    for (int j = 0; j < 2 * P; ++j) {
+      const typename V::vec mult = V::load(reinterpret_cast<const float*>(bu + (j / 2) * panel_stride + 128 * kNr) +
+                                           (j % 2) * V::kWidth);
+#pragma GCC unroll 16
+      for (int i = 0; i < M; ++i) {
+        float* cij = c + i * ldc + (j / 2) * kNr + (j % 2) * V::kWidth;
+        V::store(cij, first ? V::mul(s[i][j], mult) : V::fma(s[i][j], mult, V::load(cij)));
+      }
+    }
+  }
+  // A call with no unit (kc = 0) still defines C.
+  if (units == 0 && !accumulate)
+#pragma GCC unroll 4
+    for (int i = 0; i < M; ++i)
+#pragma GCC unroll 8
+      for (int j = 0; j < 2 * P; ++j) V::store(c + i * ldc + j * V::kWidth, V::zero());
+}
+
+template <int M = kFp8Mr>
+void fp8_dot_rows(int m, int64_t units, const uint32_t* a, const uint8_t* b, float* c, int64_t ldc, bool accumulate,
+                  const char* prefetch, const char* prefetch_end) {
+  if constexpr (M >= 1) {
+    if (m == M) return fp8_dot_tile<M, 1>(units, a, b, 0, c, ldc, accumulate, prefetch, prefetch_end);
+    return fp8_dot_rows<M - 1>(m, units, a, b, c, ldc, accumulate, prefetch, prefetch_end);
+  }
+}
+
+void gemm_format_fp8_dot(int m, int64_t kc, const void* a, const void* b, float* c, int64_t ldc, bool acc,
+                         const void* pf, int64_t pf_bytes) {
+  const char* p = static_cast<const char*>(pf);
+  fp8_dot_rows(m, (kc + 127) / 128, static_cast<const uint32_t*>(a), static_cast<const uint8_t*>(b), c, ldc, acc, p,
+               p ? p + pf_bytes : p);
+}
+
+// m = 1-3 rows over kFewRowsPanels[m] panels: 8-12 chains stream that many panels at once (the decode form).
+void gemm_format_fp8_dot_few(int m, int64_t kc, const void* a, const void* b, int64_t panel_stride_bytes, float* c,
+                             int64_t ldc, bool acc) {
+  const int64_t units = (kc + 127) / 128;
+  const auto* ap = static_cast<const uint32_t*>(a);
+  const auto* bp = static_cast<const uint8_t*>(b);
+  if (m == 1) return fp8_dot_tile<1, kFewRowsPanels[1]>(units, ap, bp, panel_stride_bytes, c, ldc, acc, nullptr, nullptr);
+  if (m == 2) return fp8_dot_tile<2, kFewRowsPanels[2]>(units, ap, bp, panel_stride_bytes, c, ldc, acc, nullptr, nullptr);
+  return fp8_dot_tile<3, kFewRowsPanels[3]>(units, ap, bp, panel_stride_bytes, c, ldc, acc, nullptr, nullptr);
+}
