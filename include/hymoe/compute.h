@@ -28,7 +28,9 @@ enum class QuantCompute {
   kAuto,   // kInt8: llama.cpp's behaviour, and the faster one
   kExact,  // the exactly decoded weights times f32 activations, f32 FMA: the reference `y` of the GGUF cases
   kInt8,   // activations quantized per block as ggml's CPU backend does (q8_0 for Q8_0/Q4_0/MXFP4 weights, q8_K
-           // for Q4_K/Q5_K/Q6_K), integer dot products: the reference `y.act_rounded`
+           // for Q4_K/Q5_K/Q6_K), integer dot products: the reference `y.act_rounded`. FP8 block weights have no
+           // int8 form: activations rounded to bf16, vdpbf16ps, where the CPU has AVX512_BF16, else exact
+           // (docs/semantics.md, "FP8 blocks")
 };
 
 // The default: HYMOE_QUANT_COMPUTE=auto|exact|int8 if set, else kAuto.

@@ -136,6 +136,9 @@ struct GroupedFfnOptions {
 // The bf16 path `setting` means on `isa`: kWiden or kNative (kAuto resolved as include/hymoe/compute.h says).
 // kNative on an ISA without AVX512_BF16 is an error. Tests take their expected numerics from it.
 Bf16Compute resolve_bf16_compute(Isa isa, Bf16Compute setting = bf16_compute());
+// Whether fp8 block weights run on the bf16 dot product on `isa` under `setting` (activations rounded to bf16,
+// RoundingModel::kBf16Activations), rather than exactly: any setting but kExact, where `isa` has AVX512_BF16.
+bool fp8_rounds_activations(Isa isa, QuantCompute setting = quant_compute());
 
 // How a grouped FFN rounds what it multiplies, for the reference: f32 (nothing rounded; also bf16 widening),
 // bf16 dot (activations rounded to bf16 before each projection, weights to bf16), q8 blocks (activations and

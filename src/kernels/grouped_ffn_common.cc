@@ -102,9 +102,13 @@ WeightFormat gguf_compute_format(WeightFormat exact, const GroupedFfnOptions& op
   return options.quant == QuantCompute::kExact ? exact : gguf_int8_twin(exact);
 }
 
-WeightFormat quantized_compute_format(WeightFormat natural, const GroupedFfnOptions& options) {
-  return natural == WeightFormat::kMxfp4Block32 && options.quant != QuantCompute::kExact ? gguf_int8_twin(natural)
-                                                                                           : natural;
+WeightFormat quantized_compute_format(WeightFormat natural, Isa isa, const GroupedFfnOptions& options) {
+  if (options.quant == QuantCompute::kExact) return natural;
+  if (natural == WeightFormat::kMxfp4Block32) return gguf_int8_twin(natural);
+  const IsaKernels* ik = isa_kernels(isa);
+  if (natural == WeightFormat::kFp8Block128 && ik && ik->format(WeightFormat::kFp8Block128Dot))
+    return WeightFormat::kFp8Block128Dot;
+  return natural;
 }
 
 WeightFormat choose_down_format(std::span<const MlpWeightsView> weights, Isa isa, const GroupedFfnOptions& options) {
@@ -119,13 +123,20 @@ WeightFormat choose_weight_format(std::span<const MlpWeightsView> weights, Isa i
   if (gguf_weights(weights)) return gguf_compute_format(gguf_first_format(weights, options), options);
   if (WeightFormat f; !weights.empty() && weights[0].up.quantized()) {
     HYMOE_CHECK(quantized_panel_format(weights[0].up, &f), "no packed format runs this quantized view");
-    return quantized_compute_format(f, options);
+    return quantized_compute_format(f, isa, options);
   }
   if (options.quantize_q8) return WeightFormat::kQ8Block32;
   const bool bf16 = !weights.empty() && weights[0].up.dtype == DType::kBF16;
   if (!bf16) return WeightFormat::kF32;
   return resolve_bf16_compute(isa, options.bf16) == Bf16Compute::kNative ? WeightFormat::kBf16Dot
                                                                            : WeightFormat::kBf16Widen;
+}
+
+bool fp8_rounds_activations(Isa isa, QuantCompute setting) {
+  GroupedFfnOptions o;
+  o.quant = setting;
+  return isa != Isa::kScalar &&
+         quantized_compute_format(WeightFormat::kFp8Block128, isa, o) == WeightFormat::kFp8Block128Dot;
 }
 
 Bf16Compute resolve_bf16_compute(Isa isa, Bf16Compute setting) {
@@ -154,7 +165,7 @@ std::unique_ptr<GroupedFfn> make_grouped_ffn(const GroupedFfnShape& shape, std::
   if (isa == Isa::kScalar) {
     // MXFP4 with int8 compute (kAuto too): the rounding reference, as for GGUF weights.
     if (WeightFormat f; any_quantized(weights) && quantized_layer_format(weights, is_gated(shape.activation), &f) &&
-                        quantized_compute_format(f, options) != f)
+                        quantized_compute_format(f, isa, options) != f)
       return make_grouped_ffn_ref(shape, weights, RoundingModel::kGgmlActivations);
     if (options.quantize_q8) fail("q8 weights need a vector ISA (avx2 or later); HYMOE_ISA=scalar has none");
     if (options.bf16 == Bf16Compute::kNative && !weights.empty() && weights[0].up.dtype == DType::kBF16)
@@ -170,7 +181,7 @@ std::unique_ptr<GroupedFfn> make_grouped_ffn(const GroupedFfnShape& shape, std::
   if (any_quantized(weights)) {
     WeightFormat f;
     if (!quantized_layer_format(weights, gated, &f)) return make_grouped_ffn_portable(shape, weights);
-    return make_grouped_ffn_packed(shape, weights, isa, quantized_compute_format(f, options));
+    return make_grouped_ffn_packed(shape, weights, isa, quantized_compute_format(f, isa, options));
   }
   if (!options.quantize_q8)
     for (const auto& w : weights)

@@ -28,8 +28,10 @@ std::unique_ptr<GroupedFfn> make_grouped_ffn_packed(const GroupedFfnShape& shape
 // Isa::kScalar), and the one of their down projections (the same but for GGUF views of another type).
 WeightFormat choose_weight_format(std::span<const MlpWeightsView> weights, Isa isa, const GroupedFfnOptions& options);
 WeightFormat choose_down_format(std::span<const MlpWeightsView> weights, Isa isa, const GroupedFfnOptions& options);
-// The format a quantized view's panel format `natural` (quantized_panel_format) runs in under the options: MXFP4's
-// integer-dot twin unless they ask for exact compute (kAuto picks it, as for GGUF weights); others unchanged.
-WeightFormat quantized_compute_format(WeightFormat natural, const GroupedFfnOptions& options);
+// The format a quantized view's panel format `natural` (quantized_panel_format) runs in on `isa` under the
+// options: unless they ask for exact compute (kAuto does not), MXFP4's integer-dot twin (as for GGUF weights) and
+// fp8's bf16-dot form where `isa` has one (AVX512_BF16; fp8 has no int8 form, so kInt8 means the same); others
+// unchanged.
+WeightFormat quantized_compute_format(WeightFormat natural, Isa isa, const GroupedFfnOptions& options);
 
 }  // namespace hymoe::kernels

@@ -55,9 +55,10 @@ std::vector<double> round_weights(RoundingModel rounding, const MatrixView& m) {
     if (m.quantized()) m.decode_quantized_row(nn, column.data());  // the values at() gives, a block at a time
     else
       for (int64_t kk = 0; kk < m.k; ++kk) column[static_cast<size_t>(kk)] = m.at(kk, nn);
-    // ggml rounds activations only: its weights are the exactly decoded blocks.
-    round_row(rounding == RoundingModel::kGgmlActivations ? RoundingModel::kNone : rounding, column.data(), m.k,
-              rounded);
+    // ggml rounds activations only: its weights are the exactly decoded blocks. So does the fp8 dot format
+    // (kBf16Activations on an fp8 view): every decoded fp8 value is exact there.
+    round_row(rounding == RoundingModel::kGgmlActivations || m.quantized() ? RoundingModel::kNone : rounding,
+              column.data(), m.k, rounded);
     for (int64_t kk = 0; kk < m.k; ++kk) out[static_cast<size_t>(kk * m.n + nn)] = rounded[static_cast<size_t>(kk)];
   }
   return out;

@@ -38,6 +38,10 @@ struct HfCase {
   std::string y_key;
   Tol y_tol, w_tol;
   bool bf16_weights;  // expert weights stored in bf16 (a quantized checkpoint's bf16 compute never reaches them)
+  int64_t fp8_block_k = 0;  // fp8 expert weights: the blocks' k extent (0: not fp8)
+  // Whether the fp8 panel formats run these weights (block_k a multiple of 128); smaller blocks run on the
+  // portable path, which decodes them exactly under every QuantCompute setting.
+  bool fp8_packed() const { return fp8_block_k > 0 && fp8_block_k % 128 == 0; }
 
   explicit HfCase(const std::string& name)
       : dir(hf_case_dir(name)),
@@ -55,6 +59,9 @@ struct HfCase {
     const std::string config((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     bf16_weights =
         meta["dtype"].get<std::string>() == "bfloat16" && config.find("quantization_config") == std::string::npos;
+    const auto cfg = nlohmann::json::parse(config);
+    if (cfg.contains("quantization_config") && cfg["quantization_config"].value("quant_method", "") == "fp8")
+      fp8_block_k = cfg["quantization_config"]["weight_block_size"][1].get<int64_t>();
   }
 };
 
@@ -62,7 +69,7 @@ struct HfCase {
 Bf16Compute path_of(Bf16Compute setting) { return kernels::resolve_bf16_compute(kernels::active_isa(), setting); }
 
 void expect_matches(const HfCase& c, const Tensor& y, const std::vector<int32_t>& indices, const Tensor& weights,
-                    Bf16Compute path = path_of(bf16_compute())) {
+                    Bf16Compute path = path_of(bf16_compute()), QuantCompute quant = quant_compute()) {
   const Tensor exp_idx = c.expected.read_f32("route.indices");
   const Tensor exp_w = c.expected.read_f32("route.weights");
   ASSERT_EQ(static_cast<int64_t>(indices.size()), exp_idx.numel());
@@ -71,13 +78,14 @@ void expect_matches(const HfCase& c, const Tensor& y, const std::vector<int32_t>
   EXPECT_TRUE(test::all_close(weights, exp_w, c.w_tol.rtol, c.w_tol.atol)) << "route.weights";
   const Tensor want = c.expected.read_f32(c.y_key);
   Tol tol = c.y_tol;
-  if (c.bf16_weights && path == Bf16Compute::kNative) {
+  const bool fp8_rounded = c.fp8_packed() && kernels::fp8_rounds_activations(kernels::active_isa(), quant);
+  if ((c.bf16_weights && path == Bf16Compute::kNative) || fp8_rounded) {
     double max_abs = 0;
     for (int64_t i = 0; i < want.numel(); ++i) max_abs = std::max(max_abs, std::abs(static_cast<double>(want[i])));
     tol = {0.0, 1e-2 * max_abs};
   }
   EXPECT_TRUE(test::all_close(y, want, tol.rtol, tol.atol))
-      << c.y_key << " on the bf16 path " << bf16_compute_name(path);
+      << c.y_key << " on the bf16 path " << bf16_compute_name(path) << (fp8_rounded ? ", fp8 on the bf16 dot" : "");
 }
 
 // The bits of y, to tell the two bf16 paths apart.
@@ -151,11 +159,54 @@ TEST_P(HfBf16Conformance, EachBf16PathReproducesTransformers) {
   if (outputs.size() == 2) EXPECT_NE(outputs[0], outputs[1]) << "widen and native gave the same bits";
 }
 
+// The FP8 case under each QuantCompute setting, through the library's setting and the command's flag and
+// HYMOE_QUANT_COMPUTE. Its 16 x 16 blocks are smaller than the panel formats' 128-k unit, so it runs on the
+// portable path, exact under both settings: the same bits, within float32 rounding of y.fp32_compute. (The bf16
+// dot path on 128-blocks: tests/kernels/gemm_quantized_test.cc and python/tests/hf_transformers' FP8 checkpoint.)
+// A case with 128-blocks would take the bf16 dot path where the CPU has AVX512_BF16 and differ.
+class HfFp8Conformance : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(HfFp8Conformance, EachFp8PathReproducesTransformers) {
+  const HfCase c(GetParam());
+  ASSERT_GT(c.fp8_block_k, 0);
+  const QuantCompute before = quant_compute();
+  const Tensor x = c.input.read_f32("x");
+  std::vector<std::vector<float>> outputs;
+  const test::TempDir tmp("hf_fp8_paths_" + GetParam());
+  for (QuantCompute setting : {QuantCompute::kExact, QuantCompute::kAuto}) {
+    if (setting == QuantCompute::kAuto && c.fp8_packed() &&
+        !kernels::fp8_rounds_activations(kernels::active_isa(), setting))
+      continue;
+    set_quant_compute(setting);
+    ModelMoELayer layer = load_model_layer(c.dir, c.layer);
+    set_quant_compute(before);
+    const Tensor y = layer.forward(x);
+    const Routing& r = layer.last_routing();
+    expect_matches(c, y, r.indices, Tensor(Shape{r.num_tokens, r.top_k}, r.weights), path_of(bf16_compute()), setting);
+    outputs.push_back(values_of(y));
+    const std::string name(quant_compute_name(setting));
+    for (const std::string how : {"flag", "env"}) {
+      const std::string out = tmp.path() + "/" + name + "_" + how + ".safetensors";
+      std::string log;
+      const std::string args = " forward --model " + c.dir + " --layer " + std::to_string(c.layer) + " --input " +
+                               c.dir + "/input.safetensors --output " + out;
+      const int rc = test::run_command(how == "flag" ? test::tool_path() + args + " --quant-compute " + name
+                                                     : "HYMOE_QUANT_COMPUTE=" + name + " " + test::tool_path() + args,
+                                       &log);
+      ASSERT_EQ(rc, 0) << log;
+      EXPECT_EQ(values_of(SafetensorsFile::open(out).read_f32("y")), outputs.back()) << name << " by " << how;
+    }
+  }
+  if (outputs.size() == 2 && c.fp8_packed()) EXPECT_NE(outputs[0], outputs[1]) << "exact and bf16-dot fp8 gave the same bits";
+  if (outputs.size() == 2 && !c.fp8_packed()) EXPECT_EQ(outputs[0], outputs[1]) << "the portable path is exact";
+}
+
 INSTANTIATE_TEST_SUITE_P(Cases, HfConformance,
                          ::testing::Values("mixtral_e8_k2", "qwen2_moe_e8_k4", "qwen3_moe_e16_k4_norm",
                                            "qwen3_moe_e16_k8_norm_bf16", "olmoe_e16_k4", "deepseek_v2_greedy_e16_k6",
                                            "deepseek_v3_e16_g4_tg2_k4", "deepseek_v3_e16_g4_tg2_k4_fp8", "gpt_oss_e8_k2"));
 INSTANTIATE_TEST_SUITE_P(Cases, HfBf16Conformance, ::testing::Values("qwen3_moe_e16_k8_norm_bf16"));
+INSTANTIATE_TEST_SUITE_P(Cases, HfFp8Conformance, ::testing::Values("deepseek_v3_e16_g4_tg2_k4_fp8"));
 
 }  // namespace
 }  // namespace hymoe

@@ -509,12 +509,13 @@ void bench_shape(const BenchOptions& o, const BenchShape& s, const Limits& lim, 
                                        H, gguf ? &*gguf : nullptr);
     const kernels::WeightFormat format =
         kernels::active_isa() == kernels::Isa::kScalar ? kernels::WeightFormat::kF32
-        : dtype == "fp8"                               ? kernels::WeightFormat::kFp8Block128
-        : dtype == "mxfp4" ? kernels::quantized_compute_format(kernels::WeightFormat::kMxfp4Block32, ffn_options)
+        : dtype == "fp8"   ? kernels::quantized_compute_format(kernels::WeightFormat::kFp8Block128, kernels::active_isa(), ffn_options)
+        : dtype == "mxfp4" ? kernels::quantized_compute_format(kernels::WeightFormat::kMxfp4Block32, kernels::active_isa(), ffn_options)
             : kernels::choose_weight_format(probe_views, kernels::active_isa(), ffn_options);
     // The GGUF types and mxfp4 follow --quant-compute: their int8 formats are bound by the int8-dot peak.
     const bool int8_dot = format == kernels::WeightFormat::kQ8Block32 || kernels::is_gguf_int8_format(format);
-    const PeakKind peak_kind = format == kernels::WeightFormat::kBf16Dot ? PeakKind::kBf16Dot
+    const PeakKind peak_kind = format == kernels::WeightFormat::kBf16Dot || format == kernels::WeightFormat::kFp8Block128Dot
+                                   ? PeakKind::kBf16Dot
                                : int8_dot                                ? PeakKind::kInt8Dot
                                                                          : PeakKind::kFma;
     // Bytes a packed weight occupies: 4 (f32), 2 (bf16), 36/32 (q8: 32 int8 and a 4-byte scale per block); the
@@ -681,10 +682,12 @@ void bench_shape(const BenchOptions& o, const BenchShape& s, const Limits& lim, 
         const double frac_bound = compute_bound ? frac_peak : frac_bw;
         const double frac_bound_paired = compute_bound ? frac_peak_paired : frac_bw_paired;
         const double baseline_ms = base.empty() ? std::nan("") : median(base);
-        // A GGUF or mxfp4 row says which computation ran: q4_k/i8 (ggml's int8 activations) or q4_k/ex (exact).
-        const std::string row_dtype = gguf_dtype_type(dtype) == 0 && dtype != "mxfp4"
-                                          ? dtype
-                                          : dtype + (kernels::is_gguf_int8_format(format) ? "/i8" : "/ex");
+        // A GGUF, mxfp4 or fp8 row says which computation ran: q4_k/i8 (ggml's int8 activations), fp8/bf16
+        // (activations rounded to bf16, vdpbf16ps) or q4_k/ex (exact).
+        const std::string row_dtype = gguf_dtype_type(dtype) == 0 && dtype != "mxfp4" && dtype != "fp8" ? dtype
+                                      : kernels::is_gguf_int8_format(format)                          ? dtype + "/i8"
+                                      : format == kernels::WeightFormat::kFp8Block128Dot              ? dtype + "/bf16"
+                                                                                                       : dtype + "/ex";
         nlohmann::json j = {{"shape", s.name}, {"tokens", T}, {"dtype", dtype}, {"threads", num_threads()},
                             {"routing", routing}, {"weights", o.weights}, {"isa", std::string(kernels::isa_name(kernels::active_isa()))},
                             {"kernel", routed_ffn->name()}, {"repeats", repeats}, {"layer_ms", layer_ms},
@@ -794,7 +797,8 @@ Action add_bench_command(CLI::App& app) {
                   "weight formats: f32, bf16 (as --bf16-compute), bf16w (widened), bf16n (native vdpbf16ps), q8_0 "
                   "(hymoe's int8 blocks of 32, quantized from f32, activations quantized too); GGUF blocks encoded "
                   "from f32, run as --quant-compute says (rows q4_k/i8 or q4_k/ex): q4_0, q4_k, q5_k, q6_k, gguf_q8_0; fp8 (DeepSeek-V3's "
-                  "e4m3 with 128x128 block scales, run exactly) and mxfp4 (gpt-oss's E2M1 with E8M0 scales per 32, run "
+                  "e4m3 with 128x128 block scales, run as --quant-compute says: fp8/bf16 on the bf16 dot product where "
+                  "the CPU has AVX512_BF16, or fp8/ex) and mxfp4 (gpt-oss's E2M1 with E8M0 scales per 32, run "
                   "as --quant-compute says: mxfp4/i8 or mxfp4/ex), both quantized from f32")
       ->capture_default_str();
   cmd->add_option("--routing", o->routings, "uniform and/or zipf (one expert takes a third of the tokens)")

@@ -25,9 +25,10 @@ int main(int argc, char** argv) {
                  "(each weight widened to f32, f32 FMA: the f32 results) or native (activations rounded to bf16, "
                  "vdpbf16ps; needs AVX512_BF16) (default: HYMOE_BF16_COMPUTE or auto)");
   app.add_option("--quant-compute", quant_compute,
-                 "GGUF block and MXFP4 weights: auto (= int8), exact (exact weights, f32 activations: matches `y`) or "
-                 "int8 (activations quantized per block as llama.cpp's CPU backend does, integer dot products) "
-                 "(default: HYMOE_QUANT_COMPUTE or auto)");
+                 "GGUF block, MXFP4 and FP8 weights: auto (= int8), exact (exact weights, f32 activations: matches "
+                 "`y`) or int8 (GGUF and MXFP4: activations quantized per block as llama.cpp's CPU backend does, "
+                 "integer dot products; FP8: activations rounded to bf16, vdpbf16ps, where the CPU has AVX512_BF16, "
+                 "else exact) (default: HYMOE_QUANT_COMPUTE or auto)");
   std::vector<std::pair<CLI::App*, hymoe::tool::Action>> commands;
   auto add = [&](auto adder) {
     const size_t before = app.get_subcommands({}).size();
