@@ -91,6 +91,22 @@ void expect_matches(const HfCase& c, const Tensor& y, const std::vector<int32_t>
 // The bits of y, to tell the two bf16 paths apart.
 std::vector<float> values_of(const Tensor& t) { return {t.values().begin(), t.values().end()}; }
 
+// `hymoe forward` on the case with a setting given by its flag and by its environment variable: y's bits are `want`.
+void expect_command_gives(const HfCase& c, const test::TempDir& tmp, const std::string& flag, const std::string& env,
+                          const std::string& name, const std::vector<float>& want) {
+  for (const std::string how : {"flag", "env"}) {
+    const std::string out = tmp.path() + "/" + name + "_" + how + ".safetensors";
+    std::string log;
+    const std::string args = " forward --model " + c.dir + " --layer " + std::to_string(c.layer) + " --input " +
+                             c.dir + "/input.safetensors --output " + out;
+    const int rc = test::run_command(how == "flag" ? test::tool_path() + args + " " + flag + " " + name
+                                                   : env + "=" + name + " " + test::tool_path() + args,
+                                     &log);
+    ASSERT_EQ(rc, 0) << log;
+    EXPECT_EQ(values_of(SafetensorsFile::open(out).read_f32("y")), want) << name << " by " << how;
+  }
+}
+
 class HfConformance : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(HfConformance, LibraryReproducesTransformers) {
@@ -144,17 +160,7 @@ TEST_P(HfBf16Conformance, EachBf16PathReproducesTransformers) {
     expect_matches(c, y, r.indices, Tensor(Shape{r.num_tokens, r.top_k}, r.weights), setting);
     outputs.push_back(values_of(y));
     const std::string name(bf16_compute_name(setting));
-    for (const std::string how : {"flag", "env"}) {
-      const std::string out = tmp.path() + "/" + name + "_" + how + ".safetensors";
-      std::string log;
-      const std::string args = " forward --model " + c.dir + " --layer " + std::to_string(c.layer) + " --input " +
-                               c.dir + "/input.safetensors --output " + out;
-      const int rc = test::run_command(how == "flag" ? test::tool_path() + args + " --bf16-compute " + name
-                                                     : "HYMOE_BF16_COMPUTE=" + name + " " + test::tool_path() + args,
-                                       &log);
-      ASSERT_EQ(rc, 0) << log;
-      EXPECT_EQ(values_of(SafetensorsFile::open(out).read_f32("y")), outputs.back()) << name << " by " << how;
-    }
+    expect_command_gives(c, tmp, "--bf16-compute", "HYMOE_BF16_COMPUTE", name, outputs.back());
   }
   if (outputs.size() == 2) EXPECT_NE(outputs[0], outputs[1]) << "widen and native gave the same bits";
 }
@@ -185,17 +191,7 @@ TEST_P(HfFp8Conformance, EachFp8PathReproducesTransformers) {
     expect_matches(c, y, r.indices, Tensor(Shape{r.num_tokens, r.top_k}, r.weights), path_of(bf16_compute()), setting);
     outputs.push_back(values_of(y));
     const std::string name(quant_compute_name(setting));
-    for (const std::string how : {"flag", "env"}) {
-      const std::string out = tmp.path() + "/" + name + "_" + how + ".safetensors";
-      std::string log;
-      const std::string args = " forward --model " + c.dir + " --layer " + std::to_string(c.layer) + " --input " +
-                               c.dir + "/input.safetensors --output " + out;
-      const int rc = test::run_command(how == "flag" ? test::tool_path() + args + " --quant-compute " + name
-                                                     : "HYMOE_QUANT_COMPUTE=" + name + " " + test::tool_path() + args,
-                                       &log);
-      ASSERT_EQ(rc, 0) << log;
-      EXPECT_EQ(values_of(SafetensorsFile::open(out).read_f32("y")), outputs.back()) << name << " by " << how;
-    }
+    expect_command_gives(c, tmp, "--quant-compute", "HYMOE_QUANT_COMPUTE", name, outputs.back());
   }
   if (outputs.size() == 2 && c.fp8_packed()) EXPECT_NE(outputs[0], outputs[1]) << "exact and bf16-dot fp8 gave the same bits";
   if (outputs.size() == 2 && !c.fp8_packed()) EXPECT_EQ(outputs[0], outputs[1]) << "the portable path is exact";
