@@ -210,36 +210,35 @@ void gemm_decoded_ref(int m, int mr, int nr, int64_t kc, const void* a, float* c
 }
 }  // namespace
 
+namespace {
+// Weight (kk, j) of a panel of an fp8 format (from unit 0), decoded by the scalar decoder: fp8(b) * scale.
+float fp8_panel_weight(WeightFormat format, const uint8_t* panel, int nr, int64_t kk, int j) {
+  const uint8_t* unit = panel + kk / kFp8PanelBlock * weight_unit_bytes(format, nr);
+  float multiplier;
+  std::memcpy(&multiplier, unit + kFp8PanelBlock * nr + 4 * j, sizeof(float));
+  const float scale = multiplier / 256.0f;  // exact: the packing multiplied by 2^8
+  return fp8_block_scaled_value_ref(unit + fp8_code_offset(format, nr, kk % kFp8PanelBlock, j), &scale, 1, 1, 1, 1, 0,
+                                    0);
+}
+}  // namespace
+
 void gemm_fp8w_f32__ref(int m, int mr, int nr, int64_t kc, const void* a, const void* b, float* c, int64_t ldc,
                         bool accumulate) {
   const uint8_t* bp = static_cast<const uint8_t*>(b);
-  const int64_t unit_bytes = weight_unit_bytes(WeightFormat::kFp8Block128, nr);
-  gemm_decoded_ref(m, mr, nr, kc, a, c, ldc, accumulate, [&](int64_t kk, int j) {
-    const uint8_t* unit = bp + kk / kFp8PanelBlock * unit_bytes;
-    float multiplier;
-    std::memcpy(&multiplier, unit + kFp8PanelBlock * nr + 4 * j, sizeof(float));
-    const float scale = multiplier / 256.0f;  // exact: the packing multiplied by 2^8
-    return fp8_block_scaled_value_ref(unit + (kk % kFp8PanelBlock) * nr + j, &scale, 1, 1, 1, 1, 0, 0);
-  });
+  gemm_decoded_ref(m, mr, nr, kc, a, c, ldc, accumulate,
+                   [&](int64_t kk, int j) { return fp8_panel_weight(WeightFormat::kFp8Block128, bp, nr, kk, j); });
 }
 
 void gemm_fp8w_bf16__ref(int m, int mr, int nr, int64_t kc, const void* a, const void* b, float* c, int64_t ldc,
                          bool accumulate) {
   const uint16_t* ap = static_cast<const uint16_t*>(a);
   const uint8_t* bp = static_cast<const uint8_t*>(b);
-  const int64_t unit_bytes = weight_unit_bytes(WeightFormat::kFp8Block128Dot, nr);
   for (int i = 0; i < m; ++i)
     for (int j = 0; j < nr; ++j) {
       double acc = accumulate ? c[i * ldc + j] : 0.0;
-      for (int64_t kk = 0; kk < kc; ++kk) {
-        const uint8_t* unit = bp + kk / kFp8PanelBlock * unit_bytes;
-        float multiplier;
-        std::memcpy(&multiplier, unit + kFp8PanelBlock * nr + 4 * j, sizeof(float));
-        const float scale = multiplier / 256.0f;  // exact: the packing multiplied by 2^8
-        const double w = fp8_block_scaled_value_ref(
-            unit + fp8_code_offset(WeightFormat::kFp8Block128Dot, nr, kk % kFp8PanelBlock, j), &scale, 1, 1, 1, 1, 0, 0);
-        acc += static_cast<double>(bf16_to_float(ap[((kk / 2) * mr + i) * 2 + kk % 2])) * w;
-      }
+      for (int64_t kk = 0; kk < kc; ++kk)
+        acc += static_cast<double>(bf16_to_float(ap[((kk / 2) * mr + i) * 2 + kk % 2])) *
+               fp8_panel_weight(WeightFormat::kFp8Block128Dot, bp, nr, kk, j);
       c[i * ldc + j] = static_cast<float>(acc);
     }
 }

@@ -141,7 +141,8 @@ Bf16Compute resolve_bf16_compute(Isa isa, Bf16Compute setting = bf16_compute());
 bool fp8_rounds_activations(Isa isa, QuantCompute setting = quant_compute());
 
 // How a grouped FFN rounds what it multiplies, for the reference: f32 (nothing rounded; also bf16 widening),
-// bf16 dot (activations rounded to bf16 before each projection, weights to bf16), q8 blocks (activations and
+// bf16 dot (activations rounded to bf16 before each projection, weights to bf16; quantized views' weights stay
+// exact, as the fp8 dot format has them), q8 blocks (activations and
 // weights quantized per block of 32 along K, exactly as the packed kernels do), ggml activations (GGUF block
 // weights exactly decoded; each projection's input rows quantized as ggml's CPU backend does for the weights'
 // type: q8_0 for Q8_0, Q4_0 and MXFP4, q8_K for Q4_K, Q5_K and Q6_K: QuantCompute::kInt8).

@@ -135,8 +135,7 @@ WeightFormat choose_weight_format(std::span<const MlpWeightsView> weights, Isa i
 bool fp8_rounds_activations(Isa isa, QuantCompute setting) {
   GroupedFfnOptions o;
   o.quant = setting;
-  return isa != Isa::kScalar &&
-         quantized_compute_format(WeightFormat::kFp8Block128, isa, o) == WeightFormat::kFp8Block128Dot;
+  return quantized_compute_format(WeightFormat::kFp8Block128, isa, o) == WeightFormat::kFp8Block128Dot;
 }
 
 Bf16Compute resolve_bf16_compute(Isa isa, Bf16Compute setting) {

@@ -324,8 +324,6 @@ TEST_P(QuantFormatTest, IdenticalBitsForOneAndTwoThreads) {
 // QuantCompute never picks it there.
 TEST_P(QuantFormatTest, Fp8DotFormatWhereTheIsaHasIt) {
   const GemmFormat* f = ik_->format(WeightFormat::kFp8Block128Dot);
-  GroupedFfnOptions o;
-  o.quant = QuantCompute::kAuto;
   EXPECT_EQ(fp8_rounds_activations(GetParam(), QuantCompute::kAuto), f != nullptr);
   EXPECT_EQ(fp8_rounds_activations(GetParam(), QuantCompute::kInt8), f != nullptr);
   EXPECT_FALSE(fp8_rounds_activations(GetParam(), QuantCompute::kExact));
