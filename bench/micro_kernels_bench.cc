@@ -3,6 +3,7 @@
 // "FLOPS" counter (2*M*N*K per GEMM).
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "bench_isa.h"
@@ -101,6 +102,29 @@ BENCHMARK_CAPTURE(BM_QuantizedKernel, fp8, WeightFormat::kFp8Block128)
     ->Args({1, 0})->Args({2, 0})->Args({3, 0})->Args({4, 0})->Args({1, 1});
 BENCHMARK_CAPTURE(BM_QuantizedKernel, mxfp4, WeightFormat::kMxfp4Block32)
     ->Args({1, 0})->Args({2, 0})->Args({3, 0})->Args({4, 0})->Args({1, 1});
+
+// A format's full micro-tile (MR rows, one panel) over one K block of 128, operands hot, on the AVX512_BF16 table:
+// bf16 dot against fp8 dot on its codes and on its expanded block (range(0) = 1; the form later micro-tiles of a
+// tile run). Bytes are all zero: the rate does not depend on the values.
+void BM_DotFormatKernel(benchmark::State& state, WeightFormat format) {
+  const IsaKernels* ik = kernels_or_skip(state, Isa::kAvx512Bf16);
+  if (!ik) return;
+  const GemmFormat& f = *ik->format(format);
+  const bool expanded = state.range(0) != 0;
+  if (expanded && !f.gemm_expanded) return state.SkipWithError("no expanded form");
+  const int64_t kc = 128;
+  std::vector<uint8_t> a(static_cast<size_t>(f.units(kc) * f.a_unit_bytes())),
+      b(static_cast<size_t>(f.units(kc) * std::max(f.b_unit_bytes(), f.expanded_unit_bytes)));
+  std::vector<float> c(static_cast<size_t>(f.mr * f.nr));
+  for (auto _ : state) {
+    (expanded ? f.gemm_expanded : f.gemm)(f.mr, kc, a.data(), b.data(), c.data(), f.nr, false, nullptr, 0);
+    benchmark::DoNotOptimize(c.data());
+  }
+  state.counters["FLOPS"] = benchmark::Counter(2.0 * f.mr * f.nr * kc, benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(f.name);
+}
+BENCHMARK_CAPTURE(BM_DotFormatKernel, bf16_dot, WeightFormat::kBf16Dot)->Arg(0);
+BENCHMARK_CAPTURE(BM_DotFormatKernel, fp8_dot, WeightFormat::kFp8Block128Dot)->Arg(0)->Arg(1);
 
 // Packing one expert's gate/up pair (dim 2048, hidden 1408) from nn.Linear layout.
 void BM_PackGateUp(benchmark::State& state) {

@@ -59,7 +59,9 @@ const GemmFormat kQ8{WeightFormat::kQ8Block32, "gemm_q8w_q8_6x32__avx512bf16", k
 const GemmFormat kBf16Dot{WeightFormat::kBf16Dot, "gemm_bf16w_bf16_12x32__avx512bf16", kMr, kNr,
                          pack_activations_bf16_pairs, gemm_format_bf16_dot<>, gemm_format_bf16_dot_few<>, 3};
 const GemmFormat kFp8Dot{WeightFormat::kFp8Block128Dot, "gemm_fp8w_bf16_10x32__avx512bf16", kFp8Mr, kNr,
-                        pack_activations_bf16_pairs128, gemm_format_fp8_dot, gemm_format_fp8_dot_few, 3};
+                        pack_activations_bf16_pairs128, gemm_format_fp8_dot<>, gemm_format_fp8_dot_few, 3,
+                        gemm_format_fp8_dot_expanding, gemm_format_fp8_dot<Fp8Operand::kExpanded>,
+                        kFp8DotExpandedUnit};
 
 // The exact GGUF formats run the AVX2 kernels (see gemm_avx512.cc); their int8 twins the AVX512_VNNI ones.
 const IsaKernels kKernels{Isa::kAvx512Bf16, kMr, kNr, gemm_f32w, gemm_bf16w, gemm_f32w_few, gemm_bf16w_few, swiglu,

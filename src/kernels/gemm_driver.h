@@ -128,6 +128,9 @@ void run_gemm_groups(const GemmFormat& f, const std::vector<GemmGroup>& groups, 
   const int64_t ldc = max_panels * f.nr;
   const int64_t scratch_floats = max_rows * ldc;
   float* const scratch = ws.floats(scratch_floats * threads);
+  // One expanded weight block per thread (formats with an expanded form): 8 KiB for fp8 at kKc = 128, in L1.
+  const int64_t expanded_floats = f.gemm_expanding ? (f.units(kKc) * f.expanded_unit_bytes + 63) / 64 * 16 : 0;
+  float* const expanded = f.gemm_expanding ? ws.floats(expanded_floats * threads) : nullptr;
   // Activations packed once per run in the format's layout, one micro-panel of units(K) k units per micro-tile (its
   // rows, then zeros), so no tile repacks them and the micro-kernel streams them contiguously:
   // // (micro-tiles, units(K), unit) per group, in bytes; micro-tile i of the row block at r0 is micro-panel
@@ -197,6 +200,10 @@ void run_gemm_groups(const GemmFormat& f, const std::vector<GemmGroup>& groups, 
           next = weights + tile.p0 * panel_bytes + (k0 + kc) / unit * f.b_unit_bytes();
           next_bytes = (std::min(kKc, g.k - k0 - kc) + unit - 1) / unit * f.b_unit_bytes();
         }
+        // Several micro-tiles over a format decoded in registers: the first decodes the block into this thread's
+        // buffer as it computes, the others run on the decoded block.
+        const bool expand = f.gemm_expanding && micro_tiles > 1;
+        float* const own = expand ? expanded + thread * expanded_floats : nullptr;
         // Micro-tiles 1.. share the prefetch; a lone micro-tile (2-6 rows: T of 8-32) prefetches it all itself.
         const int64_t first_pf = micro_tiles > 1 ? 1 : 0, sharing = micro_tiles - first_pf;
         const int64_t share = (next_bytes + 64 * sharing - 1) / (64 * sharing) * 64;
@@ -209,8 +216,11 @@ void run_gemm_groups(const GemmFormat& f, const std::vector<GemmGroup>& groups, 
             pf = next + begin;
             pf_bytes = std::min(share, next_bytes - begin);
           }
-          f.gemm(mt.rows, kc, ap + i * a_micro_panel + a_k0, weights + off, c + mt.start * ldc + p * f.nr, ldc, k0 > 0,
-                 pf, pf_bytes);
+          const void* a = ap + i * a_micro_panel + a_k0;
+          float* ci = c + mt.start * ldc + p * f.nr;
+          if (!expand) f.gemm(mt.rows, kc, a, weights + off, ci, ldc, k0 > 0, pf, pf_bytes);
+          else if (i == 0) f.gemm_expanding(mt.rows, kc, a, weights + off, ci, ldc, k0 > 0, pf, pf_bytes, own);
+          else f.gemm_expanded(mt.rows, kc, a, own, ci, ldc, k0 > 0, pf, pf_bytes);
         }
       }
     }

@@ -11,23 +11,35 @@
 // accumulate: so the few-rows form, K blocking at whole units and any split of rows give the same bits.
 // Register budget (AVX-512, kFp8Mr = 10): 20 chains, a decoded weight vector, the decode's temporaries and its
 // four constants; the running sums stay in C (L1), read and written once a block.
+//
+// The expanded form (GemmFormat::gemm_expanding / gemm_expanded): of a tile's several micro-tiles over one weight
+// block, the first decodes it as above and also stores the decoded bf16 pairs to an L1 buffer, and the others read
+// them from there, so the decode is paid once per block, under the first micro-tile's dot products, rather than
+// once per micro-tile. The chains see the same bf16 values in the same order: the same bits as the direct form.
 
 constexpr int64_t kFp8DotPairs = 64;                        // k pairs per unit
 constexpr int64_t kFp8DotBUnit = 132 * kNr;                 // bytes of a panel's unit: codes, then kNr f32
 constexpr int64_t kFp8DotPairRow = 2 * kNr;                 // bytes of one k pair of a panel's codes
+constexpr int64_t kFp8DotExpandedUnit = 260 * kNr;          // an expanded unit: (64, kNr) bf16 pairs, then kNr f32
+constexpr int64_t kFp8DotExpandedPairRow = 4 * kNr;         // bytes of one k pair of an expanded unit
 
 // M rows over P adjacent panels (panel p at b + p * panel_stride bytes, its C at c + p * kNr), `units` units from
-// a's and b's unit 0. a holds kFp8Mr pairs per k pair (pack_activations_bf16_pairs128 with mr = kFp8Mr).
-template <int M, int P>
+// a's and b's unit 0. a holds kFp8Mr pairs per k pair (pack_activations_bf16_pairs128 with mr = kFp8Mr). b is the
+// codes, also written to `expanded` in the expanded layout when kOperand is kCodesExpanding (P = 1), or the expanded
+// bf16 pairs (kExpanded, P = 1).
+enum class Fp8Operand { kCodes, kCodesExpanding, kExpanded };
+template <int M, int P, Fp8Operand kOperand = Fp8Operand::kCodes>
 void fp8_dot_tile(int64_t units, const uint32_t* a, const uint8_t* b, int64_t panel_stride, float* c, int64_t ldc,
-                  bool accumulate, const char* prefetch, const char* prefetch_end) {
+                  bool accumulate, const char* prefetch, const char* prefetch_end, uint8_t* expanded = nullptr) {
+  constexpr bool kExpanded = kOperand == Fp8Operand::kExpanded, kExpanding = kOperand == Fp8Operand::kCodesExpanding;
+  static_assert(P == 1 || kOperand == Fp8Operand::kCodes);
   using VV = typename VFor<Bf16Pair>::type;
   // The prefetch hint spread over each unit in four bursts (a burst every 16 k pairs).
   const int64_t lines = prefetch_end > prefetch ? (prefetch_end - prefetch + 63) / 64 : 0;
   const int64_t lines_per_burst = units > 0 ? (lines + 4 * units - 1) / (4 * units) : 0;
   for (int64_t u = 0; u < units; ++u) {
     const uint32_t* au = a + u * kFp8DotPairs * kFp8Mr;
-    const uint8_t* bu = b + u * kFp8DotBUnit;
+    const uint8_t* bu = b + u * (kExpanded ? kFp8DotExpandedUnit : kFp8DotBUnit);
     typename V::vec s[M][2 * P];
 #pragma GCC unroll 4
     for (int i = 0; i < M; ++i)
@@ -40,16 +52,22 @@ void fp8_dot_tile(int64_t units, const uint32_t* a, const uint8_t* b, int64_t pa
       // One decoded weight vector live at a time, as in gemm_rows_panels.
 #pragma GCC unroll 8
       for (int j = 0; j < 2 * P; ++j) {
-        const auto w = VV::fp8_pairs(bu + (j / 2) * panel_stride + t * kFp8DotPairRow + (j % 2) * 2 * V::kWidth);
+        const auto w = kExpanded ? VV::load_pairs(bu + t * kFp8DotExpandedPairRow + (j % 2) * 4 * V::kWidth)
+                                 : VV::fp8_pairs(bu + (j / 2) * panel_stride + t * kFp8DotPairRow + (j % 2) * 2 * V::kWidth);
+        if constexpr (kExpanding) {
+          static_assert(sizeof w == 4 * V::kWidth);
+          std::memcpy(expanded + u * kFp8DotExpandedUnit + t * kFp8DotExpandedPairRow + j * 4 * V::kWidth, &w, sizeof w);
+        }
 #pragma GCC unroll 16
         for (int i = 0; i < M; ++i) s[i][j] = VV::dot_bf16(s[i][j], VV::broadcast_pair(au + t * kFp8Mr + i), w);
       }
     }
+    if constexpr (kExpanding) std::memcpy(expanded + u * kFp8DotExpandedUnit + 256 * kNr, bu + 128 * kNr, 4 * kNr);
     const bool first = u == 0 && !accumulate;
 #pragma GCC unroll 8
     for (int j = 0; j < 2 * P; ++j) {
-      const typename V::vec mult = V::load(reinterpret_cast<const float*>(bu + (j / 2) * panel_stride + 128 * kNr) +
-                                           (j % 2) * V::kWidth);
+      const uint8_t* multipliers = kExpanded ? bu + 256 * kNr : bu + (j / 2) * panel_stride + 128 * kNr;
+      const typename V::vec mult = V::load(reinterpret_cast<const float*>(multipliers) + (j % 2) * V::kWidth);
 #pragma GCC unroll 16
       for (int i = 0; i < M; ++i) {
         float* cij = c + i * ldc + (j / 2) * kNr + (j % 2) * V::kWidth;
@@ -65,20 +83,32 @@ void fp8_dot_tile(int64_t units, const uint32_t* a, const uint8_t* b, int64_t pa
       for (int j = 0; j < 2 * P; ++j) V::store(c + i * ldc + j * V::kWidth, V::zero());
 }
 
-template <int M = kFp8Mr>
+template <Fp8Operand kOperand, int M = kFp8Mr>
 void fp8_dot_rows(int m, int64_t units, const uint32_t* a, const uint8_t* b, float* c, int64_t ldc, bool accumulate,
-                  const char* prefetch, const char* prefetch_end) {
+                  const char* prefetch, const char* prefetch_end, uint8_t* expanded) {
   if constexpr (M >= 1) {
-    if (m == M) return fp8_dot_tile<M, 1>(units, a, b, 0, c, ldc, accumulate, prefetch, prefetch_end);
-    return fp8_dot_rows<M - 1>(m, units, a, b, c, ldc, accumulate, prefetch, prefetch_end);
+    if (m == M)
+      return fp8_dot_tile<M, 1, kOperand>(units, a, b, 0, c, ldc, accumulate, prefetch, prefetch_end, expanded);
+    return fp8_dot_rows<kOperand, M - 1>(m, units, a, b, c, ldc, accumulate, prefetch, prefetch_end, expanded);
   }
 }
 
+// GemmFn on the codes (kOperand kCodes) or on the expanded layout (kExpanded).
+template <Fp8Operand kOperand = Fp8Operand::kCodes>
 void gemm_format_fp8_dot(int m, int64_t kc, const void* a, const void* b, float* c, int64_t ldc, bool acc,
                          const void* pf, int64_t pf_bytes) {
   const char* p = static_cast<const char*>(pf);
-  fp8_dot_rows(m, (kc + 127) / 128, static_cast<const uint32_t*>(a), static_cast<const uint8_t*>(b), c, ldc, acc, p,
-               p ? p + pf_bytes : p);
+  fp8_dot_rows<kOperand>(m, (kc + 127) / 128, static_cast<const uint32_t*>(a), static_cast<const uint8_t*>(b), c, ldc,
+                         acc, p, p ? p + pf_bytes : p, nullptr);
+}
+
+// GemmExpandingFn: the direct form, also writing the expanded layout (kFp8DotExpandedUnit bytes a unit).
+void gemm_format_fp8_dot_expanding(int m, int64_t kc, const void* a, const void* b, float* c, int64_t ldc, bool acc,
+                                   const void* pf, int64_t pf_bytes, void* expanded) {
+  const char* p = static_cast<const char*>(pf);
+  fp8_dot_rows<Fp8Operand::kCodesExpanding>(m, (kc + 127) / 128, static_cast<const uint32_t*>(a),
+                                            static_cast<const uint8_t*>(b), c, ldc, acc, p, p ? p + pf_bytes : p,
+                                            static_cast<uint8_t*>(expanded));
 }
 
 // m = 1-3 rows over kFewRowsPanels[m] panels: 8-12 chains stream that many panels at once (the decode form).

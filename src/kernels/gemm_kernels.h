@@ -276,6 +276,11 @@ using GemmFn = void (*)(int m, int64_t kc, const void* a, const void* b, float* 
                         const void* prefetch, int64_t prefetch_bytes);
 using GemmFewFn = void (*)(int m, int64_t kc, const void* a, const void* b, int64_t panel_stride_bytes, float* c,
                            int64_t ldc, bool accumulate);
+// A format whose weights are decoded in registers may decode a block once for several micro-tiles:
+// gemm_expanding is gemm that also writes the block's units(kc) units of decoded weights to `expanded`
+// (expanded_unit_bytes a unit), and gemm_expanded is gemm with b that layout, with the same bits as gemm.
+using GemmExpandingFn = void (*)(int m, int64_t kc, const void* a, const void* b, float* c, int64_t ldc,
+                                 bool accumulate, const void* prefetch, int64_t prefetch_bytes, void* expanded);
 struct GemmFormat {
   WeightFormat format;
   const char* name;  // the micro-kernel's name, e.g. "gemm_bf16w_bf16_12x32__avx512bf16"
@@ -284,6 +289,9 @@ struct GemmFormat {
   GemmFn gemm;
   GemmFewFn gemm_few;  // groups of 1..few_rows_max rows: m rows over kFewRowsPanels[m] panels per call
   int few_rows_max;    // 0: none
+  GemmExpandingFn gemm_expanding = nullptr;  // nullptr: no expanded form
+  GemmFn gemm_expanded = nullptr;
+  int64_t expanded_unit_bytes = 0;
   int64_t units(int64_t k) const { return (k + k_unit(format) - 1) / k_unit(format); }
   int64_t a_unit_bytes() const { return activation_unit_bytes(format, mr); }
   int64_t b_unit_bytes() const { return weight_unit_bytes(format, nr); }

@@ -215,7 +215,9 @@ const GemmFormat kQ8Vnni{WeightFormat::kQ8Block32, "gemm_q8w_q8_6x32__model", kQ
 
 // The fp8 dot format as gemm_avx512bf16.cc builds it.
 const GemmFormat kFp8Dot{WeightFormat::kFp8Block128Dot, "gemm_fp8w_bf16_10x32__model", kFp8Mr, kNr,
-                         pack_activations_bf16_pairs128, gemm_format_fp8_dot, gemm_format_fp8_dot_few, 3};
+                         pack_activations_bf16_pairs128, gemm_format_fp8_dot<>, gemm_format_fp8_dot_few, 3,
+                         gemm_format_fp8_dot_expanding, gemm_format_fp8_dot<Fp8Operand::kExpanded>,
+                        kFp8DotExpandedUnit};
 
 // The GGUF int8 formats as gemm_avx512vnni.cc builds them.
 #define HYMOE_MODEL_INT8_FORMAT(format, name) \

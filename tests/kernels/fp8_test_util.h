@@ -79,8 +79,8 @@ inline void expect_fp8_dot_decodes_every_code_exactly(const kernels::GemmFormat&
 
 // The micro-kernel against gemm_fp8w_bf16__ref on every m, K around and across the 128-k units, with and without
 // accumulate (the prefetch hint changes nothing), within the f32 bound of the chain over the bf16-rounded
-// activations; the few-rows form gives the bits of its row calls, also split at a unit; nothing outside the tile
-// is written.
+// activations; the expanded form gives the direct form's bits; the few-rows form gives the bits of its row calls,
+// also split at a unit; nothing outside the tile is written.
 inline void expect_fp8_dot_kernels_match_reference(const kernels::GemmFormat& f, Rng& rng) {
   using namespace kernels;
   const int mr = f.mr, nr = f.nr;
@@ -98,6 +98,15 @@ inline void expect_fp8_dot_kernels_match_reference(const kernels::GemmFormat& f,
         f.gemm(m, kc, ap.data(), b.data(), got.data(), ldc, acc, nullptr, 0);
         f.gemm(m, kc, ap.data(), b.data(), hinted.data(), ldc, acc, b.data(), static_cast<int64_t>(b.bytes()));
         ASSERT_EQ(hinted, got) << f.name << " m=" << m << " kc=" << kc;
+        ASSERT_NE(f.gemm_expanding, nullptr);
+        std::vector<uint8_t> expanded(static_cast<size_t>(f.units(kc) * f.expanded_unit_bytes));
+        std::vector<float> expanding = c0, from_expanded = c0;
+        f.gemm_expanding(m, kc, ap.data(), b.data(), expanding.data(), ldc, acc, nullptr, 0, expanded.data());
+        f.gemm_expanded(m, kc, ap.data(), expanded.data(), from_expanded.data(), ldc, acc, nullptr, 0);
+        ASSERT_EQ(0, std::memcmp(expanding.data(), got.data(), got.size() * sizeof(float)))
+            << f.name << " expanding m=" << m << " kc=" << kc << " acc=" << acc;
+        ASSERT_EQ(0, std::memcmp(from_expanded.data(), got.data(), got.size() * sizeof(float)))
+            << f.name << " expanded m=" << m << " kc=" << kc << " acc=" << acc;
         gemm_fp8w_bf16__ref(m, mr, nr, kc, ap.data(), b.data(), want.data(), ldc, acc);
         for (int i = 0; i < mr; ++i)
           for (int64_t j = 0; j < ldc; ++j) {
