@@ -410,10 +410,9 @@ def write_counts(path, wrappers):
     """Writes activation_counts(wrappers): in a format `hymoe plan` reads (.json, .csv or .safetensors by name), or,
     for a name ending in .pt, as SGLang's expert-distribution recorder dumps it (torch.save of a dict whose
     `logical_count` is an int64 (1, L, E) tensor: one record of every layer's counts)."""
+    from hymoe import placement
+
     table = activation_counts(wrappers)
     if str(path).endswith(".pt"):
-        torch.save({"logical_count": table.unsqueeze(0).clone()}, path)
-        return
-    from hymoe.placement import write_counts as w
-
-    w(path, table.to(torch.float64).numpy())
+        return placement.write_sglang_counts(path, table.unsqueeze(0))
+    placement.write_counts(path, table.to(torch.float64).numpy())

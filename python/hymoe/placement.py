@@ -8,7 +8,7 @@ raises kt-kernel's exception types with its messages, in its order. Beyond kt-ke
 `critical_path` (docs/placement.md).
 
 The rest of the module is hymoe's own: the planner with its cost model and whole-model layouts (`plan`),
-statistics files (`read_counts`, `write_counts`, `read_trace`, `summarize`), evaluation on held-out data
+statistics files (`read_counts`, `write_counts`, `write_sglang_counts`, `read_trace`, `summarize`), evaluation on held-out data
 (`evaluate`, `sweep`) and trace replay (`replay`), all returning plain Python and numpy values.
 """
 
@@ -25,6 +25,7 @@ __all__ = [
     "plan",
     "read_counts",
     "write_counts",
+    "write_sglang_counts",
     "read_trace",
     "trace_counts",
     "summarize",
@@ -203,6 +204,31 @@ def write_counts(path, counts):
     import os
 
     _core.placement_write_counts(os.fspath(path), _counts_array(counts, "counts"))
+
+
+def write_sglang_counts(path, logical_count):
+    """Writes an int64 (records, layers, E) count tensor as SGLang's expert-distribution recorder dumps it: a dict
+    {"logical_count": tensor} saved with torch.save (a .pt name) or a .safetensors file, atomically. `hymoe plan`
+    reads both and sums the records."""
+    import os
+
+    import torch
+
+    name = os.fspath(path)
+    if not name.endswith((".pt", ".safetensors")):
+        raise ValueError(f"hymoe.placement: SGLang's layout is a .pt or .safetensors file, not {name!r}")
+    if logical_count.dim() != 3:
+        raise ValueError(f"hymoe.placement: logical_count must be (records, layers, experts), not "
+                         f"{tuple(logical_count.shape)}")
+    tensor = logical_count.to(torch.int64).contiguous()
+    tmp = name + ".tmp"
+    if name.endswith(".pt"):
+        torch.save({"logical_count": tensor}, tmp)
+    else:
+        import safetensors.torch
+
+        safetensors.torch.save_file({"logical_count": tensor}, tmp)
+    os.replace(tmp, name)
 
 
 def read_trace(path, num_experts=None):

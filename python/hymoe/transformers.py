@@ -114,7 +114,7 @@ def _find_experts(model):
     return sorted(found, key=lambda f: f[4])
 
 
-def _checkpoint_dir(model, checkpoint):
+def _checkpoint_dir(checkpoint):
     if checkpoint is None:
         return None
     path = os.fspath(checkpoint)
@@ -312,7 +312,7 @@ def patch(model, *, gpu_experts_mask=None, checkpoint=None, format="stored", rec
     num_experts = num_experts.pop()
     layers = [f[4] for f in found]
     masks = _read_mask(gpu_experts_mask, layers, num_experts, num_hidden_layers)
-    source = _checkpoint_dir(model, checkpoint)
+    source = _checkpoint_dir(checkpoint)
     if source is not None and format != "stored":
         raise ValueError("hymoe.transformers: format='int8'/'int4' quantizes the model's parameters; with "
                          "checkpoint= the experts run in the checkpoint's own format")
@@ -488,24 +488,16 @@ def write_counts(model, path, layout="hymoe"):
     name = os.fspath(path)
     if layout not in ("hymoe", "sglang"):
         raise ValueError(f"hymoe.transformers: layout {layout!r} is not 'hymoe' or 'sglang'")
+    from hymoe import placement
+
     if name.endswith(".pt") or layout == "sglang":
         if not name.endswith((".pt", ".safetensors")):
             raise ValueError(f"hymoe.transformers: SGLang's layout is a .pt or .safetensors file, not {name!r}")
         full = torch.zeros(1, state["num_hidden_layers"] or (max(state["layers"]) + 1), table.shape[1],
                            dtype=torch.int64)
         full[0, state["layers"]] = table
-        tmp = name + ".tmp"
-        if name.endswith(".pt"):
-            torch.save({"logical_count": full}, tmp)
-        else:
-            import safetensors.torch
-
-            safetensors.torch.save_file({"logical_count": full}, tmp)
-        os.replace(tmp, name)
-        return
-    from hymoe.placement import write_counts as write
-
-    write(name, table.to(torch.float64).numpy())
+        return placement.write_sglang_counts(name, full)
+    placement.write_counts(name, table.to(torch.float64).numpy())
 
 
 def write_trace(model, path):

@@ -29,6 +29,23 @@ def test_write_then_read_round_trips(tmp_path, suffix):
     np.testing.assert_array_equal(hp.read_counts(path), counts)
 
 
+def test_sglang_counts_round_trip_summed_over_records(tmp_path):
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("safetensors")
+    records = torch.tensor([[[1, 0, 3], [2, 2, 0]], [[0, 5, 1], [1, 0, 0]]], dtype=torch.int64)
+    path = tmp_path / "dump.safetensors"
+    hp.write_sglang_counts(path, records)
+    np.testing.assert_array_equal(hp.read_counts(path), records.sum(0).numpy().astype(np.float64))
+    pt = tmp_path / "dump.pt"
+    hp.write_sglang_counts(pt, records)
+    assert torch.equal(torch.load(pt)["logical_count"], records)
+    with pytest.raises(ValueError, match="not 'counts.json'"):
+        hp.write_sglang_counts("counts.json", records)
+    with pytest.raises(ValueError, match=r"\(records, layers, experts\), not \(2, 3\)"):
+        hp.write_sglang_counts(tmp_path / "flat.pt", records[0])
+    assert not (tmp_path / "flat.pt").exists()
+
+
 def test_bad_files_raise_naming_the_file(tmp_path):
     with pytest.raises(FileNotFoundError):
         hp.read_counts(tmp_path / "missing.csv")
