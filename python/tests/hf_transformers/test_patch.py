@@ -104,8 +104,11 @@ def _reference_f64(experts, x, ids, weights):
 def test_bf16_experts_are_at_least_as_exact_as_transformers(family):
     """In a bf16 model a routing decision near a tie can flip once any layer's output moves by one rounding, so
     whole-model logits have no bound; each MoE block is checked on the hidden states transformers itself fed it.
-    hymoe (float32 inside, one rounding to bf16 at the end) must be within 2^-8 of the output's magnitude of the
-    float64 sum, and no further from it than transformers' own bf16 experts."""
+    hymoe must be no further from the float64 sum than transformers' own bf16 experts, and within a bound of the
+    output's magnitude that follows from the path `auto` took on this CPU: widened weights (float32 inside, one
+    rounding to bf16 at the end) within 2^-8; the native vdpbf16ps path (AMD's cores with AVX512_BF16), which also
+    rounds the hidden values to bf16 before the down projection, within 2^-7 (measured: 0.0026-0.0042 of the
+    magnitude there, 0.0013-0.0031 widened, transformers 0.0049-0.0065)."""
     model = tiny_models.build(family, dtype=torch.bfloat16)
     ids = tiny_models.prompt(batch=2, length=19)
     calls = []
@@ -119,7 +122,9 @@ def test_bf16_experts_are_at_least_as_exact_as_transformers(family):
     ht.patch(model)
     # bf16 experts are held as bf16 panels: as many bytes as transformers' own parameters.
     assert ht.host_weight_bytes(model) == weight_bytes
-    assert "bf16" in model.model.layers[-1].mlp.experts.engine.kernel_name
+    kernel = model.model.layers[-1].mlp.experts.engine.kernel_name
+    assert "bf16" in kernel
+    bound = 2 ** -7 if "bf16w_bf16" in kernel else 2 ** -8
     patched = {m._original: m for m in model.modules() if isinstance(m, ht._HymoeExperts)}
     assert len(calls) == len(experts) > 0
     for original, (x, top_k_index, top_k_weights), torch_out in calls:
@@ -130,7 +135,7 @@ def test_bf16_experts_are_at_least_as_exact_as_transformers(family):
         scale = reference.abs().max().item()
         hymoe_error = (got.double() - reference).abs().max().item()
         torch_error = (torch_out.double() - reference).abs().max().item()
-        assert hymoe_error <= 2 ** -8 * scale, (hymoe_error, scale)
+        assert hymoe_error <= bound * scale, (kernel, hymoe_error, scale)
         assert hymoe_error <= torch_error, (hymoe_error, torch_error)
     ht.unpatch(model)
 
