@@ -225,10 +225,10 @@ void gemm_format_gguf_int8_few(int m, int64_t kc, const void* a, const void* b, 
                                      static_cast<const uint8_t*>(b), panel_stride_bytes, c, ldc, acc, nullptr, nullptr);
 }
 
-// The activation packing of format F.
+// The activation packing of format F (AVX2's quantizers: every ISA that includes this header has AVX2).
 template <WeightFormat F>
 constexpr PackActivationsFn int8_pack_a() {
-  if constexpr (!gguf_int8_q8_k(F)) return pack_activations_ggml_q8_0;
-  else if constexpr (gguf_int8_layout(F).k_unit == 16) return pack_activations_ggml_q8_k16;
-  else return pack_activations_ggml_q8_k32;
+  if constexpr (!gguf_int8_q8_k(F)) return pack_activations_ggml_q8_0__avx2;
+  else if constexpr (gguf_int8_layout(F).k_unit == 16) return pack_activations_ggml_q8_k16__avx2;
+  else return pack_activations_ggml_q8_k32__avx2;
 }

@@ -41,37 +41,7 @@ void quantize_ggml_q8_k_block(const float* x, int n, int8_t* q, float* d) {
 
 namespace {
 
-// Per unit of kUnit k: (kUnit / 4, mr, 4) int8 codes, mr f32 scales, mr int32 sums; the block (32 or 256 values)
-// of the unit quantized once per row.
-template <int kUnit, bool kQ8K>
-void pack_ggml_units(const float* a, int64_t lda, const int64_t* row_index, int rows, int64_t k, int mr, void* out) {
-  constexpr int kBlock = kQ8K ? kQ8KBlock : kQ8Block;
-  static_assert(kBlock % kUnit == 0 && kUnit % 4 == 0);
-  uint8_t* dst = static_cast<uint8_t*>(out);
-  const int64_t units = (k + kUnit - 1) / kUnit, unit_bytes = int64_t{kUnit + 8} * mr;
-  std::memset(dst, 0, static_cast<size_t>(units * unit_bytes));
-  int8_t q[kBlock];
-  for (int i = 0; i < rows; ++i) {
-    const float* row = a + (row_index ? row_index[i] : i) * lda;
-    for (int64_t b0 = 0; b0 < k; b0 += kBlock) {
-      const int n = static_cast<int>(std::min<int64_t>(kBlock, k - b0));
-      float d;
-      if constexpr (kQ8K) quantize_ggml_q8_k_block(row + b0, n, q, &d);
-      else quantize_ggml_q8_0_block(row + b0, n, q, &d);
-      for (int64_t u = b0 / kUnit; u < std::min(units, (b0 + kBlock) / kUnit); ++u) {
-        uint8_t* unit = dst + u * unit_bytes;
-        const int8_t* qu = q + (u * kUnit - b0);
-        int32_t sum = 0;
-        for (int kk = 0; kk < kUnit; ++kk) {
-          unit[(kk / 4 * mr + i) * 4 + kk % 4] = static_cast<uint8_t>(qu[kk]);
-          sum += qu[kk];
-        }
-        std::memcpy(unit + kUnit * mr + 4 * i, &d, sizeof d);
-        std::memcpy(unit + (kUnit + 4) * mr + 4 * i, &sum, sizeof sum);
-      }
-    }
-  }
-}
+#include "kernels/ggml_activation_pack-inl.h"
 
 float load_f32(const uint8_t* p) {
   float v;
@@ -83,15 +53,15 @@ float load_f32(const uint8_t* p) {
 
 void pack_activations_ggml_q8_0(const float* a, int64_t lda, const int64_t* row_index, int rows, int64_t k, int mr,
                                 void* out) {
-  pack_ggml_units<32, false>(a, lda, row_index, rows, k, mr, out);
+  pack_ggml_units<32, kQ8Block>(a, lda, row_index, rows, k, mr, out, quantize_ggml_q8_0_block);
 }
 void pack_activations_ggml_q8_k32(const float* a, int64_t lda, const int64_t* row_index, int rows, int64_t k, int mr,
                                   void* out) {
-  pack_ggml_units<32, true>(a, lda, row_index, rows, k, mr, out);
+  pack_ggml_units<32, kQ8KBlock>(a, lda, row_index, rows, k, mr, out, quantize_ggml_q8_k_block);
 }
 void pack_activations_ggml_q8_k16(const float* a, int64_t lda, const int64_t* row_index, int rows, int64_t k, int mr,
                                   void* out) {
-  pack_ggml_units<16, true>(a, lda, row_index, rows, k, mr, out);
+  pack_ggml_units<16, kQ8KBlock>(a, lda, row_index, rows, k, mr, out, quantize_ggml_q8_k_block);
 }
 
 void gemm_gguf_int8__ref(WeightFormat format, int m, int mr, int nr, int64_t kc, const void* a, const void* b,

@@ -118,6 +118,48 @@ TEST(GgmlActivationQuant, PackedUnitsHoldCodesScalesAndSums) {
   }
 }
 
+// AVX2's packings (what every ISA from AVX2 up packs with) lay out the reference packings' bytes: random rows of
+// several magnitudes, exact ties of both rounding rules (a block whose largest value is 127 quantizes with scale 1,
+// so x.5 is a tie), blocks of zeros, a largest magnitude held by both signs (the first one counts for q8_K), k
+// ending inside a block and gathered rows.
+TEST(GgmlActivationQuant, Avx2PackingsGiveTheReferenceBytes) {
+  bool has_avx2 = false;
+  for (Isa isa : supported_isas()) has_avx2 |= isa == Isa::kAvx2;
+  if (!has_avx2) GTEST_SKIP() << "CPU lacks AVX2";
+  struct Packing {
+    PackActivationsFn ref, fast;
+    int unit;
+  };
+  const Packing packings[] = {{pack_activations_ggml_q8_0, pack_activations_ggml_q8_0__avx2, 32},
+                              {pack_activations_ggml_q8_k32, pack_activations_ggml_q8_k32__avx2, 32},
+                              {pack_activations_ggml_q8_k16, pack_activations_ggml_q8_k16__avx2, 16}};
+  Rng rng(21);
+  const int64_t lda = 2 * 256 + 17;
+  std::vector<float> x = hymoe::test::random_values(rng, 7 * lda);
+  for (int64_t i = 0; i < lda; ++i) x[static_cast<size_t>(lda + i)] *= 1e-3f;  // row 1: small values
+  for (int64_t i = 0; i < lda; ++i) x[static_cast<size_t>(2 * lda + i)] = 0.0f;  // row 2: zeros
+  for (int64_t i = 0; i < lda; ++i)  // row 3: ties (largest 127 in every block of 32), both signs
+    x[static_cast<size_t>(3 * lda + i)] = i % 32 == 0 ? 127.0f : static_cast<float>(i % 7 - 3) + 0.5f;
+  for (int64_t i = 0; i < lda; ++i)  // row 4: the largest magnitude as -127 first, then +127 (q8_K: scale -1)
+    x[static_cast<size_t>(4 * lda + i)] = i % 256 == 5 ? -127.0f : i % 256 == 9 ? 127.0f : static_cast<float>(i % 9) - 4.5f;
+  const int64_t rows_index[] = {4, 3, 0, 6};
+  for (const Packing& p : packings)
+    for (int mr : {1, 4})
+      for (int64_t k : {int64_t{1}, int64_t{31}, int64_t{32}, int64_t{33}, int64_t{255}, int64_t{256}, lda})
+        for (int rows = 1; rows <= mr; ++rows)
+          for (const int64_t* index : {static_cast<const int64_t*>(nullptr), rows_index}) {
+            const int64_t bytes = (k + p.unit - 1) / p.unit * (p.unit + 8) * mr;
+            std::vector<uint8_t> want(static_cast<size_t>(bytes), 0xAB), got(static_cast<size_t>(bytes), 0xCD);
+            for (int first_row = 0; first_row + rows <= 7; first_row += 3) {
+              const float* a = index ? x.data() : x.data() + first_row * lda;
+              p.ref(a, lda, index, rows, k, mr, want.data());
+              p.fast(a, lda, index, rows, k, mr, got.data());
+              ASSERT_EQ(want, got) << "unit " << p.unit << " mr " << mr << " k " << k << " rows " << rows
+                                   << (index ? " gathered" : "") << " from row " << first_row;
+            }
+          }
+}
+
 // Panels hold every weight exactly (padding columns zero) in the same bytes per weight as the exact formats: Q8_0
 // 1.125, Q4_0 0.625, Q4_K 0.75, Q5_K 0.875, Q6_K 1.0 (N a multiple of NR); and the stored codes fit the AVX2
 // idiom (u <= 63 but for Q8_0).

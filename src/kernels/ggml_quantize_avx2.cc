@@ -1,0 +1,93 @@
+// ggml's activation quantizers (q8_0, q8_K) on AVX2, and the GGUF int8 formats' activation packings over them: the
+// same bits as the scalar quantize_ggml_*_block (gemm_gguf_int8.cc), about 20x faster. At one token the packing is
+// on the layer's critical path between two phases of streaming weights (6 rows of 2048 values at T = 1 on
+// DeepSeek-V2-Lite, quantized before the routed experts, again before their down projection and twice for the
+// shared expert): scalar, it took 5-8% of a Q4_0 layer (docs/performance.md). Compiled with -mavx2 -mfma; every
+// ISA level from AVX2 up packs with it (the AVX-512 units too: the packing is not where their time goes).
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "hymoe/dtype.h"
+#include "kernels/gemm_kernels.h"
+
+namespace hymoe::kernels {
+namespace {
+
+#include "kernels/ggml_activation_pack-inl.h"
+
+__m256 abs_ps(__m256 v) { return _mm256_and_ps(v, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff))); }
+
+float hmax(__m256 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_shuffle_ps(m, m, 1));
+  return _mm_cvtss_f32(m);
+}
+
+// 8 int32 (each in [-128, 127]) to 8 bytes.
+void store_i8x8(int8_t* q, __m256i v) {
+  const __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  _mm_storel_epi64(reinterpret_cast<__m128i*>(q), _mm_packs_epi16(w, w));
+}
+
+// roundf: to nearest, ties away from zero. trunc(v) and v - trunc(v) are exact, so the tie test is too.
+__m256 round_half_away(__m256 v) {
+  const __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+  const __m256 f = _mm256_sub_ps(v, t);
+  const __m256 up = _mm256_and_ps(_mm256_cmp_ps(f, _mm256_set1_ps(0.5f), _CMP_GE_OQ), _mm256_set1_ps(1.0f));
+  const __m256 down = _mm256_and_ps(_mm256_cmp_ps(f, _mm256_set1_ps(-0.5f), _CMP_LE_OQ), _mm256_set1_ps(1.0f));
+  return _mm256_sub_ps(_mm256_add_ps(t, up), down);
+}
+
+void quantize_q8_0_block(const float* x, int n, int8_t* q, float* d) {
+  if (n < kQ8Block) return quantize_ggml_q8_0_block(x, n, q, d);
+  // max(|x|, acc) keeps acc where x is NaN, as the scalar std::max(acc, |x|) does.
+  __m256 amax = _mm256_setzero_ps();
+  for (int i = 0; i < kQ8Block; i += 8) amax = _mm256_max_ps(abs_ps(_mm256_loadu_ps(x + i)), amax);
+  const float scale = hmax(amax) / 127.0f, inverse = scale != 0.0f ? 1.0f / scale : 0.0f;
+  const __m256 inv = _mm256_set1_ps(inverse);
+  for (int i = 0; i < kQ8Block; i += 8)
+    store_i8x8(q + i, _mm256_cvttps_epi32(round_half_away(_mm256_mul_ps(_mm256_loadu_ps(x + i), inv))));
+  *d = f16_to_float(float_to_f16(scale));
+}
+
+void quantize_q8_k_block(const float* x, int n, int8_t* q, float* d) {
+  if (n < kQ8KBlock) return quantize_ggml_q8_k_block(x, n, q, d);
+  __m256 amax = _mm256_setzero_ps();
+  for (int i = 0; i < kQ8KBlock; i += 8) amax = _mm256_max_ps(abs_ps(_mm256_loadu_ps(x + i)), amax);
+  const float m = hmax(amax);
+  if (m == 0.0f) {
+    std::memset(q, 0, kQ8KBlock);
+    *d = 0.0f;
+    return;
+  }
+  // The value of largest magnitude: the first one, as the scalar loop's strict '>' keeps.
+  int first = 0;
+  while (std::abs(x[first]) != m) ++first;
+  const float inverse = -127.0f / x[first];
+  const __m256 inv = _mm256_set1_ps(inverse), top = _mm256_set1_ps(127.0f);
+  for (int i = 0; i < kQ8KBlock; i += 8) {
+    const __m256 v = _mm256_round_ps(_mm256_mul_ps(inv, _mm256_loadu_ps(x + i)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    store_i8x8(q + i, _mm256_cvttps_epi32(_mm256_min_ps(top, v)));
+  }
+  *d = 1.0f / inverse;
+}
+
+}  // namespace
+
+void pack_activations_ggml_q8_0__avx2(const float* a, int64_t lda, const int64_t* row_index, int rows, int64_t k,
+                                      int mr, void* out) {
+  pack_ggml_units<32, kQ8Block>(a, lda, row_index, rows, k, mr, out, quantize_q8_0_block);
+}
+void pack_activations_ggml_q8_k32__avx2(const float* a, int64_t lda, const int64_t* row_index, int rows, int64_t k,
+                                        int mr, void* out) {
+  pack_ggml_units<32, kQ8KBlock>(a, lda, row_index, rows, k, mr, out, quantize_q8_k_block);
+}
+void pack_activations_ggml_q8_k16__avx2(const float* a, int64_t lda, const int64_t* row_index, int rows, int64_t k,
+                                        int mr, void* out) {
+  pack_ggml_units<16, kQ8KBlock>(a, lda, row_index, rows, k, mr, out, quantize_q8_k_block);
+}
+
+}  // namespace hymoe::kernels
