@@ -1,8 +1,11 @@
-// Persistent thread pool: workers sleep on a condition variable between jobs and claim tasks from an atomic
-// counter during one. Sized by hymoe::set_num_threads (default: physical cores or HYMOE_THREADS).
+// Persistent thread pool: workers poll briefly, then sleep on a condition variable between jobs, and claim tasks
+// from an atomic counter during one. Sized by hymoe::set_num_threads (default: physical cores or HYMOE_THREADS).
 #include "kernels/thread_pool.h"
 
+#include <immintrin.h>
+
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <fstream>
@@ -21,6 +24,36 @@ namespace hymoe::kernels {
 namespace {
 
 thread_local bool t_inside_task = false;
+
+// How long a thread that has run out of work polls for more before it sleeps on a condition variable. Waking a
+// sleeping thread takes about 20 us on the virtual machines measured (docs/performance.md), which is as long as a
+// whole phase of a decode step: the second core would join each parallel_for late, and the caller, once asleep,
+// would wake late from its end. A decode step's parallel_fors follow each other within a few microseconds, so
+// polling a little longer than that gap keeps both threads on the job; between steps the threads sleep after it.
+// HYMOE_POOL_SPIN_US overrides (0: sleep at once); read when the pool is made, on the thread that first uses it.
+int read_spin_micros() {
+  const char* e = std::getenv("HYMOE_POOL_SPIN_US");
+  if (!e || !*e) return 50;
+  char* end = nullptr;
+  const long v = std::strtol(e, &end, 10);
+  if (*end != '\0' || v < 0 || v > 1000000) fail("HYMOE_POOL_SPIN_US=", e, " must be an integer in [0, 1000000]");
+  return static_cast<int>(v);
+}
+
+// Polls done() (with pause) for up to `us` microseconds; true when it held.
+template <typename Done>
+bool spin_until(int us, Done&& done) {
+  if (done()) return true;
+  if (us <= 0) return false;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(us);
+  for (;;) {
+    for (int j = 0; j < 16; ++j) {
+      if (done()) return true;
+      _mm_pause();
+    }
+    if (std::chrono::steady_clock::now() >= until) return done();
+  }
+}
 
 // One parallel_for call. Workers that wake late hold it by shared_ptr, find no task left and leave without
 // touching fn; the caller waits only for tasks to finish, never for a worker to wake up (on a shared machine a
@@ -59,7 +92,7 @@ struct Job {
 
 class Pool {
  public:
-  explicit Pool(int threads) { resize(threads); }
+  explicit Pool(int threads) : spin_us_(read_spin_micros()) { resize(threads); }
   ~Pool() { stop_workers(); }
 
   int size() const { return size_; }
@@ -69,7 +102,7 @@ class Pool {
     size_ = threads;
     stopping_ = false;
     // A new worker must not mistake the last finished job for a new one.
-    const uint64_t current = generation_;
+    const uint64_t current = generation_.load();
     for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i, current] { worker_loop(i, current); });
   }
 
@@ -94,7 +127,7 @@ class Pool {
     }
     wake_.notify_all();
     job->work(0);
-    {
+    if (!spin_until(spin_us_, [&] { return job->remaining.load(std::memory_order_acquire) == 0; })) {
       std::unique_lock<std::mutex> lock(job->mutex);
       job->done.wait(lock, [&] { return job->remaining.load() == 0; });
     }
@@ -109,11 +142,12 @@ class Pool {
   void worker_loop(int thread, uint64_t seen) {
     for (;;) {
       std::shared_ptr<Job> job;
+      spin_until(spin_us_, [&] { return generation_.load(std::memory_order_acquire) != seen || stopping_.load(std::memory_order_acquire); });
       {
         std::unique_lock<std::mutex> lock(mutex_);
         wake_.wait(lock, [&] { return stopping_ || generation_ != seen; });
         if (stopping_) return;
-        seen = generation_;
+        seen = generation_.load();
         job = job_;
       }
       if (job) job->work(thread);
@@ -130,12 +164,13 @@ class Pool {
     workers_.clear();
   }
 
+  const int spin_us_;
   int size_ = 1;
   std::vector<std::thread> workers_;
   std::mutex run_mutex_, mutex_;
   std::condition_variable wake_;
-  bool stopping_ = false;
-  uint64_t generation_ = 0;
+  std::atomic<bool> stopping_{false};
+  std::atomic<uint64_t> generation_{0};
   std::shared_ptr<Job> job_;
 };
 

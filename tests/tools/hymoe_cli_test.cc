@@ -648,6 +648,17 @@ TEST_F(BenchCli, GgufDtypesRunTheirFormatsAndCountTheirBytes) {
   EXPECT_NE(log.find("q4_0, q4_k, q5_k, q6_k, gguf_q8_0, fp8 or mxfp4"), std::string::npos) << log;
 }
 
+// The pool's polling time is read from the environment when the pool is made: a bad value is a named error before
+// any work, 0 (sleep at once) runs as any other.
+TEST_F(BenchCli, PoolSpinSettingIsCheckedAndZeroRuns) {
+  write_shape("tiny.json", kTinyShape);
+  const std::string args = " bench --shapes-dir " + dir_ + " --shape tiny --tokens 1 --dtype f32 --no-baseline --repeats 1";
+  std::string log;
+  EXPECT_NE(run_command("HYMOE_POOL_SPIN_US=soon " + tool_path() + args, &log), 0);
+  EXPECT_NE(log.find("HYMOE_POOL_SPIN_US=soon must be an integer in [0, 1000000]"), std::string::npos) << log;
+  EXPECT_EQ(run_command("HYMOE_POOL_SPIN_US=0 " + tool_path() + args, &log), 0) << log;
+}
+
 TEST_F(BenchCli, RefusesBadShapesNamingFileAndField) {
   struct Case {
     const char* text;
