@@ -3,7 +3,8 @@
 // beside copies of the f32 kernel that do extra work per k step without reading new memory (register-only adds,
 // or loads of a line that stays in L1). If the copies lose about what bf16 loses, the bf16 kernel's loss is the
 // cost of its extra instructions, not of its data. Second, the quantized decode forms (GGUF, MXFP4 and fp8 weights at
-// T = 1) cold, against the same access pattern with loads only and against themselves hot in L2.
+// T = 1) cold, against the same access pattern with loads only and against themselves hot in L2. Third, what a
+// phase boundary of the decode step costs in the thread pool (BM_PoolRoundTrip).
 //
 //   hymoe_decode_stream_bench --benchmark_enable_random_interleaving=true --benchmark_repetitions=10
 //                             --benchmark_report_aggregates_only=true
@@ -15,6 +16,7 @@
 
 #include <immintrin.h>
 
+#include <chrono>
 #include <cstdint>
 #include <vector>
 
@@ -134,12 +136,14 @@ void BM_DecodeStreamF32Plus16ScalarAdds(benchmark::State& s) { stream(s, false, 
 void BM_DecodeStreamF32Plus40VectorAdds(benchmark::State& s) { stream(s, false, row_four_panels<Extra::kVector, 40>); }
 void BM_DecodeStreamF32Plus8L1Loads(benchmark::State& s) { stream(s, false, row_four_panels<Extra::kL1Loads, 8>); }
 
-// The quantized decode forms at T = 1: the GGUF and MXFP4 integer formats (Int8* rows) and fp8's and MXFP4's exact
-// kernels (Fp8*, Mxfp4Exact*). The same 8 experts x 96 panels x K = 2048 in the format's packed panels (16 sets
-// used in turn, so every pass reads from memory), streamed the driver's way (tiles of 8 panels, four panels per
-// call, whole K where one row's packed activations fit half of L1, else K blocks); beside it the same access
-// pattern with loads only (what memory gives this pattern) and the kernel on one tile's panels hot in L2 (what
-// the core gives). The codes are a constant byte: the kernels' speed does not depend on the values.
+// The quantized decode forms at T = 1, on the ISA the layer runs (active_isa(): HYMOE_ISA forces another; the
+// label names it): the GGUF and MXFP4 integer formats (Int8* rows), fp8's exact kernel and its bf16-dot form
+// (Fp8*, Fp8Dot*), MXFP4's exact kernel (Mxfp4Exact*) and native bf16 (Bf16Dot*). The same 8 experts x 96 panels x
+// K = 2048 in the format's packed panels (16 sets used in turn, so every pass reads from memory), streamed the
+// driver's way (tiles of 8 panels, four panels per call, whole K where one row's packed activations fit half of L1,
+// else K blocks); beside it the same access pattern with loads only (what memory gives this pattern) and the kernel
+// on one tile's panels hot in L2 (what the core gives). The codes are a constant byte: the kernels' speed does not
+// depend on the values.
 struct PackedWeights {
   std::vector<uint8_t> bytes;
   std::vector<uint8_t> a;  // one row, quantized and packed as the driver packs it
@@ -179,12 +183,14 @@ __attribute__((target("avx2"))) void read_four_panels(int64_t bytes, const uint8
 
 enum class DecodePass { kCold, kLoadsOnly, kHot };
 void decode_form(benchmark::State& state, WeightFormat format, DecodePass pass) {
-  const IsaKernels* kernels = kernels_or_skip(state, Isa::kAvx2);
-  if (!kernels) return;
+  const IsaKernels* kernels = isa_kernels(active_isa());
+  if (!kernels->format(format)) return state.SkipWithError("no such format on this ISA");
   const GemmFormat& f = *kernels->format(format);
+  state.SetLabel(f.name);
   PackedWeights& w = packed_weights(f);
   set_num_threads(static_cast<int>(state.range(0)));
-  std::vector<float> out(static_cast<size_t>(num_threads() * 8 * kNr));
+  const int64_t nr = f.nr;
+  std::vector<float> out(static_cast<size_t>(num_threads() * 8 * nr));
   // Hot: each thread runs one tile's 8 panels (320 KiB in Q4_0) kHotRepeats times.
   constexpr int64_t kHotRepeats = 64;
   // As the driver: whole K per call where one row's packed activations fit half of L1, else K blocks.
@@ -194,19 +200,19 @@ void decode_form(benchmark::State& state, WeightFormat format, DecodePass pass) 
     const int64_t set = w.next_set;
     w.next_set = (w.next_set + 1) % kPackedSets;
     parallel_for(tiles, [&](int64_t t, int thread) {
-      float* c = out.data() + thread * 8 * kNr;
+      float* c = out.data() + thread * 8 * nr;
       const uint8_t* tile = w.bytes.data() + (pass == DecodePass::kHot ? t * 8 : set * kExperts * kPanels + t * 8) *
                                                  w.panel_bytes;
       for (int64_t r = 0; r < (pass == DecodePass::kHot ? kHotRepeats : 1); ++r)
         for (int64_t p = 0; p < 8; p += kFewRowsPanels[1]) {
           const uint8_t* b = tile + p * w.panel_bytes;
-          if (pass == DecodePass::kLoadsOnly) read_four_panels(w.panel_bytes, b, w.panel_bytes, c + p * kNr);
-          else if (whole_k) f.gemm_few(1, kK, w.a.data(), b, w.panel_bytes, c + p * kNr, 8 * kNr, false);
+          if (pass == DecodePass::kLoadsOnly) read_four_panels(w.panel_bytes, b, w.panel_bytes, c + p * 8);
+          else if (whole_k) f.gemm_few(1, kK, w.a.data(), b, w.panel_bytes, c + p * nr, 8 * nr, false);
           else
             for (int64_t k0 = 0; k0 < kK; k0 += kKc) {
               const int64_t units = k0 / k_unit(f.format);
               f.gemm_few(1, kKc, w.a.data() + units * f.a_unit_bytes(), b + units * f.b_unit_bytes(), w.panel_bytes,
-                         c + p * kNr, 8 * kNr, k0 > 0);
+                         c + p * nr, 8 * nr, k0 > 0);
             }
         }
     });
@@ -224,6 +230,10 @@ void BM_Int8StreamQ5_K(benchmark::State& s) { decode_form(s, WeightFormat::kGgml
 void BM_Int8StreamQ6_K(benchmark::State& s) { decode_form(s, WeightFormat::kGgmlQ6_KI8, DecodePass::kCold); }
 void BM_Fp8Stream(benchmark::State& s) { decode_form(s, WeightFormat::kFp8Block128, DecodePass::kCold); }
 void BM_Fp8Hot(benchmark::State& s) { decode_form(s, WeightFormat::kFp8Block128, DecodePass::kHot); }
+void BM_Fp8DotStream(benchmark::State& s) { decode_form(s, WeightFormat::kFp8Block128Dot, DecodePass::kCold); }
+void BM_Fp8DotHot(benchmark::State& s) { decode_form(s, WeightFormat::kFp8Block128Dot, DecodePass::kHot); }
+void BM_Bf16DotStream(benchmark::State& s) { decode_form(s, WeightFormat::kBf16Dot, DecodePass::kCold); }
+void BM_Bf16DotHot(benchmark::State& s) { decode_form(s, WeightFormat::kBf16Dot, DecodePass::kHot); }
 void BM_Mxfp4ExactStream(benchmark::State& s) { decode_form(s, WeightFormat::kMxfp4Block32, DecodePass::kCold); }
 void BM_Mxfp4ExactHot(benchmark::State& s) { decode_form(s, WeightFormat::kMxfp4Block32, DecodePass::kHot); }
 void BM_Int8StreamLoadsOnlyQ4_0(benchmark::State& s) {
@@ -232,6 +242,25 @@ void BM_Int8StreamLoadsOnlyQ4_0(benchmark::State& s) {
 void BM_Int8HotQ4_0(benchmark::State& s) { decode_form(s, WeightFormat::kGgmlQ4_0I8, DecodePass::kHot); }
 void BM_Int8HotMxfp4(benchmark::State& s) { decode_form(s, WeightFormat::kMxfp4Block32I8, DecodePass::kHot); }
 void BM_Int8HotQ8_0(benchmark::State& s) { decode_form(s, WeightFormat::kGgmlQ8_0I8, DecodePass::kHot); }
+
+// What a phase boundary costs a decode step: one parallel_for of a task per thread that does nothing, after 20 us
+// of the caller's own serial work (a decode step's gap between phases is a few microseconds; its phases take
+// 50-500 us). With the pool's threads sleeping between jobs (HYMOE_POOL_SPIN_US=0) the call waits for a thread's
+// wake-up; with them polling (the default), it does not.
+void BM_PoolRoundTrip(benchmark::State& state) {
+  set_num_threads(static_cast<int>(state.range(0)));
+  std::vector<int64_t> sink(static_cast<size_t>(num_threads()) * 16);
+  for (auto _ : state) {
+    state.PauseTiming();
+    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(20);
+    while (std::chrono::steady_clock::now() < until) {}
+    state.ResumeTiming();
+    parallel_for(num_threads(), [&](int64_t t, int thread) { sink[static_cast<size_t>(thread) * 16] += t; });
+  }
+  benchmark::DoNotOptimize(sink.data());
+  set_num_threads(default_num_threads());
+}
+BENCHMARK(BM_PoolRoundTrip)->Arg(2)->Unit(benchmark::kMicrosecond);
 
 #define DECODE_STREAM(fn) BENCHMARK(fn)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime()
 DECODE_STREAM(BM_DecodeStreamF32);
@@ -249,6 +278,10 @@ DECODE_STREAM(BM_Int8StreamQ5_K);
 DECODE_STREAM(BM_Int8StreamQ6_K);
 DECODE_STREAM(BM_Fp8Stream);
 DECODE_STREAM(BM_Fp8Hot);
+DECODE_STREAM(BM_Fp8DotStream);
+DECODE_STREAM(BM_Fp8DotHot);
+DECODE_STREAM(BM_Bf16DotStream);
+DECODE_STREAM(BM_Bf16DotHot);
 DECODE_STREAM(BM_Mxfp4ExactStream);
 DECODE_STREAM(BM_Mxfp4ExactHot);
 DECODE_STREAM(BM_Int8StreamLoadsOnlyQ4_0);
