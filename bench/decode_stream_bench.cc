@@ -262,6 +262,30 @@ void BM_PoolRoundTrip(benchmark::State& state) {
 }
 BENCHMARK(BM_PoolRoundTrip)->Arg(2)->Unit(benchmark::kMicrosecond);
 
+// How late the second thread joins a parallel_for that follows 20 us of the caller's serial work after a phase in
+// which both threads worked 200 us, as in a decode step (the time reported, manual): each thread takes one task of
+// 200 us, the second as soon as it runs (a thread not there within the caller's 200 us counts as 200). Sleeping
+// between jobs, it joins after its wake-up; polling, at once.
+void BM_PoolWorkerJoin(benchmark::State& state) {
+  set_num_threads(2);
+  auto busy = [](int64_t us) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(us);
+    while (std::chrono::steady_clock::now() < until) {}
+  };
+  for (auto _ : state) {
+    busy(20);
+    const auto start = std::chrono::steady_clock::now();
+    std::chrono::steady_clock::time_point joined = start + std::chrono::microseconds(200);
+    parallel_for(2, [&](int64_t task, int thread) {
+      if (thread != 0) joined = std::chrono::steady_clock::now();
+      if (thread != 0 || task == 0) busy(200);
+    });
+    state.SetIterationTime(std::chrono::duration<double>(joined - start).count());
+  }
+  set_num_threads(default_num_threads());
+}
+BENCHMARK(BM_PoolWorkerJoin)->UseManualTime()->Iterations(2000)->Unit(benchmark::kMicrosecond);
+
 #define DECODE_STREAM(fn) BENCHMARK(fn)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime()
 DECODE_STREAM(BM_DecodeStreamF32);
 DECODE_STREAM(BM_DecodeStreamBf16);
