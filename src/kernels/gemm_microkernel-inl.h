@@ -376,58 +376,67 @@ inline float load_scalar_f32(const uint8_t* p) {
   return v;
 }
 
-template <int M>
-void q8_tile(int64_t units, const uint8_t* a, const uint8_t* b, float* c, int64_t ldc, bool accumulate,
-             const char* prefetch, const char* prefetch_end) {
-  typename V::vec acc0[M], acc1[M];
+// M rows over P panels (panel p at b + p * panel_stride bytes, its C at c + p * kNr): P = 1 is the micro-kernel,
+// M = 1 over kFewRowsPanels[1] panels the decode form, whose chains are the same per panel (the same bits).
+template <int M, int P = 1>
+void q8_tile(int64_t units, const uint8_t* a, const uint8_t* b, int64_t panel_stride, float* c, int64_t ldc,
+             bool accumulate, const char* prefetch, const char* prefetch_end) {
+  typename V::vec acc0[M][P], acc1[M][P];
 #pragma GCC unroll 16
-  for (int i = 0; i < M; ++i) {
-    acc0[i] = accumulate ? V::load(c + i * ldc) : V::zero();
-    acc1[i] = accumulate ? V::load(c + i * ldc + V::kWidth) : V::zero();
-  }
+  for (int i = 0; i < M; ++i)
+#pragma GCC unroll 4
+    for (int p = 0; p < P; ++p) {
+      acc0[i][p] = accumulate ? V::load(c + i * ldc + p * kNr) : V::zero();
+      acc1[i][p] = accumulate ? V::load(c + i * ldc + p * kNr + V::kWidth) : V::zero();
+    }
   // The prefetch hint spread over the blocks: a block is 8 * 2 * M dot instructions, so a test per block is free.
   const int64_t lines = prefetch_end > prefetch ? (prefetch_end - prefetch + 63) / 64 : 0;
   const int64_t lines_per_unit = units > 0 ? (lines + units - 1) / units : 0;
   for (int64_t u = 0; u < units; ++u) {
     const uint8_t* au = a + u * kQ8AUnit;
-    const uint8_t* bu = b + u * kQ8BUnit;
     for (int64_t l = 0; l < lines_per_unit && prefetch < prefetch_end; ++l, prefetch += 64)
       __builtin_prefetch(prefetch, 0, 2);
-    typename V::ivec s0[M], s1[M];
+#pragma GCC unroll 4
+    for (int p = 0; p < P; ++p) {
+      const uint8_t* bu = b + p * panel_stride + u * kQ8BUnit;
+      typename V::ivec s0[M], s1[M];
 #pragma GCC unroll 16
-    for (int i = 0; i < M; ++i) s0[i] = s1[i] = V::q8_start(au + (kQ8Block + 4) * kQ8Mr + 4 * i);
+      for (int i = 0; i < M; ++i) s0[i] = s1[i] = V::q8_start(au + (kQ8Block + 4) * kQ8Mr + 4 * i);
 #pragma GCC unroll 8
-    for (int g = 0; g < kQ8Block / 4; ++g) {
-      const typename V::q8w w0 = V::q8_weights(bu + g * kNr * 4);
-      const typename V::q8w w1 = V::q8_weights(bu + g * kNr * 4 + V::kWidth * 4);
+      for (int g = 0; g < kQ8Block / 4; ++g) {
+        const typename V::q8w w0 = V::q8_weights(bu + g * kNr * 4);
+        const typename V::q8w w1 = V::q8_weights(bu + g * kNr * 4 + V::kWidth * 4);
+#pragma GCC unroll 16
+        for (int i = 0; i < M; ++i) {
+          const typename V::ivec x = V::broadcast4(au + (g * kQ8Mr + i) * 4);
+          s0[i] = V::q8_dot4(s0[i], w0, x);
+          s1[i] = V::q8_dot4(s1[i], w1, x);
+        }
+      }
+      const typename V::vec d0 = V::load(reinterpret_cast<const float*>(bu + kQ8Block * kNr));
+      const typename V::vec d1 = V::load(reinterpret_cast<const float*>(bu + kQ8Block * kNr) + V::kWidth);
 #pragma GCC unroll 16
       for (int i = 0; i < M; ++i) {
-        const typename V::ivec x = V::broadcast4(au + (g * kQ8Mr + i) * 4);
-        s0[i] = V::q8_dot4(s0[i], w0, x);
-        s1[i] = V::q8_dot4(s1[i], w1, x);
+        const typename V::vec da = V::set1(load_scalar_f32(au + kQ8Block * kQ8Mr + 4 * i));
+        acc0[i][p] = V::fma(V::to_float(s0[i]), V::mul(d0, da), acc0[i][p]);
+        acc1[i][p] = V::fma(V::to_float(s1[i]), V::mul(d1, da), acc1[i][p]);
       }
     }
-    const typename V::vec d0 = V::load(reinterpret_cast<const float*>(bu + kQ8Block * kNr));
-    const typename V::vec d1 = V::load(reinterpret_cast<const float*>(bu + kQ8Block * kNr) + V::kWidth);
+  }
 #pragma GCC unroll 16
-    for (int i = 0; i < M; ++i) {
-      const typename V::vec da = V::set1(load_scalar_f32(au + kQ8Block * kQ8Mr + 4 * i));
-      acc0[i] = V::fma(V::to_float(s0[i]), V::mul(d0, da), acc0[i]);
-      acc1[i] = V::fma(V::to_float(s1[i]), V::mul(d1, da), acc1[i]);
+  for (int i = 0; i < M; ++i)
+#pragma GCC unroll 4
+    for (int p = 0; p < P; ++p) {
+      V::store(c + i * ldc + p * kNr, acc0[i][p]);
+      V::store(c + i * ldc + p * kNr + V::kWidth, acc1[i][p]);
     }
-  }
-#pragma GCC unroll 16
-  for (int i = 0; i < M; ++i) {
-    V::store(c + i * ldc, acc0[i]);
-    V::store(c + i * ldc + V::kWidth, acc1[i]);
-  }
 }
 
 template <int M = kQ8Mr>
 void q8_rows(int m, int64_t units, const uint8_t* a, const uint8_t* b, float* c, int64_t ldc, bool accumulate,
              const char* prefetch, const char* prefetch_end) {
   if constexpr (M >= 1) {
-    if (m == M) return q8_tile<M>(units, a, b, c, ldc, accumulate, prefetch, prefetch_end);
+    if (m == M) return q8_tile<M>(units, a, b, 0, c, ldc, accumulate, prefetch, prefetch_end);
     return q8_rows<M - 1>(m, units, a, b, c, ldc, accumulate, prefetch, prefetch_end);
   }
 }
@@ -460,6 +469,13 @@ void gemm_format_q8(int m, int64_t kc, const void* a, const void* b, float* c, i
   const char* p = static_cast<const char*>(pf);
   q8_rows(m, (kc + kQ8Block - 1) / kQ8Block, static_cast<const uint8_t*>(a), static_cast<const uint8_t*>(b), c, ldc,
           acc, p, p ? p + pf_bytes : p);
+}
+// One row over kFewRowsPanels[1] panels (few_rows_max = 1): the decode case.
+void gemm_format_q8_few(int m, int64_t kc, const void* a, const void* b, int64_t panel_stride_bytes, float* c,
+                        int64_t ldc, bool acc) {
+  (void)m;  // always 1
+  q8_tile<1, kFewRowsPanels[1]>((kc + kQ8Block - 1) / kQ8Block, static_cast<const uint8_t*>(a),
+                                static_cast<const uint8_t*>(b), panel_stride_bytes, c, ldc, acc, nullptr, nullptr);
 }
 
 // Peak probes of the dot instructions, as fma_probe: 12 independent chains; returns the operations done (a

@@ -211,7 +211,7 @@ constexpr int kFp8Mr = 10;
 const GemmFormat kBf16Dot{WeightFormat::kBf16Dot, "gemm_bf16w_bf16_12x32__model", kMr, kNr, pack_activations_bf16_pairs,
                           gemm_format_bf16_dot<>, gemm_format_bf16_dot_few<>, 3};
 const GemmFormat kQ8Vnni{WeightFormat::kQ8Block32, "gemm_q8w_q8_6x32__model", kQ8Mr, kNr, pack_activations_q8,
-                         gemm_format_q8, nullptr, 0};
+                         gemm_format_q8, gemm_format_q8_few, 1};
 
 // The fp8 dot format as gemm_avx512bf16.cc builds it.
 const GemmFormat kFp8Dot{WeightFormat::kFp8Block128Dot, "gemm_fp8w_bf16_10x32__model", kFp8Mr, kNr,
@@ -290,6 +290,9 @@ TEST(EmulatedIsaTest, Bf16DotAndVnniQ8MicroKernelsMatchTheirReferences) {
 
 // The bf16-dot decode form over the vdpbf16ps model: the bits of its row calls.
 TEST(EmulatedIsaTest, Bf16DotFewRowsFormEqualsItsRowCalls) { test::expect_few_rows_form_equals_row_calls(kBf16Dot); }
+
+// The q8 blocks' decode form over the vpdpbusd model: the bits of its row calls.
+TEST(EmulatedIsaTest, Q8FewRowsFormEqualsItsRowCalls) { test::expect_few_rows_form_equals_row_calls(kQ8Vnni); }
 
 // Through the one grouped driver: ragged groups (empty, 1 row, several row blocks), K across several K blocks and
 // odd, row gather fused into the packing; each output against a double reference on the format's rounded inputs.

@@ -201,6 +201,15 @@ TEST(Bf16DotFewRows, FormEqualsItsRowCalls) {
   test::expect_few_rows_form_equals_row_calls(*f);
 }
 
+// The q8 blocks' one-row form over four panels (the decode case) gives the bits of its row calls on every ISA this CPU
+// has (EmulatedIsaTest.Q8FewRowsFormEqualsItsRowCalls runs the VNNI body on the software model).
+TEST_P(FormatKernelTest, Q8FewRowsFormEqualsItsRowCalls) {
+  const GemmFormat* f = isa_kernels(GetParam())->format(WeightFormat::kQ8Block32);
+  ASSERT_NE(f, nullptr);
+  ASSERT_EQ(f->few_rows_max, 1);
+  test::expect_few_rows_form_equals_row_calls(*f);
+}
+
 // A ragged grouped FFN problem with weights and activations in [-1, 1].
 struct FormatProblem {
   GroupedFfnShape shape;
