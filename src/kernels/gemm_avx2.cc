@@ -129,7 +129,7 @@ const GemmFormat kF32{WeightFormat::kF32, "gemm_f32w_f32_6x16__avx2", kMr, kNr, 
                      gemm_format_widen<float>, gemm_format_widen_few<float>, 3};
 const GemmFormat kBf16Widen{WeightFormat::kBf16Widen, "gemm_bf16w_f32_6x16__avx2", kMr, kNr, pack_activations_f32,
                            gemm_format_widen<uint16_t>, gemm_format_widen_few<uint16_t>, 2};
-const GemmFormat kQ8{WeightFormat::kQ8Block32, "gemm_q8w_q8_2x16__avx2", kQ8Mr, kNr, pack_activations_q8,
+const GemmFormat kQ8{WeightFormat::kQ8Block32, "gemm_q8w_q8_2x16__avx2", kQ8Mr, kNr, pack_activations_q8__avx2,
                     gemm_format_q8, gemm_format_q8_few, 1};
 
 }  // namespace

@@ -25,7 +25,7 @@ const GemmFormat kF32{WeightFormat::kF32, "gemm_f32w_f32_12x32__avx512", kMr, kN
                      gemm_format_widen<float>, gemm_format_widen_few<float>, 3};
 const GemmFormat kBf16Widen{WeightFormat::kBf16Widen, "gemm_bf16w_f32_12x32__avx512", kMr, kNr, pack_activations_f32,
                            gemm_format_widen<uint16_t>, gemm_format_widen_few<uint16_t>, 2};
-const GemmFormat kQ8{WeightFormat::kQ8Block32, "gemm_q8w_q8_6x32__avx512", kQ8Mr, kNr, pack_activations_q8,
+const GemmFormat kQ8{WeightFormat::kQ8Block32, "gemm_q8w_q8_6x32__avx512", kQ8Mr, kNr, pack_activations_q8__avx2,
                     gemm_format_q8, gemm_format_q8_few, 1};
 
 // The GGUF formats run the AVX2 kernels (4 x 16 tiles; the packed FFN takes each format's own panel width): they

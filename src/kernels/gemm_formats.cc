@@ -47,6 +47,8 @@ void quantize_q8_block(const float* x, int n, int8_t* q, float* d) {
 }
 
 namespace {
+#include "kernels/activation_units-inl.h"
+
 const float* row_of(const float* a, int64_t lda, const int64_t* row_index, int i) {
   return a + (row_index ? row_index[i] : i) * lda;
 }
@@ -73,26 +75,7 @@ void pack_activations_bf16_pairs(const float* a, int64_t lda, const int64_t* row
 // mr f32 scales, mr int32 of -128 * sum(q) (the correction for the kernels that multiply q by w + 128).
 void pack_activations_q8(const float* a, int64_t lda, const int64_t* row_index, int rows, int64_t k, int mr,
                          void* out) {
-  uint8_t* dst = static_cast<uint8_t*>(out);
-  const int64_t units = (k + kQ8Block - 1) / kQ8Block, unit_bytes = activation_unit_bytes(WeightFormat::kQ8Block32, mr);
-  for (int64_t u = 0; u < units; ++u) {
-    uint8_t* unit = dst + u * unit_bytes;
-    const int n = static_cast<int>(std::min<int64_t>(kQ8Block, k - u * kQ8Block));
-    for (int i = 0; i < mr; ++i) {
-      int8_t q[kQ8Block] = {};
-      float d = 0.0f;
-      if (i < rows) quantize_q8_block(row_of(a, lda, row_index, i) + u * kQ8Block, n, q, &d);
-      int32_t sum = 0;
-      for (int g = 0; g < kQ8Block / 4; ++g)
-        for (int t = 0; t < 4; ++t) {
-          unit[(g * mr + i) * 4 + t] = static_cast<uint8_t>(q[4 * g + t]);
-          sum += q[4 * g + t];
-        }
-      const int32_t correction = -128 * sum;
-      std::memcpy(unit + kQ8Block * mr + 4 * i, &d, sizeof(float));
-      std::memcpy(unit + (kQ8Block + 4) * mr + 4 * i, &correction, sizeof(int32_t));
-    }
-  }
+  pack_activation_units<kQ8Block, kQ8Block, -128>(a, lda, row_index, rows, k, mr, out, quantize_q8_block);
 }
 
 void gemm_bf16w_bf16__ref(int m, int mr, int nr, int64_t kc, const void* a, const void* b, float* c, int64_t ldc,

@@ -41,7 +41,7 @@ void quantize_ggml_q8_k_block(const float* x, int n, int8_t* q, float* d) {
 
 namespace {
 
-#include "kernels/ggml_activation_pack-inl.h"
+#include "kernels/activation_units-inl.h"
 
 float load_f32(const uint8_t* p) {
   float v;
@@ -53,15 +53,15 @@ float load_f32(const uint8_t* p) {
 
 void pack_activations_ggml_q8_0(const float* a, int64_t lda, const int64_t* row_index, int rows, int64_t k, int mr,
                                 void* out) {
-  pack_ggml_units<32, kQ8Block>(a, lda, row_index, rows, k, mr, out, quantize_ggml_q8_0_block);
+  pack_activation_units<32, kQ8Block, 1>(a, lda, row_index, rows, k, mr, out, quantize_ggml_q8_0_block);
 }
 void pack_activations_ggml_q8_k32(const float* a, int64_t lda, const int64_t* row_index, int rows, int64_t k, int mr,
                                   void* out) {
-  pack_ggml_units<32, kQ8KBlock>(a, lda, row_index, rows, k, mr, out, quantize_ggml_q8_k_block);
+  pack_activation_units<32, kQ8KBlock, 1>(a, lda, row_index, rows, k, mr, out, quantize_ggml_q8_k_block);
 }
 void pack_activations_ggml_q8_k16(const float* a, int64_t lda, const int64_t* row_index, int rows, int64_t k, int mr,
                                   void* out) {
-  pack_ggml_units<16, kQ8KBlock>(a, lda, row_index, rows, k, mr, out, quantize_ggml_q8_k_block);
+  pack_activation_units<16, kQ8KBlock, 1>(a, lda, row_index, rows, k, mr, out, quantize_ggml_q8_k_block);
 }
 
 void gemm_gguf_int8__ref(WeightFormat format, int m, int mr, int nr, int64_t kc, const void* a, const void* b,

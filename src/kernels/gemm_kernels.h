@@ -305,14 +305,18 @@ void pack_activations_ggml_q8_k32(const float* a, int64_t lda, const int64_t* ro
                                   void* out);
 void pack_activations_ggml_q8_k16(const float* a, int64_t lda, const int64_t* row_index, int rows, int64_t k, int mr,
                                   void* out);
-// The same packings with AVX2's quantizers, to the same bits (ggml_quantize_avx2.cc): what the GGUF int8 kernels of
-// every ISA from AVX2 up pack with.
+// The same packings with AVX2's quantizers, to the same bits (activation_quantize_avx2.cc): what the GGUF int8
+// kernels of every ISA from AVX2 up pack with.
 void pack_activations_ggml_q8_0__avx2(const float* a, int64_t lda, const int64_t* row_index, int rows, int64_t k,
                                       int mr, void* out);
 void pack_activations_ggml_q8_k32__avx2(const float* a, int64_t lda, const int64_t* row_index, int rows, int64_t k,
                                         int mr, void* out);
 void pack_activations_ggml_q8_k16__avx2(const float* a, int64_t lda, const int64_t* row_index, int rows, int64_t k,
                                         int mr, void* out);
+// hymoe's q8 packing (pack_activations_q8) with AVX2's quantizer, to the same bits: what the q8 kernels of every ISA
+// from AVX2 up pack with.
+void pack_activations_q8__avx2(const float* a, int64_t lda, const int64_t* row_index, int rows, int64_t k, int mr,
+                               void* out);
 // The ISA-free activation packings (pack_rows_panel for f32; rounding to bf16 pairs; q8 block quantization).
 void pack_activations_f32(const float* a, int64_t lda, const int64_t* row_index, int rows, int64_t k, int mr, void* out);
 void pack_activations_bf16_pairs(const float* a, int64_t lda, const int64_t* row_index, int rows, int64_t k, int mr,

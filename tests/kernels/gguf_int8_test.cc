@@ -118,9 +118,9 @@ TEST(GgmlActivationQuant, PackedUnitsHoldCodesScalesAndSums) {
   }
 }
 
-// AVX2's packings (what every ISA from AVX2 up packs with) lay out the reference packings' bytes: random rows of
-// several magnitudes, exact ties of both rounding rules (a block whose largest value is 127 quantizes with scale 1,
-// so x.5 is a tie), blocks of zeros, a largest magnitude held by both signs (the first one counts for q8_K), k
+// AVX2's packings (what every ISA from AVX2 up packs with; hymoe's q8 blocks' too) lay out the reference packings'
+// bytes: random rows of several magnitudes, exact ties of both rounding rules (a block whose largest value is 127
+// quantizes with scale 1, so x.5 is a tie), blocks of zeros, a largest magnitude held by both signs (the first one counts for q8_K), k
 // ending inside a block and gathered rows.
 TEST(GgmlActivationQuant, Avx2PackingsGiveTheReferenceBytes) {
   bool has_avx2 = false;
@@ -132,7 +132,8 @@ TEST(GgmlActivationQuant, Avx2PackingsGiveTheReferenceBytes) {
   };
   const Packing packings[] = {{pack_activations_ggml_q8_0, pack_activations_ggml_q8_0__avx2, 32},
                               {pack_activations_ggml_q8_k32, pack_activations_ggml_q8_k32__avx2, 32},
-                              {pack_activations_ggml_q8_k16, pack_activations_ggml_q8_k16__avx2, 16}};
+                              {pack_activations_ggml_q8_k16, pack_activations_ggml_q8_k16__avx2, 16},
+                              {pack_activations_q8, pack_activations_q8__avx2, 32}};
   Rng rng(21);
   const int64_t lda = 2 * 256 + 17;
   std::vector<float> x = hymoe::test::random_values(rng, 7 * lda);
@@ -141,7 +142,8 @@ TEST(GgmlActivationQuant, Avx2PackingsGiveTheReferenceBytes) {
   for (int64_t i = 0; i < lda; ++i)  // row 3: ties (largest 127 in every block of 32), both signs
     x[static_cast<size_t>(3 * lda + i)] = i % 32 == 0 ? 127.0f : static_cast<float>(i % 7 - 3) + 0.5f;
   for (int64_t i = 0; i < lda; ++i)  // row 4: the largest magnitude as -127 first, then +127 (q8_K: scale -1)
-    x[static_cast<size_t>(4 * lda + i)] = i % 256 == 5 ? -127.0f : i % 256 == 9 ? 127.0f : static_cast<float>(i % 9) - 4.5f;
+    x[static_cast<size_t>(4 * lda + i)] =
+        i % 256 == 5 ? -127.0f : i % 256 == 9 ? 127.0f : static_cast<float>(i % 9) - 4.5f;
   const int64_t rows_index[] = {4, 3, 0, 6};
   for (const Packing& p : packings)
     for (int mr : {1, 4})

@@ -1,5 +1,6 @@
-// ggml's activation quantizers (q8_0, q8_K) on AVX2, and the GGUF int8 formats' activation packings over them: the
-// same bits as the scalar quantize_ggml_*_block (gemm_gguf_int8.cc), about 20x faster. At one token the packing is
+// The integer formats' activation quantizers on AVX2 (ggml's q8_0 and q8_K, hymoe's q8 blocks) and their packings
+// over them: the same bits as the scalar quantize_ggml_*_block (gemm_gguf_int8.cc) and quantize_q8_block
+// (gemm_formats.cc). At one token the packing is
 // on the layer's critical path between two phases of streaming weights (6 rows of 2048 values at T = 1 on
 // DeepSeek-V2-Lite, quantized before the routed experts, again before their down projection and twice for the
 // shared expert): scalar, it took 5-8% of a Q4_0 layer (docs/performance.md). Compiled with -mavx2 -mfma; every
@@ -15,7 +16,7 @@
 namespace hymoe::kernels {
 namespace {
 
-#include "kernels/ggml_activation_pack-inl.h"
+#include "kernels/activation_units-inl.h"
 
 __m256 abs_ps(__m256 v) { return _mm256_and_ps(v, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff))); }
 
@@ -40,6 +41,9 @@ __m256 round_half_away(__m256 v) {
   const __m256 down = _mm256_and_ps(_mm256_cmp_ps(f, _mm256_set1_ps(-0.5f), _CMP_LE_OQ), _mm256_set1_ps(1.0f));
   return _mm256_sub_ps(_mm256_add_ps(t, up), down);
 }
+
+// nearbyint in the default rounding mode: to nearest, ties to even.
+__m256 round_half_even(__m256 v) { return _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
 
 void quantize_q8_0_block(const float* x, int n, int8_t* q, float* d) {
   if (n < kQ8Block) return quantize_ggml_q8_0_block(x, n, q, d);
@@ -69,25 +73,43 @@ void quantize_q8_k_block(const float* x, int n, int8_t* q, float* d) {
   const float inverse = -127.0f / x[first];
   const __m256 inv = _mm256_set1_ps(inverse), top = _mm256_set1_ps(127.0f);
   for (int i = 0; i < kQ8KBlock; i += 8) {
-    const __m256 v = _mm256_round_ps(_mm256_mul_ps(inv, _mm256_loadu_ps(x + i)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m256 v = round_half_even(_mm256_mul_ps(inv, _mm256_loadu_ps(x + i)));
     store_i8x8(q + i, _mm256_cvttps_epi32(_mm256_min_ps(top, v)));
   }
   *d = 1.0f / inverse;
 }
 
+// hymoe's q8 blocks: scale amax / 127 kept in f32, codes rounded to nearest even and clamped to [-127, 127].
+void quantize_q8(const float* x, int n, int8_t* q, float* d) {
+  if (n < kQ8Block) return quantize_q8_block(x, n, q, d);
+  __m256 amax = _mm256_setzero_ps();
+  for (int i = 0; i < kQ8Block; i += 8) amax = _mm256_max_ps(abs_ps(_mm256_loadu_ps(x + i)), amax);
+  const float scale = hmax(amax) / 127.0f, inverse = scale > 0.0f ? 1.0f / scale : 0.0f;
+  const __m256 inv = _mm256_set1_ps(inverse), top = _mm256_set1_ps(127.0f), bottom = _mm256_set1_ps(-127.0f);
+  for (int i = 0; i < kQ8Block; i += 8) {
+    const __m256 v = round_half_even(_mm256_mul_ps(_mm256_loadu_ps(x + i), inv));
+    store_i8x8(q + i, _mm256_cvttps_epi32(_mm256_max_ps(bottom, _mm256_min_ps(top, v))));
+  }
+  *d = scale;
+}
+
 }  // namespace
 
+void pack_activations_q8__avx2(const float* a, int64_t lda, const int64_t* row_index, int rows, int64_t k, int mr,
+                               void* out) {
+  pack_activation_units<kQ8Block, kQ8Block, -128>(a, lda, row_index, rows, k, mr, out, quantize_q8);
+}
 void pack_activations_ggml_q8_0__avx2(const float* a, int64_t lda, const int64_t* row_index, int rows, int64_t k,
                                       int mr, void* out) {
-  pack_ggml_units<32, kQ8Block>(a, lda, row_index, rows, k, mr, out, quantize_q8_0_block);
+  pack_activation_units<32, kQ8Block, 1>(a, lda, row_index, rows, k, mr, out, quantize_q8_0_block);
 }
 void pack_activations_ggml_q8_k32__avx2(const float* a, int64_t lda, const int64_t* row_index, int rows, int64_t k,
                                         int mr, void* out) {
-  pack_ggml_units<32, kQ8KBlock>(a, lda, row_index, rows, k, mr, out, quantize_q8_k_block);
+  pack_activation_units<32, kQ8KBlock, 1>(a, lda, row_index, rows, k, mr, out, quantize_q8_k_block);
 }
 void pack_activations_ggml_q8_k16__avx2(const float* a, int64_t lda, const int64_t* row_index, int rows, int64_t k,
                                         int mr, void* out) {
-  pack_ggml_units<16, kQ8KBlock>(a, lda, row_index, rows, k, mr, out, quantize_q8_k_block);
+  pack_activation_units<16, kQ8KBlock, 1>(a, lda, row_index, rows, k, mr, out, quantize_q8_k_block);
 }
 
 }  // namespace hymoe::kernels
