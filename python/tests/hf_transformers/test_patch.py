@@ -85,19 +85,23 @@ def test_greedy_generation_and_logits_match_transformers(family, tmp_path):
     assert torch.equal(_logits(model, reference), reference_logits)  # the originals, untouched
 
 
-def _reference_f64(experts, x, ids, weights):
-    """Float64 sum of the routed experts of a concatenated-layout module, from its own (bf16) weights."""
-    gate_up, down = experts.gate_up_proj.double(), experts.down_proj.double()
-    inter = gate_up.shape[1] // 2
+def _swiglu_sum_f64(x, ids, weights, expert):
+    """Float64 sum over each token's routed experts of weight * down @ (silu(gate @ x) * (up @ x)); expert(e) gives
+    expert e's float64 (gate, up, down) matrices."""
     x, w = x.double(), weights.double()
     out = torch.zeros_like(x)
     for t in range(x.shape[0]):
         for k in range(ids.shape[1]):
-            e = int(ids[t, k])
-            h = gate_up[e] @ x[t]
-            h = torch.nn.functional.silu(h[:inter]) * h[inter:]
-            out[t] += w[t, k] * (down[e] @ h)
+            gate, up, down = expert(int(ids[t, k]))
+            out[t] += w[t, k] * (down @ (torch.nn.functional.silu(gate @ x[t]) * (up @ x[t])))
     return out
+
+
+def _reference_f64(experts, x, ids, weights):
+    """Float64 sum of the routed experts of a concatenated-layout module, from its own (bf16) weights."""
+    gate_up, down = experts.gate_up_proj.double(), experts.down_proj.double()
+    inter = gate_up.shape[1] // 2
+    return _swiglu_sum_f64(x, ids, weights, lambda e: (gate_up[e][:inter], gate_up[e][inter:], down[e]))
 
 
 @pytest.mark.parametrize("family", ["qwen3_moe", "deepseek_v3", "mixtral", "glm4_moe"])
@@ -186,14 +190,8 @@ def _reference_fp8(path, layer, x, ids, weights):
         scales = t[f"model.layers.{layer}.mlp.experts.{e}.{name}.weight_scale_inv"].double()
         return codes * scales.repeat_interleave(128, 0)[:codes.shape[0]].repeat_interleave(128, 1)[:, :codes.shape[1]]
 
-    x, w = x.double(), weights.double()
-    out = torch.zeros_like(x)
-    for tok in range(x.shape[0]):
-        for k in range(ids.shape[1]):
-            e = int(ids[tok, k])
-            h = torch.nn.functional.silu(weight(e, "gate_proj") @ x[tok]) * (weight(e, "up_proj") @ x[tok])
-            out[tok] += w[tok, k] * (weight(e, "down_proj") @ h)
-    return out
+    return _swiglu_sum_f64(x, ids, weights,
+                           lambda e: (weight(e, "gate_proj"), weight(e, "up_proj"), weight(e, "down_proj")))
 
 
 def test_mxfp4_checkpoint_experts_stay_compact(tmp_path):
