@@ -1,13 +1,14 @@
 // The integer formats' activation quantizers on AVX2 (ggml's q8_0 and q8_K, hymoe's q8 blocks) and their packings
 // over them: the same bits as the scalar quantize_ggml_*_block (gemm_gguf_int8.cc) and quantize_q8_block
-// (gemm_formats.cc). At one token the packing is
-// on the layer's critical path between two phases of streaming weights (6 rows of 2048 values at T = 1 on
-// DeepSeek-V2-Lite, quantized before the routed experts, again before their down projection and twice for the
-// shared expert): scalar, it took 5-8% of a Q4_0 layer (docs/performance.md). Compiled with -mavx2 -mfma; every
-// ISA level from AVX2 up packs with it (the AVX-512 units too: the packing is not where their time goes).
+// (gemm_formats.cc). At one token the packing is on the layer's critical path between two phases of streaming
+// weights (6 rows of 2048 values at T = 1 on DeepSeek-V2-Lite, quantized before the routed experts, again before
+// their down projection and twice for the shared expert): scalar, it took 5-8% of a Q4_0 layer
+// (docs/performance.md). Compiled with -mavx2 -mfma; every ISA level from AVX2 up packs with it (the AVX-512 units
+// too: the packing is not where their time goes).
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "hymoe/dtype.h"
