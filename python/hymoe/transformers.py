@@ -491,8 +491,6 @@ def write_counts(model, path, layout="hymoe"):
     from hymoe import placement
 
     if name.endswith(".pt") or layout == "sglang":
-        if not name.endswith((".pt", ".safetensors")):
-            raise ValueError(f"hymoe.transformers: SGLang's layout is a .pt or .safetensors file, not {name!r}")
         full = torch.zeros(1, state["num_hidden_layers"] or (max(state["layers"]) + 1), table.shape[1],
                            dtype=torch.int64)
         full[0, state["layers"]] = table
