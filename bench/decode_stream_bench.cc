@@ -4,7 +4,7 @@
 // or loads of a line that stays in L1). If the copies lose about what bf16 loses, the bf16 kernel's loss is the
 // cost of its extra instructions, not of its data. Second, the quantized decode forms (GGUF, MXFP4 and fp8 weights at
 // T = 1) cold, against the same access pattern with loads only and against themselves hot in L2. Third, what a
-// phase boundary of the decode step costs in the thread pool (BM_PoolRoundTrip).
+// phase boundary of the decode step costs in the thread pool (BM_PoolRoundTrip, BM_PoolWorkerJoin).
 //
 //   hymoe_decode_stream_bench --benchmark_enable_random_interleaving=true --benchmark_repetitions=10
 //                             --benchmark_report_aggregates_only=true
@@ -243,6 +243,12 @@ void BM_Int8HotQ4_0(benchmark::State& s) { decode_form(s, WeightFormat::kGgmlQ4_
 void BM_Int8HotMxfp4(benchmark::State& s) { decode_form(s, WeightFormat::kMxfp4Block32I8, DecodePass::kHot); }
 void BM_Int8HotQ8_0(benchmark::State& s) { decode_form(s, WeightFormat::kGgmlQ8_0I8, DecodePass::kHot); }
 
+// Keeps the calling thread busy for `us` microseconds (serial work of the caller, or a task's).
+void busy_wait_us(int64_t us) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(us);
+  while (std::chrono::steady_clock::now() < until) {}
+}
+
 // What a phase boundary costs a decode step: one parallel_for of a task per thread that does nothing, after 20 us
 // of the caller's own serial work (a decode step's gap between phases is a few microseconds; its phases take
 // 50-500 us). With the pool's threads sleeping between jobs (HYMOE_POOL_SPIN_US=0) the call waits for a thread's
@@ -252,8 +258,7 @@ void BM_PoolRoundTrip(benchmark::State& state) {
   std::vector<int64_t> sink(static_cast<size_t>(num_threads()) * 16);
   for (auto _ : state) {
     state.PauseTiming();
-    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(20);
-    while (std::chrono::steady_clock::now() < until) {}
+    busy_wait_us(20);
     state.ResumeTiming();
     parallel_for(num_threads(), [&](int64_t t, int thread) { sink[static_cast<size_t>(thread) * 16] += t; });
   }
@@ -268,17 +273,13 @@ BENCHMARK(BM_PoolRoundTrip)->Arg(2)->Unit(benchmark::kMicrosecond);
 // between jobs, it joins after its wake-up; polling, at once.
 void BM_PoolWorkerJoin(benchmark::State& state) {
   set_num_threads(2);
-  auto busy = [](int64_t us) {
-    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(us);
-    while (std::chrono::steady_clock::now() < until) {}
-  };
   for (auto _ : state) {
-    busy(20);
+    busy_wait_us(20);
     const auto start = std::chrono::steady_clock::now();
     std::chrono::steady_clock::time_point joined = start + std::chrono::microseconds(200);
     parallel_for(2, [&](int64_t task, int thread) {
       if (thread != 0) joined = std::chrono::steady_clock::now();
-      if (thread != 0 || task == 0) busy(200);
+      if (thread != 0 || task == 0) busy_wait_us(200);
     });
     state.SetIterationTime(std::chrono::duration<double>(joined - start).count());
   }
