@@ -19,20 +19,27 @@ struct V : V512Vnni {
   static bvec load_pairs(const void* p) { return reinterpret_cast<bvec>(_mm512_loadu_si512(p)); }
   static bvec broadcast_pair(const uint32_t* p) { return reinterpret_cast<bvec>(_mm512_set1_epi32(static_cast<int>(*p))); }
   static vec dot_bf16(vec acc, bvec a, bvec b) { return _mm512_dpbf16_ps(acc, a, b); }
-  // 32 e4m3 codes (16 k pairs) to the bf16 bits of fp8(b) * 2^-8, integer ops only (8 per 32 codes). A code with
-  // exponent field e >= 1 has ((b & 0x7f) << 4) + (112 << 7): its exponent and mantissa land on bf16's, exponent
-  // e + 112 (2^(e - 15) = 2^(e - 7) * 2^-8). A code with e = 0 (zero, subnormal m * 2^-9) is looked up by its
-  // low five bits, m, in kFp8SubnormalBf16 (vpermw, merged under the mask of those lanes). The sign is bit 7
-  // moved to bit 15.
-  static bvec fp8_pairs(const uint8_t* p) {
-    const __m512i z = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-    __m512i mag = _mm512_add_epi16(_mm512_and_si512(_mm512_slli_epi16(z, 4), _mm512_set1_epi16(0x07F0)),
-                                   _mm512_set1_epi16(112 << 7));
-    const __mmask32 low = _mm512_testn_epi16_mask(z, _mm512_set1_epi16(0x78));
-    mag = _mm512_mask_permutexvar_epi16(mag, low, z, _mm512_loadu_si512(kFp8SubnormalBf16));
-    // mag | (sign & 0x8000): vpternlogd with the truth table A | (B & C).
-    const __m512i bits = _mm512_ternarylogic_epi32(mag, _mm512_slli_epi16(z, 8),
-                                                   _mm512_set1_epi16(static_cast<short>(0x8000)), 0xF8);
+  // The fp8 dot format's decode (gemm_fp8_dot-inl.h): a k-pair row of 64 codes, word i of the row holding codes
+  // 2i and 2i + 1, gives two vectors of 16 k pairs, half H from the words' byte H, each code as the bf16 bits of
+  // fp8(b) * 2^-8. With the code in a word's high byte, x = word (H = 1) or word << 8 (H = 0), an arithmetic
+  // shift by 4 puts magnitude bits 0-6 on bf16's bits 4-10 and copies the sign into bit 15, so
+  // ((x >>a 4) & 0x87F0) + (112 << 7) is the code with exponent field e >= 1 (2^(e - 7) * 2^-8 is bf16 exponent
+  // e + 112; no carry reaches the sign). Codes with e = 0 (zero, subnormal m * 2^-9) are rare in real weights
+  // (below 2^-6 of the largest e4m3 value): only a row that holds one looks them up by m in kFp8SubnormalBf16
+  // (vpermw), under the mask of those lanes. Per 64 codes: 9 vector ops, no shuffle.
+  using fp8row = __m512i;
+  static fp8row fp8_row(const uint8_t* p) { return _mm512_loadu_si512(p); }
+  template <int H>
+  static bvec fp8_pairs(fp8row row) {
+    const __m512i x = H == 0 ? _mm512_slli_epi16(row, 8) : row;
+    __m512i bits = _mm512_add_epi16(_mm512_and_si512(_mm512_srai_epi16(x, 4), _mm512_set1_epi16(static_cast<short>(0x87F0))),
+                                    _mm512_set1_epi16(112 << 7));
+    const __mmask32 low = _mm512_testn_epi16_mask(x, _mm512_set1_epi16(0x7800));
+    if (__builtin_expect(low != 0, 0)) {
+      const __m512i looked_up = _mm512_permutexvar_epi16(_mm512_srli_epi16(x, 8), _mm512_loadu_si512(kFp8SubnormalBf16));
+      // looked_up | (x & 0x8000): vpternlogd with the truth table A | (B & C).
+      bits = _mm512_mask_mov_epi16(bits, low, _mm512_ternarylogic_epi32(looked_up, x, _mm512_set1_epi16(static_cast<short>(0x8000)), 0xF8));
+    }
     return reinterpret_cast<bvec>(bits);
   }
   // bf16 bits of m * 2^-9 * 2^-8 for the e = 0 codes' mantissa m (0 for 0); vpermw reads 32 entries.

@@ -2,15 +2,16 @@
 // type V like gemm_microkernel-inl.h (include it after that header, inside the same anonymous namespace) and
 // instantiated by gemm_avx512bf16.cc and by the software model of tests/kernels/emulated_isa_test.cc.
 //
-// V provides, beyond the bf16-dot members: fp8_pairs(const uint8_t* p), the 2 * kWidth codes at p (lane l: the
-// k pair p[2l], p[2l + 1]) decoded to bf16 pairs of fp8(b) * 2^-8, exactly. The including unit defines kFp8Mr,
-// the rows of the M-row tile.
+// V provides, beyond the bf16-dot members: fp8row fp8_row(const uint8_t* p), a k-pair row of 4 * kWidth codes
+// (one panel's, NR = 2 * kWidth columns), and fp8_pairs<H>(row), its half H (columns H * kWidth + l) as bf16 pairs
+// of fp8(b) * 2^-8, exactly: lane l holds codes 4l + H (even k) and 4l + 2 + H of the row, the order
+// fp8_code_offset (gemm_quantized.cc) packs. The including unit defines kFp8Mr, the rows of the M-row tile.
 //
 // Per block of 128 k (one unit: 64 k pairs) each C element gets one vdpbf16ps chain in k-pair order, started from
 // zero, then c = fma(chain, multiplier, c), or chain * multiplier for the first block of a call that does not
 // accumulate: so the few-rows form, K blocking at whole units and any split of rows give the same bits.
-// Register budget (AVX-512, kFp8Mr = 10): 20 chains, a decoded weight vector, the decode's temporaries and its
-// four constants; the running sums stay in C (L1), read and written once a block.
+// Register budget (AVX-512, kFp8Mr = 10): 20 chains, two decoded weight vectors, one activation broadcast, the
+// decode's temporaries and its three constants; the running sums stay in C (L1), read and written once a block.
 //
 // The expanded form (GemmFormat::gemm_expanding / gemm_expanded): of a tile's several micro-tiles over one weight
 // block, the first decodes it as above and also stores the decoded bf16 pairs to an L1 buffer, and the others read
@@ -49,17 +50,30 @@ void fp8_dot_tile(int64_t units, const uint32_t* a, const uint8_t* b, int64_t pa
       if (t % 16 == 0)
         for (int64_t l = 0; l < lines_per_burst && prefetch < prefetch_end; ++l, prefetch += 64)
           __builtin_prefetch(prefetch, 0, 2);
-      // One decoded weight vector live at a time, as in gemm_rows_panels.
+      // A panel's two decoded weight vectors, then each row's activation pair broadcast once and used on both:
+      // 2M chains, two weights and one broadcast live (a broadcast reused across the halves would keep M of them
+      // in registers, past the 32 zmm).
 #pragma GCC unroll 8
-      for (int j = 0; j < 2 * P; ++j) {
-        const auto w = kExpanded ? VV::load_pairs(bu + t * kFp8DotExpandedPairRow + (j % 2) * 4 * V::kWidth)
-                                 : VV::fp8_pairs(bu + (j / 2) * panel_stride + t * kFp8DotPairRow + (j % 2) * 2 * V::kWidth);
+      for (int p = 0; p < P; ++p) {
+        typename VV::bvec w[2];
+        if constexpr (kExpanded) {
+          w[0] = VV::load_pairs(bu + t * kFp8DotExpandedPairRow);
+          w[1] = VV::load_pairs(bu + t * kFp8DotExpandedPairRow + 4 * V::kWidth);
+        } else {
+          const typename VV::fp8row row = VV::fp8_row(bu + p * panel_stride + t * kFp8DotPairRow);
+          w[0] = VV::template fp8_pairs<0>(row);
+          w[1] = VV::template fp8_pairs<1>(row);
+        }
         if constexpr (kExpanding) {
-          static_assert(sizeof w == 4 * V::kWidth);
-          std::memcpy(expanded + u * kFp8DotExpandedUnit + t * kFp8DotExpandedPairRow + j * 4 * V::kWidth, &w, sizeof w);
+          static_assert(sizeof w == 8 * V::kWidth);
+          std::memcpy(expanded + u * kFp8DotExpandedUnit + t * kFp8DotExpandedPairRow, w, sizeof w);
         }
 #pragma GCC unroll 16
-        for (int i = 0; i < M; ++i) s[i][j] = VV::dot_bf16(s[i][j], VV::broadcast_pair(au + t * kFp8Mr + i), w);
+        for (int i = 0; i < M; ++i) {
+          const auto ai = VV::broadcast_pair(au + t * kFp8Mr + i);
+          s[i][2 * p] = VV::dot_bf16(s[i][2 * p], ai, w[0]);
+          s[i][2 * p + 1] = VV::dot_bf16(s[i][2 * p + 1], ai, w[1]);
+        }
       }
     }
     if constexpr (kExpanding) std::memcpy(expanded + u * kFp8DotExpandedUnit + 256 * kNr, bu + 128 * kNr, 4 * kNr);

@@ -24,7 +24,8 @@
 //              Q4_0's nibble layout, looked up in registers as 2x their value plus 12, then NR u8 E8M0 scales.
 //   fp8 block  per panel, per k block of 128: (128, NR) u8 float8 e4m3fn codes, then NR f32 multipliers (the
 //              checkpoint's block scale times 2^8, see gemm_quantized.cc); decoded exactly in registers; f32 FMA.
-//   fp8 dot    the fp8 block's codes in k pairs, (64, NR, 2) u8 (the bf16-dot operand's order), then the same NR
+//   fp8 dot    the fp8 block's codes in k-pair rows, (64, 2 NR) u8 (fp8_code_offset's order: a word holds one code of
+//              each panel half), then the same NR
 //              multipliers; each code decoded in registers to the bf16 bits of fp8(b) * 2^-8 (exact: e4m3 has 3
 //              mantissa bits), activations rounded to bf16 pairs; per block of 128 k one vdpbf16ps chain, then one
 //              f32 FMA with the multiplier per C element (gemm_quantized.h).

@@ -51,9 +51,13 @@ struct Column {
   int64_t row;
 };
 
-// Where code kk (of a unit) of column j lies in a unit of an fp8 format: k rows of nr codes, or k pairs (64, nr, 2).
+// Where code kk (of a unit) of column j lies in a unit of an fp8 format: k rows of nr codes, or (dot format) k-pair
+// rows of 2 * nr codes, in each the code of column j = h * nr/2 + l and k parity q at byte 4l + 2q + h, so that
+// word i of a row holds the codes of both halves (gemm_fp8_dot-inl.h's decode takes a half from each byte).
 int64_t fp8_code_offset(WeightFormat format, int nr, int64_t kk, int j) {
-  return format == WeightFormat::kFp8Block128Dot ? (kk / 2 * nr + j) * 2 + kk % 2 : kk * nr + j;
+  if (format != WeightFormat::kFp8Block128Dot) return kk * nr + j;
+  const int half = nr / 2;
+  return kk / 2 * 2 * nr + 4 * (j % half) + 2 * (kk % 2) + j / half;
 }
 
 // Fills panel `panel` of an fp8 format from its nr source columns.

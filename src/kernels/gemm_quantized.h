@@ -12,7 +12,7 @@ namespace hymoe::kernels {
 // scale of the column's block times 2^8: the kernels decode a code to the f16 bits
 // ((b & 0x80) << 8 | (b & 0x7f) << 7), whose value is fp8(b) * 2^-8 (subnormals included: the exponent bias
 // differs by 8), so f16(b) * multiplier is fp8(b) * scale rounded once, the reference's value to the bit.
-// The fp8 dot format (kFp8Block128Dot) holds the same codes and multipliers with the codes in k pairs, (64, NR, 2):
+// The fp8 dot format (kFp8Block128Dot) holds the same codes and multipliers with the codes in k-pair rows (64, 2 NR):
 // its kernels decode a code to the bf16 bits of fp8(b) * 2^-8 (exact: every e4m3 value, subnormals included, is a
 // normal bf16 value once scaled by 2^-8), take activations rounded to bf16, and per block of 128 k run one
 // vdpbf16ps chain in k-pair order, then c = fma(chain, multiplier, c) (the block's first: chain * multiplier).

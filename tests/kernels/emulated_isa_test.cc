@@ -177,17 +177,23 @@ struct V {
     for (int l = 0; l < kWidth; ++l) r.pair[l] = *p;
     return r;
   }
-  // The fp8 dot format's decode (gemm_fp8_dot-inl.h): lane l holds codes p[2l] (even k, low half) and p[2l + 1],
-  // each as the bf16 bits of fp8(b) * 2^-8, computed here from the value (exact in bf16) rather than the bits.
-  static bvec fp8_pairs(const uint8_t* p) {
+  // The fp8 dot format's decode (gemm_fp8_dot-inl.h): of a k-pair row of 4 * kWidth codes, half H's lane l holds
+  // codes 4l + H (even k, low half) and 4l + 2 + H, each as the bf16 bits of fp8(b) * 2^-8, computed here from the
+  // value (exact in bf16) rather than the bits.
+  struct fp8row {
+    uint8_t code[4 * kWidth];
+  };
+  static fp8row fp8_row(const uint8_t* p) {
+    fp8row r;
+    std::memcpy(r.code, p, sizeof r.code);
+    return r;
+  }
+  static uint32_t fp8_bf16_bits(uint8_t code) { return float_to_bf16(f8_e4m3_to_float(code) * 0x1p-8f); }
+  template <int H>
+  static bvec fp8_pairs(const fp8row& row) {
     bvec r;
-    for (int l = 0; l < kWidth; ++l) {
-      auto bits = [](uint8_t b) {
-        const float one = 1.0f;
-        return float_to_bf16(fp8_block_scaled_value_ref(&b, &one, 1, 1, 1, 1, 0, 0) * 0x1p-8f);
-      };
-      r.pair[l] = static_cast<uint32_t>(bits(p[2 * l])) | static_cast<uint32_t>(bits(p[2 * l + 1])) << 16;
-    }
+    for (int l = 0; l < kWidth; ++l)
+      r.pair[l] = fp8_bf16_bits(row.code[4 * l + H]) | fp8_bf16_bits(row.code[4 * l + 2 + H]) << 16;
     return r;
   }
   static vec dot_bf16(vec acc, bvec a, bvec b) {
