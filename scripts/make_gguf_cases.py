@@ -14,7 +14,7 @@ order, deepseek2's group cut) and, in the deepseek2 case, until the selection bi
 the selected experts of at least two tokens.
 
 Usage (in a virtual environment with `pip install gguf numpy`):
-    python scripts/make_gguf_cases.py [--out tests/data/conformance/gguf-extra]
+    python scripts/make_gguf_cases.py [--out tests/data/conformance/gguf-extra] [--case NAME ...]
 """
 import argparse
 import hashlib
@@ -308,7 +308,11 @@ def build_case(out_dir, spec, seed):
     add_typed("blk.1.ffn_norm.weight", (np.ones(D, dtype=np.float32), None))
     experts = {"gate": (gate_arr, gate_t), "up": (up_arr, up_t), "down": (down_arr, down_t)}
     for k in spec.get("expert_order", ("gate", "up", "down")):
-        add_typed(f"blk.1.ffn_{k}_exps.weight", experts[k])
+        if spec.get("split_experts"):  # early Mixtral files: blk.N.ffn_gate.E.weight, one (out, in) tensor each
+            for e in range(E):
+                add_typed(f"blk.1.ffn_{k}.{e}.weight", (experts[k][0][e], experts[k][1]))
+        else:
+            add_typed(f"blk.1.ffn_{k}_exps.weight", experts[k])
     if shared is not None:
         for k in ("gate", "up", "down"):
             add_typed(f"blk.1.ffn_{k}_shexp.weight", shared[k])
@@ -431,6 +435,11 @@ CASES = [
          w_scale=0.0, biases=True, types=dict(gate=Q.MXFP4, up=Q.MXFP4, down=Q.MXFP4, dense=Q.Q8_0),
          description="gpt-oss: MXFP4 experts (ggml type 39), router bias, softmax over the top-4 logits "
                      "(SOFTMAX_WEIGHT), expert biases, clamped SwiGLU (alpha 1.702, limit 7; clamps act)"),
+    dict(case="llama_mixtral_split_q4_0", arch="llama", D=64, H=96, E=8, K=2, n_ff=96, gating="softmax", norm=True,
+         w_scale=0.0, split_experts=True, seed=1001, types=dict(gate=Q.Q4_0, up=Q.Q4_0, down=Q.Q4_0, dense=Q.Q4_0),
+         description="llama arch (Mixtral) in the split layout of early GGUF files: one tensor per expert and "
+                     "projection (blk.1.ffn_gate.E.weight, ffn_up.E, ffn_down.E), Q4_0; seed 1001, so the same weights, "
+                     "tokens and expected output as llama_mixtral_q4_0"),
 ]
 
 
@@ -438,9 +447,16 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "tests", "data", "conformance",
                                                   "gguf-extra"))
+    ap.add_argument("--case", action="append", help="write only this case (repeatable); default: every case")
     args = ap.parse_args()
-    for i, spec in enumerate(CASES):
-        build_case(os.path.join(args.out, spec["case"]), spec, seed=1000 + i)
+    known = {spec["case"] for spec in CASES}
+    for name in args.case or []:
+        if name not in known:
+            ap.error(f"--case {name}: no such case (known: {', '.join(sorted(known))})")
+    # Each case's seed is fixed by the order in which it was added, so a new case leaves the others' bytes alone.
+    for spec in CASES:
+        if not args.case or spec["case"] in args.case:
+            build_case(os.path.join(args.out, spec["case"]), spec, seed=spec.get("seed", 1000 + CASES.index(spec)))
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "hymoe/gguf.h"
 
@@ -58,7 +59,11 @@ struct GgufMoeBlock {
   const GgufTensorInfo* up_shexp = nullptr;        // ne [D, Hs]
   const GgufTensorInfo* down_shexp = nullptr;      // ne [Hs, D]
   const GgufTensorInfo* gate_inp_shexp = nullptr;  // qwen2moe: ne [D] or [D, 1]
+  // The older split layout (early Mixtral files, architecture llama): expert e's ffn_gate.e (ne [D, H]), ffn_up.e
+  // and ffn_down.e (ne [H, D]), one ggml type per projection as llama.cpp requires; then *_exps are null.
+  std::vector<const GgufTensorInfo*> gate_split, up_split, down_split;
 
+  bool split_experts() const { return !gate_split.empty(); }
   uint64_t expert_bytes(uint32_t expert_count) const;  // gate + up + down of one routed expert
   uint64_t total_bytes() const;                        // every tensor above
 };

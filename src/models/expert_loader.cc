@@ -266,6 +266,23 @@ ExpertWeights load_fused_out_in_experts(const TensorSource& src, const MoELayerS
   return w;
 }
 
+// GGUF's older split layout: one (out, in) tensor per expert and projection, each viewed in place like one expert
+// of the fused layout.
+ExpertWeights load_split_out_in_experts(const TensorSource& src, const MoELayerSpec& spec, const Quantization& quant,
+                                        const std::string& why) {
+  const int64_t D = spec.dim, H = spec.hidden;
+  ExpertWeights w;
+  for (int64_t e = 0; e < spec.num_experts; ++e) {
+    kernels::MlpWeightsView v;
+    v.gate = linear_view(src, split_expert_tensor_name(spec.experts_prefix, spec.gate_name, e), H, D, quant, why, w);
+    v.up = linear_view(src, split_expert_tensor_name(spec.experts_prefix, spec.up_name, e), H, D, quant, why, w);
+    v.down = linear_view(src, split_expert_tensor_name(spec.experts_prefix, spec.down_name, e), D, H, quant, why, w);
+    w.views.push_back(v);
+  }
+  if (!w.views.empty()) note_dtype(w, w.views[0]);
+  return w;
+}
+
 }  // namespace
 
 kernels::Activation kernel_activation(ExpertActivation a) {
@@ -321,6 +338,7 @@ ExpertWeights load_routed_experts(const TensorSource& source, const MoELayerSpec
   const std::string why = std::to_string(spec.num_experts) + " experts, hidden_size=" + std::to_string(spec.dim) +
                           ", expert intermediate size " + std::to_string(spec.hidden);
   if (spec.storage == ExpertStorage::kFusedOutIn) return load_fused_out_in_experts(source, spec, why);
+  if (spec.storage == ExpertStorage::kSplitOutIn) return load_split_out_in_experts(source, spec, quant, why);
   if (quant.method == Quantization::Method::kMxfp4)
     fail(source.label(), ": quant_method mxfp4 is only known for gpt-oss's fused experts, not ", spec.family);
   return load_linear_experts(source, spec.experts_prefix, spec.num_experts, true,

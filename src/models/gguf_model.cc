@@ -107,11 +107,18 @@ class GgufFamily final : public ModelFamily {
       s.swiglu_limit = 7.0;
       s.expert_biases = true;
     }
-    s.storage = ExpertStorage::kFusedOutIn;
     s.experts_prefix = p;
-    s.gate_name = "ffn_gate_exps";
-    s.up_name = "ffn_up_exps";
-    s.down_name = "ffn_down_exps";
+    if (b.split_experts()) {  // blk.N.ffn_gate.E.weight, ...: early Mixtral files
+      s.storage = ExpertStorage::kSplitOutIn;
+      s.gate_name = "ffn_gate";
+      s.up_name = "ffn_up";
+      s.down_name = "ffn_down";
+    } else {
+      s.storage = ExpertStorage::kFusedOutIn;
+      s.gate_name = "ffn_gate_exps";
+      s.up_name = "ffn_up_exps";
+      s.down_name = "ffn_down_exps";
+    }
     if (b.gate_shexp) {
       s.shared.hidden = config_.shared_hidden;
       s.shared.prefix = p;

@@ -69,6 +69,10 @@ void add_linear_expert_names(const TensorSource& source, const std::string& pref
 
 }  // namespace
 
+std::string split_expert_tensor_name(const std::string& prefix, const std::string& name, int64_t expert) {
+  return prefix + name + "." + std::to_string(expert) + ".weight";
+}
+
 std::vector<std::string> Model::layer_tensor_names(int64_t layer) const {
   const MoELayerSpec s = family_->moe_layer(layer);
   std::vector<std::string> names{s.router_weight};
@@ -79,6 +83,11 @@ std::vector<std::string> Model::layer_tensor_names(int64_t layer) const {
       for (const std::string* n : {&s.gate_name, &s.up_name, &s.down_name}) names.push_back(s.experts_prefix + *n + ".weight");
       if (s.expert_biases)
         for (const std::string* n : {&s.gate_name, &s.up_name, &s.down_name}) names.push_back(s.experts_prefix + *n + ".bias");
+      break;
+    case ExpertStorage::kSplitOutIn:
+      for (int64_t e = 0; e < s.num_experts; ++e)
+        for (const std::string* n : {&s.gate_name, &s.up_name, &s.down_name})
+          names.push_back(split_expert_tensor_name(s.experts_prefix, *n, e));
       break;
     case ExpertStorage::kFusedInterleavedInOut:
       for (const char* n : {"gate_up_proj_bias", "down_proj_bias"}) names.push_back(s.experts_prefix + n);
@@ -94,7 +103,7 @@ std::vector<std::string> Model::layer_tensor_names(int64_t layer) const {
       break;
   }
   if (s.shared.hidden > 0) {
-    if (s.storage == ExpertStorage::kFusedOutIn)
+    if (s.storage == ExpertStorage::kFusedOutIn || s.storage == ExpertStorage::kSplitOutIn)  // GGUF: no numbering
       for (const std::string* n : {&s.shared.gate_name, &s.shared.up_name, &s.shared.down_name})
         names.push_back(s.shared.prefix + *n + ".weight");
     else

@@ -119,11 +119,14 @@ GgufMoeConfig read_gguf_moe_config(const GgufFile& file) {
 }
 
 uint64_t GgufMoeBlock::expert_bytes(uint32_t expert_count) const {
+  if (split_experts()) return gate_split[0]->nbytes + up_split[0]->nbytes + down_split[0]->nbytes;
   return (gate_exps->nbytes + up_exps->nbytes + down_exps->nbytes) / expert_count;
 }
 
 uint64_t GgufMoeBlock::total_bytes() const {
   uint64_t total = 0;
+  for (const auto* split : {&gate_split, &up_split, &down_split})
+    for (const GgufTensorInfo* t : *split) total += t->nbytes;
   for (const GgufTensorInfo* t : {router, gate_exps, up_exps, down_exps, exp_probs_b, gate_shexp, up_shexp, down_shexp,
                                   gate_inp_shexp, router_bias, gate_exps_bias, up_exps_bias, down_exps_bias})
     if (t) total += t->nbytes;
@@ -166,9 +169,31 @@ GgufMoeBlock find_gguf_moe_block(const GgufFile& file, const GgufMoeConfig& c, u
   GgufMoeBlock b;
   b.block = block;
   b.router = get("ffn_gate_inp.weight", {D, E, 1, 1}, true);
-  b.gate_exps = get("ffn_gate_exps.weight", {D, H, E, 1}, true);
-  b.up_exps = get("ffn_up_exps.weight", {D, H, E, 1}, true);
-  b.down_exps = get("ffn_down_exps.weight", {H, D, E, 1}, true);
+  if (!file.find_tensor(prefix + "ffn_gate_exps.weight") && file.find_tensor(prefix + "ffn_gate.0.weight")) {
+    // One tensor per expert, as llama.cpp's converter wrote early Mixtral files; llama.cpp merges each projection's
+    // tensors into one of the first expert's type, for its 'llama' architecture only.
+    if (c.architecture != "llama")
+      fail(file.label(), ": MoE block ", block, " stores one tensor per expert ('", prefix,
+           "ffn_gate.0.weight', ...), a layout llama.cpp reads for the 'llama' architecture only, not '",
+           c.architecture, "'");
+    auto split = [&](const char* projection, std::array<uint64_t, 4> ne, std::vector<const GgufTensorInfo*>& out) {
+      for (uint64_t e = 0; e < E; ++e) {
+        const GgufTensorInfo* t = get(std::string(projection) + "." + std::to_string(e) + ".weight", ne, true);
+        if (e > 0 && t->type != out[0]->type)
+          fail(file.label(), ": tensor ", quote_for_message(t->name), " has type ", ggml_type_name(t->type),
+               " but expert 0's has type ", ggml_type_name(out[0]->type),
+               ": llama.cpp merges a projection's split experts into one tensor of one type");
+        out.push_back(t);
+      }
+    };
+    split("ffn_gate", {D, H, 1, 1}, b.gate_split);
+    split("ffn_up", {D, H, 1, 1}, b.up_split);
+    split("ffn_down", {H, D, 1, 1}, b.down_split);
+  } else {
+    b.gate_exps = get("ffn_gate_exps.weight", {D, H, E, 1}, true);
+    b.up_exps = get("ffn_up_exps.weight", {D, H, E, 1}, true);
+    b.down_exps = get("ffn_down_exps.weight", {H, D, E, 1}, true);
+  }
   if (c.architecture == "deepseek2") b.exp_probs_b = get("exp_probs_b.bias", {E, 1, 1, 1}, false);
   if (c.biases) {
     b.router_bias = get("ffn_gate_inp.bias", {E, 1, 1, 1}, true);

@@ -55,8 +55,10 @@ std::vector<GgufCase> extra_cases() {
 // output is compared with y.act_rounded); F32/F16/BF16 experts are computed the same under every setting.
 bool rounds_activations(const GgufCase& c, QuantCompute mode) {
   if (mode == QuantCompute::kExact) return false;
-  const std::string t = c.meta["tensor_types"]["blk." + std::to_string(c.meta["block"].get<int>()) +
-                                              ".ffn_up_exps.weight"].get<std::string>();
+  const std::string block = "blk." + std::to_string(c.meta["block"].get<int>());
+  const auto& types = c.meta.at("tensor_types");
+  const std::string fused = block + ".ffn_up_exps.weight", split = block + ".ffn_up.0.weight";  // or split experts
+  const std::string t = types.at(types.contains(fused) ? fused : split).get<std::string>();
   return t == "Q8_0" || t == "Q4_0" || t == "Q4_K" || t == "Q5_K" || t == "Q6_K" || t == "MXFP4";
 }
 
@@ -156,6 +158,29 @@ TEST(GgufModel, EveryCaseThroughTheCli) {
                        mode == QuantCompute::kAuto ? QuantCompute::kInt8 : mode);
     std::filesystem::remove(out);
   }
+}
+
+// An early Mixtral file's split experts (one tensor per expert and projection) run as the fused layout of the same
+// weights does, to the bit, under every setting; the layer names each expert's tensors.
+TEST(GgufModel, SplitExpertsGiveTheFusedLayoutsBits) {
+  const std::string root = test::data_dir() + "/conformance/gguf-extra/";
+  const QuantCompute before = quant_compute();
+  for (QuantCompute mode : {QuantCompute::kExact, QuantCompute::kInt8}) {
+    SCOPED_TRACE(quant_compute_name(mode));
+    set_quant_compute(mode);
+    ModelMoELayer fused = load_model_layer(root + "llama_mixtral_q4_0/model.gguf", 1);
+    ModelMoELayer split = load_model_layer(root + "llama_mixtral_split_q4_0/model.gguf", 1);
+    EXPECT_EQ(split.spec().storage, ExpertStorage::kSplitOutIn);
+    const Tensor x = SafetensorsFile::open(root + "llama_mixtral_q4_0/input.safetensors").read_f32("x");
+    const Tensor yf = fused.forward(x), ys = split.forward(x);
+    ASSERT_EQ(yf.shape(), ys.shape());
+    EXPECT_EQ(std::memcmp(yf.data(), ys.data(), static_cast<size_t>(yf.numel()) * sizeof(float)), 0);
+  }
+  set_quant_compute(before);
+  const Model m = Model::open(root + "llama_mixtral_split_q4_0/model.gguf");
+  const auto names = m.layer_tensor_names(1);
+  EXPECT_NE(std::find(names.begin(), names.end(), "blk.1.ffn_down.7.weight"), names.end());
+  EXPECT_EQ(names.size(), 1 + 3 * 8u);
 }
 
 TEST(GgufModel, BenchTimesAGgufLayer) {

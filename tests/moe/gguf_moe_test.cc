@@ -37,6 +37,17 @@ FileSpec moe_file(const std::string& arch) {
   return spec;
 }
 
+// moe_file with its experts split one tensor per expert and projection (blk.1.ffn_gate.E.weight, ...), as early
+// Mixtral files store them.
+FileSpec split_moe_file(const std::string& arch) {
+  FileSpec spec = moe_file(arch);
+  spec.tensors.resize(1);
+  for (const char* p : {"gate", "up", "down"})
+    for (uint64_t e = 0; e < E; ++e)
+      spec.tensors.push_back({"blk.1.ffn_" + std::string(p) + "." + std::to_string(e) + ".weight", 0, {D, H}});
+  return spec;
+}
+
 std::string error_of(const FileSpec& spec, uint32_t block = 1) {
   try {
     const auto f = GgufFile::from_bytes(build(spec), "m.gguf");
@@ -173,7 +184,42 @@ TEST(GgufMoe, ConformanceCases) {
   }
 }
 
+// The split layout of early Mixtral files: every expert's three tensors found, one type per projection, sizes summed.
+TEST(GgufMoe, SplitExpertsOfTheLlamaArchitecture) {
+  const auto f = GgufFile::from_bytes(build(split_moe_file("llama")), "m.gguf");
+  const GgufMoeBlock b = find_gguf_moe_block(f, read_gguf_moe_config(f), 1);
+  ASSERT_TRUE(b.split_experts());
+  EXPECT_EQ(b.gate_exps, nullptr);
+  ASSERT_EQ(b.down_split.size(), E);
+  EXPECT_EQ(b.down_split[3]->name, "blk.1.ffn_down.3.weight");
+  EXPECT_EQ(b.expert_bytes(E), 3 * D * H * 4);
+  EXPECT_EQ(b.total_bytes(), E * 3 * D * H * 4 + D * E * 4);
+}
+
 // --- well-formed files that cannot be a MoE block 1 ---
+
+TEST(GgufMoeRejects, SplitExpertsOutsideTheLlamaArchitecture) {
+  EXPECT_NE(error_of(split_moe_file("qwen3moe"))
+                .find("m.gguf: MoE block 1 stores one tensor per expert ('blk.1.ffn_gate.0.weight', ...), a layout "
+                      "llama.cpp reads for the 'llama' architecture only, not 'qwen3moe'"),
+            std::string::npos)
+      << error_of(split_moe_file("qwen3moe"));
+}
+
+TEST(GgufMoeRejects, SplitExpertsOfTwoTypes) {
+  FileSpec spec = split_moe_file("llama");
+  spec.tensors[1 + E + 2] = {"blk.1.ffn_up.2.weight", 1, {D, H}, std::nullopt, 2 * D * H};  // F16 among F32
+  EXPECT_NE(error_of(spec).find("m.gguf: tensor 'blk.1.ffn_up.2.weight' has type F16 but expert 0's has type F32"),
+            std::string::npos)
+      << error_of(spec);
+}
+
+TEST(GgufMoeRejects, SplitExpertMissing) {
+  FileSpec spec = split_moe_file("llama");
+  spec.tensors.erase(spec.tensors.begin() + 1 + 2 * E + 3);
+  EXPECT_NE(error_of(spec).find("m.gguf: missing tensor 'blk.1.ffn_down.3.weight' of MoE block 1"), std::string::npos)
+      << error_of(spec);
+}
 
 TEST(GgufMoeRejects, MissingTensor) {
   FileSpec spec = moe_file("qwen3moe");

@@ -66,9 +66,13 @@ void print_model(const GgufFile& file) {
     const std::string prefix = "blk." + std::to_string(b) + ".";
     if (gguf_block_is_moe(file, b)) {
       const GgufMoeBlock m = find_gguf_moe_block(file, c, b);
-      fmt::print("  block {:>3}  MoE    experts {} (gate {}, up {}, down {}), {} bytes per expert; router {}", b,
-                 c.expert_count, ggml_type_name(m.gate_exps->type), ggml_type_name(m.up_exps->type),
-                 ggml_type_name(m.down_exps->type), m.expert_bytes(c.expert_count), ggml_type_name(m.router->type));
+      const bool split = m.split_experts();
+      fmt::print("  block {:>3}  MoE    experts {}{} (gate {}, up {}, down {}), {} bytes per expert; router {}", b,
+                 c.expert_count, split ? ", one tensor each" : "",
+                 ggml_type_name((split ? m.gate_split[0] : m.gate_exps)->type),
+                 ggml_type_name((split ? m.up_split[0] : m.up_exps)->type),
+                 ggml_type_name((split ? m.down_split[0] : m.down_exps)->type), m.expert_bytes(c.expert_count),
+                 ggml_type_name(m.router->type));
       if (m.gate_shexp) fmt::print("; shared {}", types_of({m.gate_shexp, m.up_shexp, m.down_shexp}));
       if (m.exp_probs_b) fmt::print("; selection bias exp_probs_b");
       if (m.router_bias) fmt::print("; router and expert biases");

@@ -142,7 +142,10 @@ int run_model_inspect(const std::string& dir) {
     const std::string p0 = ls.storage == ExpertStorage::kPerExpertLinear ? ls.experts_prefix + "0." : "";
     for (const auto& n : names)
       if (!p0.empty() && n.rfind(p0, 0) == 0) expert0.push_back(n);
-    const int64_t per_expert = p0.empty() ? 0 : tensor_bytes(m.source(), expert0).bytes;
+    if (ls.storage == ExpertStorage::kSplitOutIn)
+      for (const std::string* n : {&ls.gate_name, &ls.up_name, &ls.down_name})
+        expert0.push_back(split_expert_tensor_name(ls.experts_prefix, *n, 0));
+    const int64_t per_expert = expert0.empty() ? 0 : tensor_bytes(m.source(), expert0).bytes;
     fmt::print("  layer {}: {:.2f} MiB ({}), {}\n", l, mib(all.bytes), joined(all.dtypes),
                per_expert > 0 ? fmt::format("{:.3f} MiB per expert", mib(per_expert))
                               : fmt::format("{:.3f} MiB per expert (fused tensors / E)", mib(all.bytes / ls.num_experts)));
