@@ -64,6 +64,8 @@ struct Kind {
   std::string name;
   std::function<std::vector<std::byte>()> bytes;
   std::string message;  // what the error says after "<path>: " (a part of it)
+  // The file's only fault is in MoE block 1: inspect lists the file, block 1 flagged with the message (status 0).
+  bool inspect_flags_the_block = false;
 };
 
 std::vector<std::byte> with(const std::function<void(FileSpec&)>& change) {
@@ -242,6 +244,14 @@ class GgufMalformedCli : public ::testing::Test {
     write(path, k.bytes());
     for (const std::string& command : {tool_path() + " inspect " + path, forward_command(path)}) {
       std::string log;
+      if (k.inspect_flags_the_block && command.find(" inspect ") != std::string::npos) {
+        EXPECT_EQ(run_command(command, &log), 0) << command << "\n" << log;
+        EXPECT_NE(log.find("  block   1  MoE    cannot run: " + k.message), std::string::npos)
+            << "expected block 1 flagged with '" << k.message << "' in\n" << log;
+        EXPECT_NE(log.find("hymoe cannot run block(s) 1 (listed above)"), std::string::npos) << log;
+        EXPECT_NE(log.find("tensors:"), std::string::npos) << log;  // the whole listing
+        continue;
+      }
       EXPECT_EQ(run_command(command, &log), 1) << command << "\n" << log;
       EXPECT_NE(log.find(path + ": "), std::string::npos) << log;
       EXPECT_NE(log.find(k.message), std::string::npos) << "expected '" << k.message << "' in\n" << log;
@@ -300,10 +310,48 @@ TEST_F(GgufMalformedCli, BrokenFilesAreNamedErrors) {
   for (const auto& k : kinds) expect_rejected(k);
 }
 
+// Two MoE blocks, block 2's gate in a type hymoe does not decode: inspect lists block 1 and flags block 2, and
+// forward runs block 1 and refuses block 2 (a Q4_K_M file whose fallback type hymoe lacks, block by block).
+TEST_F(GgufMalformedCli, OneBlockHymoeCannotRunLeavesTheOthers) {
+  const std::string path = dir_.path("two_blocks.gguf");
+  write(path, with([](FileSpec& s) {
+    s.kvs[1] = kv_u32("qwen3moe.block_count", 3);
+    s.tensors.push_back({"blk.2.ffn_gate_inp.weight", 0, {D, E}});
+    s.tensors.push_back({"blk.2.ffn_gate_exps.weight", 3, {D, H, E}, std::nullopt, 20 * H * E});  // Q4_1
+    s.tensors.push_back({"blk.2.ffn_up_exps.weight", 0, {D, H, E}});
+    s.tensors.push_back({"blk.2.ffn_down_exps.weight", 0, {H, D, E}});
+  }));
+  std::string log;
+  EXPECT_EQ(run_command(tool_path() + " inspect " + path, &log), 0) << log;
+  EXPECT_NE(log.find("  block   1  MoE    experts 4 (gate F32, up F32, down F32)"), std::string::npos) << log;
+  EXPECT_NE(log.find("  block   2  MoE    cannot run: tensor 'blk.2.ffn_gate_exps.weight' has type Q4_1, which hymoe "
+                     "does not decode"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("MoE blocks: 2, "), std::string::npos) << log;
+  EXPECT_NE(log.find("hymoe cannot run block(s) 2 (listed above)"), std::string::npos) << log;
+  EXPECT_EQ(run_command(forward_command(path), &log), 0) << log;
+  EXPECT_TRUE(std::filesystem::exists(dir_.path("out.safetensors")));
+  std::filesystem::remove(dir_.path("out.safetensors"));
+  const std::string block2 = tool_path() + " forward --model " + path + " --layer 2 --input " +
+                             dir_.path("in.safetensors") + " --output " + dir_.path("out.safetensors");
+  EXPECT_EQ(run_command(block2, &log), 1) << log;
+  EXPECT_NE(log.find("has type Q4_1, which hymoe does not decode"), std::string::npos) << log;
+  EXPECT_FALSE(std::filesystem::exists(dir_.path("out.safetensors")));
+}
+
+// A fault in the metadata refuses the file in both commands; a fault in MoE block 1 alone (a tensor missing, of
+// the wrong shape or of a type hymoe does not decode) makes forward refuse the block and inspect flag it.
 TEST_F(GgufMalformedCli, FilesThatAreNoMoeBlockAreNamedErrors) {
-  const auto kinds = not_a_moe_block();
+  auto kinds = not_a_moe_block();
   EXPECT_GE(kinds.size(), 7u);
-  for (const auto& k : kinds) expect_rejected(k);
+  int flagged = 0;
+  for (auto& k : kinds) {
+    k.inspect_flags_the_block = k.message.find("tensor '") != std::string::npos;
+    flagged += k.inspect_flags_the_block;
+    expect_rejected(k);
+  }
+  EXPECT_EQ(flagged, 7);
 }
 
 }  // namespace

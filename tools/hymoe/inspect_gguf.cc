@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <set>
 
+#include "hymoe/error.h"
 #include "hymoe/gguf.h"
 #include "hymoe/gguf_moe.h"
 
@@ -59,13 +60,26 @@ void print_model(const GgufFile& file) {
   fmt::print("  llama.cpp's {} graph: {}\n", c.architecture, c.fixed_by_architecture);
   uint64_t moe_bytes = 0;
   int moe_blocks = 0;
+  std::string cannot_run;  // "1, 3": the MoE blocks hymoe cannot run, each flagged where it is listed
   // Blocks past the last one any tensor names are listed as one line: block_count comes from the file, and a
   // hostile one (4294967295) must not make the listing that long.
   const uint32_t listed = std::min<uint64_t>(c.block_count, blocks_with_tensors(file));
   for (uint32_t b = 0; b < listed; ++b) {
     const std::string prefix = "blk." + std::to_string(b) + ".";
     if (gguf_block_is_moe(file, b)) {
-      const GgufMoeBlock m = find_gguf_moe_block(file, c, b);
+      ++moe_blocks;
+      GgufMoeBlock m;
+      try {
+        m = find_gguf_moe_block(file, c, b);
+      } catch (const Error& e) {
+        // One block hymoe cannot run (a type it does not decode, a missing tensor) does not hide the others, which
+        // `forward --layer N` runs: it is listed with the reason.
+        std::string why = e.what();
+        if (why.rfind(file.label() + ": ", 0) == 0) why.erase(0, file.label().size() + 2);
+        fmt::print("  block {:>3}  MoE    cannot run: {}\n", b, why);
+        cannot_run += (cannot_run.empty() ? "" : ", ") + std::to_string(b);
+        continue;
+      }
       const bool split = m.split_experts();
       fmt::print("  block {:>3}  MoE    experts {}{} (gate {}, up {}, down {}), {} bytes per expert; router {}", b,
                  c.expert_count, split ? ", one tensor each" : "",
@@ -78,7 +92,6 @@ void print_model(const GgufFile& file) {
       if (m.router_bias) fmt::print("; router and expert biases");
       fmt::print("; {} bytes\n", m.total_bytes());
       moe_bytes += m.total_bytes();
-      ++moe_blocks;
     } else if (const GgufTensorInfo* gate = file.find_tensor(prefix + "ffn_gate.weight")) {
       const GgufTensorInfo* up = file.find_tensor(prefix + "ffn_up.weight");
       const GgufTensorInfo* down = file.find_tensor(prefix + "ffn_down.weight");
@@ -91,7 +104,8 @@ void print_model(const GgufFile& file) {
     }
   }
   if (listed < c.block_count) fmt::print("  blocks {}-{}  no tensors\n", listed, c.block_count - 1);
-  fmt::print("MoE blocks: {}, {} bytes\n", moe_blocks, moe_bytes);
+  fmt::print("MoE blocks: {}, {} bytes{}\n", moe_blocks, moe_bytes,
+             cannot_run.empty() ? std::string() : "; hymoe cannot run block(s) " + cannot_run + " (listed above)");
 }
 
 }  // namespace
