@@ -5,6 +5,9 @@
 // moe_intermediate_size * n_shared_experts; routed and shared experts run act(gate x) * up x with act = hidden_act.
 // Absent keys take DeepseekV3Config's defaults (first_k_dense_replace 3, n_group 8, topk_group 4, n_shared_experts 1,
 // norm_topk_prob true, routed_scaling_factor 2.5). scoring_func and topk_method are ignored, as transformers does.
+// GLM-4.5/4.6 (glm4_moe) is the same block (Glm4MoeTopkRouter computes what DeepseekV3TopkRouter does, with the same
+// tensor names) under Glm4MoeConfig's defaults: first_k_dense_replace 1, n_group 1, topk_group 1,
+// routed_scaling_factor 1.0.
 #include "models/families.h"
 #include "models/family_common.h"
 
@@ -15,9 +18,20 @@ namespace {
 
 using namespace family_detail;
 
+// The config class's defaults for keys a config.json may leave out.
+struct V3Defaults {
+  const char* family;
+  int64_t first_k_dense_replace, n_group, topk_group;
+  double routed_scaling_factor;
+};
+constexpr V3Defaults kDeepseekV3{"deepseek_v3", 3, 8, 4, 2.5};
+constexpr V3Defaults kGlm4Moe{"glm4_moe", 1, 1, 1, 1.0};
+
 class DeepseekV3 final : public FamilyBase {
  public:
-  explicit DeepseekV3(const HfConfig& c) : FamilyBase(c, "deepseek_v3", read_common_fields(c)), first_moe_(c.integer_or({"first_k_dense_replace"}, 3)) {}
+  DeepseekV3(const HfConfig& c, const V3Defaults& d)
+      : FamilyBase(c, d.family, read_common_fields(c)), d_(d),
+        first_moe_(c.integer_or({"first_k_dense_replace"}, d.first_k_dense_replace)) {}
 
  private:
   std::string dense_reason(int64_t layer) const override {
@@ -30,13 +44,13 @@ class DeepseekV3 final : public FamilyBase {
     r.scoring = RouterScoring::kSigmoid;
     r.selection_bias = true;
     r.group_limited = true;  // with n_group = topk_group = 1 a no-op
-    r.n_group = c_.integer_or({"n_group"}, 8);  // transformers' defaults, V3's own values
-    r.top_group = c_.integer_or({"topk_group"}, 4);
+    r.n_group = c_.integer_or({"n_group"}, d_.n_group);
+    r.top_group = c_.integer_or({"topk_group"}, d_.topk_group);
     r.group_score = GroupScore::kTop2Sum;
     r.excluded_score = -std::numeric_limits<float>::infinity();
     r.normalize = c_.boolean_or({"norm_topk_prob"}, true);
     r.normalize_epsilon = 1e-20;
-    r.scaling_factor = c_.number_or({"routed_scaling_factor"}, 2.5);
+    r.scaling_factor = c_.number_or({"routed_scaling_factor"}, d_.routed_scaling_factor);
     s.activation = read_hidden_act(c_);
     const std::string p = layer_prefix(layer) + "mlp.";
     s.router_weight = p + "gate.weight";
@@ -46,11 +60,17 @@ class DeepseekV3 final : public FamilyBase {
     s.shared.prefix = p + "shared_experts.";
   }
 
+  V3Defaults d_;
   int64_t first_moe_;
 };
 
 }  // namespace
 
-std::unique_ptr<ModelFamily> make_deepseek_v3_family(const HfConfig& config) { return std::make_unique<DeepseekV3>(config); }
+std::unique_ptr<ModelFamily> make_deepseek_v3_family(const HfConfig& config) {
+  return std::make_unique<DeepseekV3>(config, kDeepseekV3);
+}
+std::unique_ptr<ModelFamily> make_glm4_moe_family(const HfConfig& config) {
+  return std::make_unique<DeepseekV3>(config, kGlm4Moe);
+}
 
 }  // namespace hymoe

@@ -207,6 +207,22 @@ TEST(ModelFamilies, LayerRulesAndKeySpellings) {
   EXPECT_EQ(kimi->moe_layer(1).router.scoring, RouterScoring::kSigmoid);
   EXPECT_TRUE(kimi->moe_layer(1).router.selection_bias);
   EXPECT_DOUBLE_EQ(kimi->moe_layer(1).router.scaling_factor, 2.827);
+  // GLM-4.5/4.6 (glm4_moe): V3's block under Glm4MoeConfig's defaults, which a config.json may leave out:
+  // first_k_dense_replace 1, n_group 1, topk_group 1, routed_scaling_factor 1.0 (DeepSeek-V3's: 3, 8, 4, 2.5).
+  const auto glm = make_model_family(HfConfig::parse(
+      R"({"model_type": "glm4_moe", "hidden_size": 8, "num_hidden_layers": 3, "n_routed_experts": 8,
+          "num_experts_per_tok": 2, "moe_intermediate_size": 4})", "glm.json"));
+  EXPECT_EQ(glm->name(), "glm4_moe");
+  EXPECT_FALSE(glm->is_moe_layer(0));
+  EXPECT_TRUE(glm->is_moe_layer(1));
+  const MoELayerSpec g = glm->moe_layer(1);
+  EXPECT_EQ(g.router.scoring, RouterScoring::kSigmoid);
+  EXPECT_TRUE(g.router.selection_bias);
+  EXPECT_EQ(g.router.n_group, 1);
+  EXPECT_EQ(g.router.top_group, 1);
+  EXPECT_DOUBLE_EQ(g.router.scaling_factor, 1.0);
+  EXPECT_EQ(g.shared.hidden, 4);
+  EXPECT_EQ(g.selection_bias, "model.layers.1.mlp.gate.e_score_correction_bias");
 }
 
 }  // namespace

@@ -8,7 +8,11 @@
 
 namespace hymoe::test {
 
-inline std::string hf_case_dir(const std::string& name) { return data_dir() + "/conformance/hf/" + name; }
+// A Hugging Face case: the shared ones (conformance/hf) or those scripts/make_hf_family_cases.py writes (hf-extra).
+inline std::string hf_case_dir(const std::string& name) {
+  const std::string shared = data_dir() + "/conformance/hf/" + name;
+  return std::filesystem::exists(shared) ? shared : data_dir() + "/conformance/hf-extra/" + name;
+}
 
 // Copies the case's config.json and weights.safetensors into `dir` (writable); returns dir.
 inline std::string copy_hf_case(const std::string& name, const std::string& dir) {
