@@ -37,11 +37,23 @@ def glm4_moe_config():
         first_k_dense_replace=1)
 
 
+def dots1_config():
+    # dots.llm1: DeepSeek-V3's router and shared expert as released (n_group 1, topk_group 1) with Dots1Config's
+    # norm_topk_prob default, false: the weights are the unbiased scores, not renormalized.
+    return transformers.Dots1Config(
+        vocab_size=64, hidden_size=64, intermediate_size=96, moe_intermediate_size=32, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=4, head_dim=16, max_position_embeddings=64, n_routed_experts=16,
+        num_experts_per_tok=4, n_shared_experts=2, first_k_dense_replace=1)
+
+
 CASES = [
     dict(name="glm4_moe_e16_g4_tg2_k4", family="glm4_moe", config=glm4_moe_config,
          model_class="Glm4MoeForCausalLM", description="GLM-4.5 style (glm4_moe): sigmoid scores, "
          "e_score_correction_bias for choosing, n_group=4 > topk_group=2, norm_topk_prob, routed_scaling_factor "
          "1.0 (GLM's default), 1 shared expert, first_k_dense_replace 1"),
+    dict(name="dots1_e16_k4", family="dots1", config=dots1_config, model_class="Dots1ForCausalLM",
+         description="dots.llm1 (dots1): sigmoid scores, e_score_correction_bias for choosing, one group, weights not "
+         "renormalized (norm_topk_prob false, Dots1Config's default), routed_scaling_factor 1.0, 2 shared experts"),
 ]
 
 
@@ -68,7 +80,7 @@ def route64(router, bias, x, n_group, topk_group, k, norm, scale):
     cut = srt[k - 1] - srt[k] if len(srt) > k else np.inf
     slot = np.min(np.diff(-srt[:k])) if k > 1 else np.inf
     gsrt = np.sort(gs)[::-1]
-    group_cut = gsrt[topk_group - 1] - gsrt[topk_group]
+    group_cut = gsrt[topk_group - 1] - gsrt[topk_group] if topk_group < n_group else np.inf
     unlimited = np.argsort(-c, kind="stable")[:k]
     unbiased = np.argsort(-s, kind="stable")[:k]
     return idx, w, (cut, slot, group_cut), set(unlimited) != set(idx), set(unbiased) != set(idx)
@@ -89,15 +101,17 @@ def build_case(out_dir, spec):
         margins = np.min([r[2] for r in routes], axis=0)
         by_groups = sum(r[3] for r in routes)
         by_bias = sum(r[4] for r in routes)
-        if margins.min() >= MARGIN and by_groups >= 2 and by_bias >= 2:
+        groups_act = cfg.n_group > cfg.topk_group
+        if margins.min() >= MARGIN and (by_groups >= 2 or not groups_act) and by_bias >= 2:
             break
     else:
         raise SystemExit(f"{spec['name']}: no seed gives margins >= {MARGIN}")
     gate = (rng.standard_normal((E, H, D)) / np.sqrt(D)).astype(np.float32)
     up = (rng.standard_normal((E, H, D)) / np.sqrt(D)).astype(np.float32)
     down = (rng.standard_normal((E, D, H)) / np.sqrt(H)).astype(np.float32)
+    Hs = H * cfg.n_shared_experts
     shared = {n: (rng.standard_normal(s) / np.sqrt(s[1])).astype(np.float32)
-              for n, s in (("gate_proj", (H, D)), ("up_proj", (H, D)), ("down_proj", (D, H)))}
+              for n, s in (("gate_proj", (Hs, D)), ("up_proj", (Hs, D)), ("down_proj", (D, Hs)))}
 
     torch.manual_seed(0)
     model = getattr(transformers, spec["model_class"])(cfg).eval()
@@ -166,7 +180,7 @@ def build_case(out_dir, spec):
         "input_shape": list(x.shape), "token_order": "t = b*L + l", "experts_implementation": "eager",
         "seed": seed, "rank_space": "biased sigmoid score", "margin_threshold": MARGIN,
         "margins": {"topk_cut": float(margins[0]), "between_selected_slots": float(margins[1]),
-                    "group_cut": float(margins[2])},
+                    "group_cut": float(margins[2]) if np.isfinite(margins[2]) else None},
         "stats": {"tokens_where_group_limit_changes_selection": int(by_groups),
                   "tokens_where_bias_changes_selection": int(by_bias)},
         "errors": {"y_vs_fp64": y_err, "route_weights_vs_fp64": w_err},

@@ -7,7 +7,9 @@
 // norm_topk_prob true, routed_scaling_factor 2.5). scoring_func and topk_method are ignored, as transformers does.
 // GLM-4.5/4.6 (glm4_moe) is the same block (Glm4MoeTopkRouter computes what DeepseekV3TopkRouter does, with the same
 // tensor names) under Glm4MoeConfig's defaults: first_k_dense_replace 1, n_group 1, topk_group 1,
-// routed_scaling_factor 1.0.
+// routed_scaling_factor 1.0. dots.llm1 (dots1) too, under Dots1Config's: first_k_dense_replace 0, n_group 1,
+// topk_group 1, norm_topk_prob false, routed_scaling_factor 1.0, and no default for n_shared_experts (transformers
+// cannot build the block without it, so hymoe requires it).
 #include "models/families.h"
 #include "models/family_common.h"
 
@@ -23,9 +25,12 @@ struct V3Defaults {
   const char* family;
   int64_t first_k_dense_replace, n_group, topk_group;
   double routed_scaling_factor;
+  bool norm_topk_prob;
+  int64_t n_shared_experts;  // -1: required
 };
-constexpr V3Defaults kDeepseekV3{"deepseek_v3", 3, 8, 4, 2.5};
-constexpr V3Defaults kGlm4Moe{"glm4_moe", 1, 1, 1, 1.0};
+constexpr V3Defaults kDeepseekV3{"deepseek_v3", 3, 8, 4, 2.5, true, 1};
+constexpr V3Defaults kGlm4Moe{"glm4_moe", 1, 1, 1, 1.0, true, 1};
+constexpr V3Defaults kDots1{"dots1", 0, 1, 1, 1.0, false, -1};
 
 class DeepseekV3 final : public FamilyBase {
  public:
@@ -48,7 +53,7 @@ class DeepseekV3 final : public FamilyBase {
     r.top_group = c_.integer_or({"topk_group"}, d_.topk_group);
     r.group_score = GroupScore::kTop2Sum;
     r.excluded_score = -std::numeric_limits<float>::infinity();
-    r.normalize = c_.boolean_or({"norm_topk_prob"}, true);
+    r.normalize = c_.boolean_or({"norm_topk_prob"}, d_.norm_topk_prob);
     r.normalize_epsilon = 1e-20;
     r.scaling_factor = c_.number_or({"routed_scaling_factor"}, d_.routed_scaling_factor);
     s.activation = read_hidden_act(c_);
@@ -56,7 +61,8 @@ class DeepseekV3 final : public FamilyBase {
     s.router_weight = p + "gate.weight";
     s.selection_bias = p + "gate.e_score_correction_bias";
     s.experts_prefix = p + "experts.";
-    s.shared.hidden = s.hidden * c_.integer_or({"n_shared_experts"}, 1);
+    s.shared.hidden = s.hidden * (d_.n_shared_experts < 0 ? c_.integer({"n_shared_experts"})
+                                                           : c_.integer_or({"n_shared_experts"}, d_.n_shared_experts));
     s.shared.prefix = p + "shared_experts.";
   }
 
@@ -72,5 +78,6 @@ std::unique_ptr<ModelFamily> make_deepseek_v3_family(const HfConfig& config) {
 std::unique_ptr<ModelFamily> make_glm4_moe_family(const HfConfig& config) {
   return std::make_unique<DeepseekV3>(config, kGlm4Moe);
 }
+std::unique_ptr<ModelFamily> make_dots1_family(const HfConfig& config) { return std::make_unique<DeepseekV3>(config, kDots1); }
 
 }  // namespace hymoe

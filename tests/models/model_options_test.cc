@@ -223,6 +223,23 @@ TEST(ModelFamilies, LayerRulesAndKeySpellings) {
   EXPECT_DOUBLE_EQ(g.router.scaling_factor, 1.0);
   EXPECT_EQ(g.shared.hidden, 4);
   EXPECT_EQ(g.selection_bias, "model.layers.1.mlp.gate.e_score_correction_bias");
+  EXPECT_TRUE(g.router.normalize);
+  // dots.llm1 (dots1): Dots1Config's defaults, norm_topk_prob false among them; n_shared_experts has none.
+  const std::string dots_text = R"({"model_type": "dots1", "hidden_size": 8, "num_hidden_layers": 2,
+      "n_routed_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 4)";
+  const auto dots = make_model_family(HfConfig::parse(dots_text + R"(, "n_shared_experts": 2})", "dots.json"));
+  EXPECT_TRUE(dots->is_moe_layer(0));  // first_k_dense_replace 0
+  const MoELayerSpec d = dots->moe_layer(0);
+  EXPECT_FALSE(d.router.normalize);
+  EXPECT_DOUBLE_EQ(d.router.scaling_factor, 1.0);
+  EXPECT_EQ(d.router.n_group, 1);
+  EXPECT_EQ(d.shared.hidden, 8);
+  try {
+    make_model_family(HfConfig::parse(dots_text + "}", "dots.json"))->moe_layer(0);
+    ADD_FAILURE() << "a dots1 config without n_shared_experts was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("n_shared_experts"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
