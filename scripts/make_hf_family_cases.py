@@ -46,6 +46,28 @@ def dots1_config():
         num_experts_per_tok=4, n_shared_experts=2, first_k_dense_replace=1)
 
 
+# MLA attention at small sizes (the MoE block does not depend on them).
+MLA = dict(kv_lora_rank=16, q_lora_rank=32, qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=16)
+
+
+def deepseek_v32_config():
+    # DeepSeek-V3.2: V3's block; MoE layers where mlp_layer_types says "sparse" (here given, not derived).
+    return transformers.DeepseekV32Config(
+        vocab_size=64, hidden_size=64, intermediate_size=96, moe_intermediate_size=32, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=64, n_routed_experts=16,
+        num_experts_per_tok=4, n_shared_experts=1, n_group=4, topk_group=2, mlp_layer_types=["dense", "sparse"],
+        index_topk=8, index_head_dim=16, index_n_heads=2, **MLA)
+
+
+def glm4_moe_lite_config():
+    # GLM-4.7-Flash (glm4_moe_lite): V3's block with its own routed_scaling_factor default 1.8, mlp_layer_types
+    # derived as ["dense"] + ["sparse"] * (n - 1).
+    return transformers.Glm4MoeLiteConfig(
+        vocab_size=64, hidden_size=64, intermediate_size=96, moe_intermediate_size=32, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=64, n_routed_experts=16,
+        num_experts_per_tok=4, n_shared_experts=1, **MLA)
+
+
 CASES = [
     dict(name="glm4_moe_e16_g4_tg2_k4", family="glm4_moe", config=glm4_moe_config,
          model_class="Glm4MoeForCausalLM", description="GLM-4.5 style (glm4_moe): sigmoid scores, "
@@ -54,6 +76,12 @@ CASES = [
     dict(name="dots1_e16_k4", family="dots1", config=dots1_config, model_class="Dots1ForCausalLM",
          description="dots.llm1 (dots1): sigmoid scores, e_score_correction_bias for choosing, one group, weights not "
          "renormalized (norm_topk_prob false, Dots1Config's default), routed_scaling_factor 1.0, 2 shared experts"),
+    dict(name="deepseek_v32_e16_g4_tg2_k4", family="deepseek_v32", config=deepseek_v32_config,
+         model_class="DeepseekV32ForCausalLM", description="DeepSeek-V3.2 (deepseek_v32): V3's router and shared "
+         "expert, n_group=4 > topk_group=2, scale 2.5, layer 1 MoE by mlp_layer_types"),
+    dict(name="glm4_moe_lite_e16_k4", family="glm4_moe_lite", config=glm4_moe_lite_config,
+         model_class="Glm4MoeLiteForCausalLM", description="GLM-4.7-Flash (glm4_moe_lite): V3's router, one group, "
+         "routed_scaling_factor 1.8 (its default), 1 shared expert, layer 1 MoE by the derived mlp_layer_types"),
 ]
 
 

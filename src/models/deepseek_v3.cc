@@ -9,7 +9,9 @@
 // tensor names) under Glm4MoeConfig's defaults: first_k_dense_replace 1, n_group 1, topk_group 1,
 // routed_scaling_factor 1.0. dots.llm1 (dots1) too, under Dots1Config's: first_k_dense_replace 0, n_group 1,
 // topk_group 1, norm_topk_prob false, routed_scaling_factor 1.0, and no default for n_shared_experts (transformers
-// cannot build the block without it, so hymoe requires it).
+// cannot build the block without it, so hymoe requires it). DeepSeek-V3.2 (deepseek_v32) and GLM-4.7-Flash
+// (glm4_moe_lite) run the same block, a layer being MoE where mlp_layer_types says "sparse" (their configs fill the
+// list from first_k_dense_replace, or as ["dense"] + ["sparse"] * (n - 1) for glm4_moe_lite, when it is absent).
 #include "models/families.h"
 #include "models/family_common.h"
 
@@ -27,19 +29,37 @@ struct V3Defaults {
   double routed_scaling_factor;
   bool norm_topk_prob;
   int64_t n_shared_experts;  // -1: required
+  bool mlp_layer_types;      // the layer rule is the config's mlp_layer_types, "dense" or "sparse" per layer
 };
-constexpr V3Defaults kDeepseekV3{"deepseek_v3", 3, 8, 4, 2.5, true, 1};
-constexpr V3Defaults kGlm4Moe{"glm4_moe", 1, 1, 1, 1.0, true, 1};
-constexpr V3Defaults kDots1{"dots1", 0, 1, 1, 1.0, false, -1};
+constexpr V3Defaults kDeepseekV3{"deepseek_v3", 3, 8, 4, 2.5, true, 1, false};
+constexpr V3Defaults kGlm4Moe{"glm4_moe", 1, 1, 1, 1.0, true, 1, false};
+constexpr V3Defaults kDots1{"dots1", 0, 1, 1, 1.0, false, -1, false};
+constexpr V3Defaults kDeepseekV32{"deepseek_v32", 3, 8, 4, 2.5, true, 1, true};
+constexpr V3Defaults kGlm4MoeLite{"glm4_moe_lite", 1, 1, 1, 1.8, true, 1, true};
 
 class DeepseekV3 final : public FamilyBase {
  public:
   DeepseekV3(const HfConfig& c, const V3Defaults& d)
       : FamilyBase(c, d.family, read_common_fields(c)), d_(d),
-        first_moe_(c.integer_or({"first_k_dense_replace"}, d.first_k_dense_replace)) {}
+        first_moe_(c.integer_or({"first_k_dense_replace"}, d.first_k_dense_replace)) {
+    if (!d.mlp_layer_types) return;
+    const int64_t n = c.integer({"num_hidden_layers"});
+    std::vector<std::string> fallback;
+    for (int64_t l = 0; l < n; ++l) fallback.push_back(l < first_moe_ ? "dense" : "sparse");
+    layer_types_ = c.string_list_or("mlp_layer_types", fallback);
+    if (static_cast<int64_t>(layer_types_.size()) != n)
+      fail(c.label(), ": 'mlp_layer_types' has ", layer_types_.size(), " entries, expected num_hidden_layers = ", n);
+    for (const auto& t : layer_types_)
+      if (t != "dense" && t != "sparse")
+        fail(c.label(), ": 'mlp_layer_types' holds '", t, "'; ", d.family, " knows \"dense\" and \"sparse\"");
+  }
 
  private:
   std::string dense_reason(int64_t layer) const override {
+    if (d_.mlp_layer_types)
+      return layer >= 0 && layer < static_cast<int64_t>(layer_types_.size()) && layer_types_[layer] == "sparse"
+                 ? ""
+                 : "mlp_layer_types[" + std::to_string(layer) + "] is not \"sparse\"";
     return layer >= first_moe_ ? "" : "first_k_dense_replace=" + std::to_string(first_moe_);
   }
   void fill(int64_t layer, MoELayerSpec& s) const override {
@@ -68,6 +88,7 @@ class DeepseekV3 final : public FamilyBase {
 
   V3Defaults d_;
   int64_t first_moe_;
+  std::vector<std::string> layer_types_;  // mlp_layer_types, for the families that read it
 };
 
 }  // namespace
@@ -79,5 +100,11 @@ std::unique_ptr<ModelFamily> make_glm4_moe_family(const HfConfig& config) {
   return std::make_unique<DeepseekV3>(config, kGlm4Moe);
 }
 std::unique_ptr<ModelFamily> make_dots1_family(const HfConfig& config) { return std::make_unique<DeepseekV3>(config, kDots1); }
+std::unique_ptr<ModelFamily> make_deepseek_v32_family(const HfConfig& config) {
+  return std::make_unique<DeepseekV3>(config, kDeepseekV32);
+}
+std::unique_ptr<ModelFamily> make_glm4_moe_lite_family(const HfConfig& config) {
+  return std::make_unique<DeepseekV3>(config, kGlm4MoeLite);
+}
 
 }  // namespace hymoe

@@ -17,6 +17,8 @@ std::unique_ptr<ModelFamily> make_deepseek_v2_family(const HfConfig& config);
 std::unique_ptr<ModelFamily> make_deepseek_v3_family(const HfConfig& config);
 std::unique_ptr<ModelFamily> make_glm4_moe_family(const HfConfig& config);  // deepseek_v3.cc: the same block
 std::unique_ptr<ModelFamily> make_dots1_family(const HfConfig& config);     // deepseek_v3.cc: the same block
+std::unique_ptr<ModelFamily> make_deepseek_v32_family(const HfConfig& config);   // deepseek_v3.cc: the same block
+std::unique_ptr<ModelFamily> make_glm4_moe_lite_family(const HfConfig& config);  // deepseek_v3.cc: the same block
 std::unique_ptr<ModelFamily> make_gpt_oss_family(const HfConfig& config);
 
 // A GGUF file's family (llama.cpp's semantics for its general.architecture) and its tensors, sharing one mapping.

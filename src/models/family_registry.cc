@@ -21,7 +21,8 @@ struct FamilyRegistry {
       {"qwen3_moe", make_qwen3_moe_family},     {"olmoe", make_olmoe_family},
       {"deepseek_v2", make_deepseek_v2_family}, {"deepseek_v3", make_deepseek_v3_family},
       {"gpt_oss", make_gpt_oss_family},         {"glm4_moe", make_glm4_moe_family},
-      {"dots1", make_dots1_family},
+      {"dots1", make_dots1_family},             {"deepseek_v32", make_deepseek_v32_family},
+      {"glm4_moe_lite", make_glm4_moe_lite_family},
       // Kimi-K2 is the DeepSeek-V3 architecture under its own model_type (its config.json says "kimi_k2").
       {"kimi_k2", make_deepseek_v3_family}};
 };

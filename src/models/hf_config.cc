@@ -116,6 +116,18 @@ std::vector<int64_t> HfConfig::integer_list_or(const char* key, std::vector<int6
   return out;
 }
 
+std::vector<std::string> HfConfig::string_list_or(const char* key, std::vector<std::string> fallback) const {
+  auto it = json_->value.find(key);
+  if (it == json_->value.end() || it->is_null()) return fallback;
+  if (!it->is_array()) fail(label_, ": '", key, "' must be a list of strings, got ", it->dump());
+  std::vector<std::string> out;
+  for (const auto& v : *it) {
+    if (!v.is_string()) fail(label_, ": '", key, "' must be a list of strings, got ", it->dump());
+    out.push_back(v.get<std::string>());
+  }
+  return out;
+}
+
 std::optional<HfConfig> HfConfig::object(const char* key) const {
   auto it = json_->value.find(key);
   if (it == json_->value.end() || it->is_null()) return std::nullopt;

@@ -240,6 +240,29 @@ TEST(ModelFamilies, LayerRulesAndKeySpellings) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("n_shared_experts"), std::string::npos) << e.what();
   }
+  // DeepSeek-V3.2 and GLM-4.7-Flash: MoE where mlp_layer_types says "sparse"; absent, the list their config
+  // classes derive (first_k_dense_replace dense layers; glm4_moe_lite: the first), routed_scaling_factor 2.5 and 1.8.
+  const std::string v32_text = R"({"model_type": "deepseek_v32", "hidden_size": 8, "num_hidden_layers": 4,
+      "n_routed_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 4, "n_group": 2, "topk_group": 1)";
+  const auto v32 = make_model_family(HfConfig::parse(v32_text + R"(, "mlp_layer_types": ["dense", "sparse", "dense", "sparse"]})", "v32.json"));
+  EXPECT_FALSE(v32->is_moe_layer(0));
+  EXPECT_TRUE(v32->is_moe_layer(1));
+  EXPECT_FALSE(v32->is_moe_layer(2));
+  EXPECT_DOUBLE_EQ(v32->moe_layer(3).router.scaling_factor, 2.5);
+  EXPECT_THROW(v32->moe_layer(2), Error);
+  const auto v32_derived = make_model_family(HfConfig::parse(v32_text + R"(, "first_k_dense_replace": 2})", "v32.json"));
+  EXPECT_FALSE(v32_derived->is_moe_layer(1));
+  EXPECT_TRUE(v32_derived->is_moe_layer(2));
+  EXPECT_THROW(make_model_family(HfConfig::parse(v32_text + R"(, "mlp_layer_types": ["dense", "moe", "dense", "sparse"]})", "v32.json")),
+               Error);
+  EXPECT_THROW(make_model_family(HfConfig::parse(v32_text + R"(, "mlp_layer_types": ["dense"]})", "v32.json")), Error);
+  const auto lite = make_model_family(HfConfig::parse(
+      R"({"model_type": "glm4_moe_lite", "hidden_size": 8, "num_hidden_layers": 3, "n_routed_experts": 8,
+          "num_experts_per_tok": 2, "moe_intermediate_size": 4})", "lite.json"));
+  EXPECT_FALSE(lite->is_moe_layer(0));
+  EXPECT_TRUE(lite->is_moe_layer(2));
+  EXPECT_DOUBLE_EQ(lite->moe_layer(1).router.scaling_factor, 1.8);
+  EXPECT_EQ(lite->moe_layer(1).router.n_group, 1);
 }
 
 }  // namespace
