@@ -153,12 +153,15 @@ enum class ExpertStorage {
                            // down_proj (E, I, D); *_bias; or MXFP4 *_blocks/*_scales (E, out, in/32, 16)
   kFusedOutIn,             // GGUF: <experts_prefix><gate_name>.weight (E, I, D), up (E, I, D), down (E, D, I);
                            // expert e is rows [e*out, (e+1)*out), any ggml type hymoe decodes
-  kSplitOutIn,             // GGUF's older split layout (early Mixtral files): split_expert_tensor_name(prefix, name,
-                           // e), (out, in) per expert, any ggml type hymoe decodes
+  kSplitOutIn,             // GGUF's older split layout (early Mixtral files): <experts_prefix><name>.<e>.weight,
+                           // (out, in) per expert, any ggml type hymoe decodes
 };
 
-// A split GGUF expert's tensor: <prefix><name>.<e>.weight (blk.N.ffn_gate.E.weight), the name llama.cpp reads.
-std::string split_expert_tensor_name(const std::string& prefix, const std::string& name, int64_t expert);
+// The tensor of expert e's matrix `matrix` where each expert has tensors of its own: <prefix><e>.<matrix>.weight
+// (kPerExpertLinear), <prefix><matrix>.<e>.weight (kSplitOutIn: GGUF's blk.N.ffn_gate.E.weight, as llama.cpp reads
+// it); e < 0, an unnumbered MLP (a shared expert): <prefix><matrix>.weight.
+std::string expert_weight_name(ExpertStorage storage, const std::string& prefix, const std::string& matrix,
+                               int64_t expert);
 
 // A dense MLP beside the routed experts, run on every token, with the routed experts' activation.
 struct SharedExpertSpec {

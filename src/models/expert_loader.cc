@@ -129,16 +129,17 @@ struct MlpNames {
   const std::string &gate, &up, &down;
 };
 
-ExpertWeights load_linear_experts(const TensorSource& src, const std::string& prefix, int64_t count, bool numbered,
-                                  MlpNames names, int64_t D, int64_t H, const Quantization& quant,
-                                  const std::string& why) {
+// `count` experts with tensors of their own, numbered under `prefix` as `storage` numbers them (or one unnumbered).
+ExpertWeights load_linear_experts(const TensorSource& src, ExpertStorage storage, const std::string& prefix,
+                                  int64_t count, bool numbered, MlpNames names, int64_t D, int64_t H,
+                                  const Quantization& quant, const std::string& why) {
   ExpertWeights w;
   for (int64_t e = 0; e < count; ++e) {
-    const std::string p = prefix + (numbered ? std::to_string(e) + "." : "");
+    auto name = [&](const std::string& matrix) { return expert_weight_name(storage, prefix, matrix, numbered ? e : -1); };
     kernels::MlpWeightsView v;
-    v.gate = linear_view(src, p + names.gate + ".weight", H, D, quant, why, w);
-    v.up = linear_view(src, p + names.up + ".weight", H, D, quant, why, w);
-    v.down = linear_view(src, p + names.down + ".weight", D, H, quant, why, w);
+    v.gate = linear_view(src, name(names.gate), H, D, quant, why, w);
+    v.up = linear_view(src, name(names.up), H, D, quant, why, w);
+    v.down = linear_view(src, name(names.down), D, H, quant, why, w);
     w.views.push_back(v);
   }
   if (!w.views.empty()) note_dtype(w, w.views[0]);
@@ -266,23 +267,6 @@ ExpertWeights load_fused_out_in_experts(const TensorSource& src, const MoELayerS
   return w;
 }
 
-// GGUF's older split layout: one (out, in) tensor per expert and projection, each viewed in place like one expert
-// of the fused layout.
-ExpertWeights load_split_out_in_experts(const TensorSource& src, const MoELayerSpec& spec, const Quantization& quant,
-                                        const std::string& why) {
-  const int64_t D = spec.dim, H = spec.hidden;
-  ExpertWeights w;
-  for (int64_t e = 0; e < spec.num_experts; ++e) {
-    kernels::MlpWeightsView v;
-    v.gate = linear_view(src, split_expert_tensor_name(spec.experts_prefix, spec.gate_name, e), H, D, quant, why, w);
-    v.up = linear_view(src, split_expert_tensor_name(spec.experts_prefix, spec.up_name, e), H, D, quant, why, w);
-    v.down = linear_view(src, split_expert_tensor_name(spec.experts_prefix, spec.down_name, e), D, H, quant, why, w);
-    w.views.push_back(v);
-  }
-  if (!w.views.empty()) note_dtype(w, w.views[0]);
-  return w;
-}
-
 }  // namespace
 
 kernels::Activation kernel_activation(ExpertActivation a) {
@@ -338,17 +322,17 @@ ExpertWeights load_routed_experts(const TensorSource& source, const MoELayerSpec
   const std::string why = std::to_string(spec.num_experts) + " experts, hidden_size=" + std::to_string(spec.dim) +
                           ", expert intermediate size " + std::to_string(spec.hidden);
   if (spec.storage == ExpertStorage::kFusedOutIn) return load_fused_out_in_experts(source, spec, why);
-  if (spec.storage == ExpertStorage::kSplitOutIn) return load_split_out_in_experts(source, spec, quant, why);
   if (quant.method == Quantization::Method::kMxfp4)
     fail(source.label(), ": quant_method mxfp4 is only known for gpt-oss's fused experts, not ", spec.family);
-  return load_linear_experts(source, spec.experts_prefix, spec.num_experts, true,
+  // kPerExpertLinear, or GGUF's split layout (each expert's tensor viewed in place like a row range of the fused one)
+  return load_linear_experts(source, spec.storage, spec.experts_prefix, spec.num_experts, true,
                              {spec.gate_name, spec.up_name, spec.down_name}, spec.dim, spec.hidden, quant, why);
 }
 
 ExpertWeights load_shared_expert(const TensorSource& source, const MoELayerSpec& spec, const Quantization& quant) {
   const std::string why = "hidden_size=" + std::to_string(spec.dim) + ", shared expert intermediate size " +
                           std::to_string(spec.shared.hidden);
-  return load_linear_experts(source, spec.shared.prefix, 1, false,
+  return load_linear_experts(source, spec.storage, spec.shared.prefix, 1, false,
                              {spec.shared.gate_name, spec.shared.up_name, spec.shared.down_name}, spec.dim,
                              spec.shared.hidden, quant, why);
 }

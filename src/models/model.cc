@@ -53,14 +53,14 @@ Model Model::open(const std::string& dir) {
 
 namespace {
 
-// The three matrices of `count` experts (numbered under `prefix`, or one unnumbered), each with its fp8 scale when
-// the stored weight is F8_E4M3: the names load_linear_experts reads (expert_loader.cc).
-void add_linear_expert_names(const TensorSource& source, const std::string& prefix, int64_t count, bool numbered,
-                             std::initializer_list<const std::string*> matrices, std::vector<std::string>& names) {
+// The three matrices of `count` experts (numbered under `prefix` as `storage` numbers them, or one unnumbered),
+// each with its fp8 scale when the stored weight is F8_E4M3: the names load_linear_experts reads (expert_loader.cc).
+void add_linear_expert_names(const TensorSource& source, ExpertStorage storage, const std::string& prefix,
+                             int64_t count, bool numbered, std::initializer_list<const std::string*> matrices,
+                             std::vector<std::string>& names) {
   for (int64_t e = 0; e < count; ++e) {
-    const std::string p = prefix + (numbered ? std::to_string(e) + "." : "");
     for (const std::string* m : matrices) {
-      const std::string weight = p + *m + ".weight";
+      const std::string weight = expert_weight_name(storage, prefix, *m, numbered ? e : -1);
       names.push_back(weight);
       if (source.contains(weight) && source.tensor(weight).dtype == DType::kF8E4M3) names.push_back(weight + "_scale_inv");
     }
@@ -69,8 +69,11 @@ void add_linear_expert_names(const TensorSource& source, const std::string& pref
 
 }  // namespace
 
-std::string split_expert_tensor_name(const std::string& prefix, const std::string& name, int64_t expert) {
-  return prefix + name + "." + std::to_string(expert) + ".weight";
+std::string expert_weight_name(ExpertStorage storage, const std::string& prefix, const std::string& matrix,
+                               int64_t expert) {
+  if (expert < 0) return prefix + matrix + ".weight";
+  if (storage == ExpertStorage::kSplitOutIn) return prefix + matrix + "." + std::to_string(expert) + ".weight";
+  return prefix + std::to_string(expert) + "." + matrix + ".weight";
 }
 
 std::vector<std::string> Model::layer_tensor_names(int64_t layer) const {
@@ -84,11 +87,6 @@ std::vector<std::string> Model::layer_tensor_names(int64_t layer) const {
       if (s.expert_biases)
         for (const std::string* n : {&s.gate_name, &s.up_name, &s.down_name}) names.push_back(s.experts_prefix + *n + ".bias");
       break;
-    case ExpertStorage::kSplitOutIn:
-      for (int64_t e = 0; e < s.num_experts; ++e)
-        for (const std::string* n : {&s.gate_name, &s.up_name, &s.down_name})
-          names.push_back(split_expert_tensor_name(s.experts_prefix, *n, e));
-      break;
     case ExpertStorage::kFusedInterleavedInOut:
       for (const char* n : {"gate_up_proj_bias", "down_proj_bias"}) names.push_back(s.experts_prefix + n);
       if (quant_.method == Quantization::Method::kMxfp4)
@@ -98,17 +96,14 @@ std::vector<std::string> Model::layer_tensor_names(int64_t layer) const {
         for (const char* n : {"gate_up_proj", "down_proj"}) names.push_back(s.experts_prefix + n);
       break;
     case ExpertStorage::kPerExpertLinear:
-      add_linear_expert_names(*source_, s.experts_prefix, s.num_experts, true, {&s.gate_name, &s.up_name, &s.down_name},
-                              names);
+    case ExpertStorage::kSplitOutIn:
+      add_linear_expert_names(*source_, s.storage, s.experts_prefix, s.num_experts, true,
+                              {&s.gate_name, &s.up_name, &s.down_name}, names);
       break;
   }
   if (s.shared.hidden > 0) {
-    if (s.storage == ExpertStorage::kFusedOutIn || s.storage == ExpertStorage::kSplitOutIn)  // GGUF: no numbering
-      for (const std::string* n : {&s.shared.gate_name, &s.shared.up_name, &s.shared.down_name})
-        names.push_back(s.shared.prefix + *n + ".weight");
-    else
-      add_linear_expert_names(*source_, s.shared.prefix, 1, false,
-                              {&s.shared.gate_name, &s.shared.up_name, &s.shared.down_name}, names);
+    add_linear_expert_names(*source_, s.storage, s.shared.prefix, 1, false,
+                            {&s.shared.gate_name, &s.shared.up_name, &s.shared.down_name}, names);
     if (!s.shared.gate_weight.empty()) names.push_back(s.shared.gate_weight);
   }
   return names;

@@ -232,9 +232,9 @@ class GgufMalformedCli : public ::testing::Test {
                                                 static_cast<std::streamsize>(bytes.size()));
   }
 
-  std::string forward_command(const std::string& model) const {
-    return tool_path() + " forward --model " + model + " --layer 1 --input " + dir_.path("in.safetensors") +
-           " --output " + dir_.path("out.safetensors");
+  std::string forward_command(const std::string& model, int layer = 1) const {
+    return tool_path() + " forward --model " + model + " --layer " + std::to_string(layer) + " --input " +
+           dir_.path("in.safetensors") + " --output " + dir_.path("out.safetensors");
   }
 
   // Both commands fail with status 1 and a message "<path>: ... <message> ...", and no output is written.
@@ -333,9 +333,7 @@ TEST_F(GgufMalformedCli, OneBlockHymoeCannotRunLeavesTheOthers) {
   EXPECT_EQ(run_command(forward_command(path), &log), 0) << log;
   EXPECT_TRUE(std::filesystem::exists(dir_.path("out.safetensors")));
   std::filesystem::remove(dir_.path("out.safetensors"));
-  const std::string block2 = tool_path() + " forward --model " + path + " --layer 2 --input " +
-                             dir_.path("in.safetensors") + " --output " + dir_.path("out.safetensors");
-  EXPECT_EQ(run_command(block2, &log), 1) << log;
+  EXPECT_EQ(run_command(forward_command(path, 2), &log), 1) << log;
   EXPECT_NE(log.find("has type Q4_1, which hymoe does not decode"), std::string::npos) << log;
   EXPECT_FALSE(std::filesystem::exists(dir_.path("out.safetensors")));
 }

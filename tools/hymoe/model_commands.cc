@@ -144,7 +144,7 @@ int run_model_inspect(const std::string& dir) {
       if (!p0.empty() && n.rfind(p0, 0) == 0) expert0.push_back(n);
     if (ls.storage == ExpertStorage::kSplitOutIn)
       for (const std::string* n : {&ls.gate_name, &ls.up_name, &ls.down_name})
-        expert0.push_back(split_expert_tensor_name(ls.experts_prefix, *n, 0));
+        expert0.push_back(expert_weight_name(ls.storage, ls.experts_prefix, *n, 0));
     const int64_t per_expert = expert0.empty() ? 0 : tensor_bytes(m.source(), expert0).bytes;
     fmt::print("  layer {}: {:.2f} MiB ({}), {}\n", l, mib(all.bytes), joined(all.dtypes),
                per_expert > 0 ? fmt::format("{:.3f} MiB per expert", mib(per_expert))
