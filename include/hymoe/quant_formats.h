@@ -1,14 +1,17 @@
-// GGUF's block weight formats (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, MXFP4) and plain element types (F32, F16, BF16): the
+// GGUF's block weight formats (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, MXFP4) and plain element types
+// (F32, F16, BF16): the
 // layout of one block and its exact scalar decoding, the ground truth every packing and micro-kernel of these
 // formats is tested against. Depends on core only; knows nothing of files, experts or routing.
 //
 // Every decoded value is exact in f32: scales (f16 widened to f32) times small integer codes need at most 24
-// significant bits, so only Q4_K/Q5_K's final `d*sc*q - dmin*m` rounds, once (an FMA gives the same bits). MXFP4's
+// significant bits, so only the offset types' final `d*q + m` (Q4_1, Q5_1) and `d*sc*q - dmin*m` (Q4_K, Q5_K) round,
+// once (an FMA gives the same bits). MXFP4's
 // values are a power of two times a small integer: exact too (past float's range they are inf, as in ggml).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "hymoe/ggml_type.h"
 
@@ -22,6 +25,22 @@ struct BlockQ8_0 {  // 32 values: x[i] = d * qs[i]
 };
 struct BlockQ4_0 {  // 32 values: x[j] = d * ((qs[j] & 15) - 8), x[j + 16] = d * ((qs[j] >> 4) - 8)
   uint16_t d;
+  uint8_t qs[16];
+};
+struct BlockQ4_1 {  // 32 values: x[j] = d * (qs[j] & 15) + m, x[j + 16] = d * (qs[j] >> 4) + m
+  uint16_t d;
+  uint16_t m;
+  uint8_t qs[16];
+};
+struct BlockQ5_0 {  // Q4_0's nibbles plus a fifth bit per value (bit i of qh, little-endian): x[i] = d * (q - 16)
+  uint16_t d;
+  uint8_t qh[4];
+  uint8_t qs[16];
+};
+struct BlockQ5_1 {  // Q4_1's nibbles plus Q5_0's fifth bits: x[i] = d * q + m
+  uint16_t d;
+  uint16_t m;
+  uint8_t qh[4];
   uint8_t qs[16];
 };
 struct BlockQ4_K {  // 256 values in 8 sub-blocks of 32, each with a 6-bit scale and a 6-bit min packed in scales
@@ -51,12 +70,16 @@ struct BlockMxfp4 {
   uint8_t e;  // E8M0 exponent; 255 (NaN in OCP MX) decodes to NaN here (ggml reads it as 2^127)
   uint8_t qs[16];
 };
+static_assert(sizeof(BlockQ4_1) == 20 && sizeof(BlockQ5_0) == 22 && sizeof(BlockQ5_1) == 24, "GGUF block sizes");
 static_assert(sizeof(BlockQ8_0) == 34 && sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_K) == 144 &&
               sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210 && sizeof(BlockMxfp4) == 17, "GGUF block sizes");
 
 // Each decodes one block from `block` (any alignment) into the block's 32 or 256 floats.
 void dequantize_block_q8_0_ref(const std::byte* block, float* out);
 void dequantize_block_q4_0_ref(const std::byte* block, float* out);
+void dequantize_block_q4_1_ref(const std::byte* block, float* out);
+void dequantize_block_q5_0_ref(const std::byte* block, float* out);
+void dequantize_block_q5_1_ref(const std::byte* block, float* out);
 void dequantize_block_q4_k_ref(const std::byte* block, float* out);
 void dequantize_block_q5_k_ref(const std::byte* block, float* out);
 void dequantize_block_q6_k_ref(const std::byte* block, float* out);
@@ -65,21 +88,26 @@ void dequantize_block_mxfp4_ref(const std::byte* block, float* out);
 // 2t + 1 in the high one); returns its E8M0 exponent e. The block's values are e2m1(code) * 2^(e - 127).
 uint8_t mxfp4_block_code_pairs(const std::byte* block, uint8_t pairs[16]);
 
-// Whether dequantize_row_ref decodes type id `type`: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, MXFP4.
+// Whether dequantize_row_ref decodes type id `type`: F32, F16, BF16, MXFP4 and every block type of the kernels'
+// registry (src/kernels/gguf_formats.inc).
 bool can_dequantize(uint32_t type);
+// The types can_dequantize takes, for messages: "F32, F16, BF16, Q8_0, ..., MXFP4".
+std::string decodable_type_names();
 // Decodes `n` values of type `type` (n a multiple of its block size; `src` holds n / block_values blocks) into
 // `out`. The caller checks can_dequantize and the sizes (HYMOE_CHECK here).
 void dequantize_row_ref(uint32_t type, const std::byte* src, float* out, int64_t n);
 
-// A block of Q8_0, Q4_0, Q4_K, Q5_K or Q6_K taken apart into small integer codes and per-sub-block f32 factors,
-// the decomposition the compact panel formats store (docs/kernels.md, "Formats"): value i is exactly
-//   scale[i / sub] * code[i]                         for Q8_0, Q4_0 (code = nibble - 8), Q6_K (code = q - 32)
-//   fmaf(scale[i / sub], code[i], offset[i / sub])   for Q4_K, Q5_K (scale = d*sc, offset = -(dmin*m))
-// with the bits dequantize_block_*_ref gives (the products are exact; the K-quants' one rounding is the FMA's).
+// A block of a registry type (src/kernels/gguf_formats.inc) taken apart into small integer codes and
+// per-sub-block f32 factors, the decomposition the compact panel formats store (docs/kernels.md, "Formats"):
+// value i is exactly
+//   scale[i / sub] * code[i]                         for Q8_0, Q4_0 (code = nibble - 8), Q5_0 (q - 16), Q6_K (q - 32)
+//   fmaf(scale[i / sub], code[i], offset[i / sub])   for Q4_1, Q5_1 (scale = d, offset = m), Q4_K, Q5_K (scale =
+//                                                    d*sc, offset = -(dmin*m))
+// with the bits dequantize_block_*_ref gives (the products are exact; the offset types' one rounding is the FMA's).
 struct GgmlBlockCodes {
   int8_t code[256];
   float scale[16];
-  float offset[16];  // K-quants (Q4_K, Q5_K) only
+  float offset[16];  // the types with offsets only
 };
 // Values per sub-block (one scale and offset): 32, or 16 for Q6_K; 0 for a type split_block_ref does not take.
 int ggml_sub_block_values(uint32_t type);

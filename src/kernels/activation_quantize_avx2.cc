@@ -1,4 +1,4 @@
-// The integer formats' activation quantizers on AVX2 (ggml's q8_0 and q8_K, hymoe's q8 blocks) and their packings
+// The integer formats' activation quantizers on AVX2 (ggml's q8_0, q8_1 and q8_K, hymoe's q8 blocks) and their packings
 // over them: the same bits as the scalar quantize_ggml_*_block (gemm_gguf_int8.cc) and quantize_q8_block
 // (gemm_formats.cc). At one token the packing is on the layer's critical path between two phases of streaming
 // weights (6 rows of 2048 values at T = 1 on DeepSeek-V2-Lite, quantized before the routed experts, again before
@@ -58,6 +58,26 @@ void quantize_q8_0_block(const float* x, int n, int8_t* q, float* d) {
   *d = f16_to_float(float_to_f16(scale));
 }
 
+// q8_1: q8_0's codes and d, and s from the codes' sum and d before its rounding to f16.
+void quantize_q8_1_block(const float* x, int n, int8_t* q, float* d, float* s) {
+  if (n < kQ8Block) return quantize_ggml_q8_1_block(x, n, q, d, s);
+  __m256 amax = _mm256_setzero_ps();
+  for (int i = 0; i < kQ8Block; i += 8) amax = _mm256_max_ps(abs_ps(_mm256_loadu_ps(x + i)), amax);
+  const float scale = hmax(amax) / 127.0f, inverse = scale != 0.0f ? 1.0f / scale : 0.0f;
+  const __m256 inv = _mm256_set1_ps(inverse);
+  __m256i sum = _mm256_setzero_si256();
+  for (int i = 0; i < kQ8Block; i += 8) {
+    const __m256i v = _mm256_cvttps_epi32(round_half_away(_mm256_mul_ps(_mm256_loadu_ps(x + i), inv)));
+    sum = _mm256_add_epi32(sum, v);
+    store_i8x8(q + i, v);
+  }
+  __m128i t = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
+  t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0x4e));
+  t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xb1));
+  *d = f16_to_float(float_to_f16(scale));
+  *s = f16_to_float(float_to_f16(static_cast<float>(_mm_cvtsi128_si32(t)) * scale));
+}
+
 void quantize_q8_k_block(const float* x, int n, int8_t* q, float* d) {
   if (n < kQ8KBlock) return quantize_ggml_q8_k_block(x, n, q, d);
   __m256 amax = _mm256_setzero_ps();
@@ -103,6 +123,10 @@ void pack_activations_q8__avx2(const float* a, int64_t lda, const int64_t* row_i
 void pack_activations_ggml_q8_0__avx2(const float* a, int64_t lda, const int64_t* row_index, int rows, int64_t k,
                                       int mr, void* out) {
   pack_activation_units<32, kQ8Block, 1>(a, lda, row_index, rows, k, mr, out, quantize_q8_0_block);
+}
+void pack_activations_ggml_q8_1__avx2(const float* a, int64_t lda, const int64_t* row_index, int rows, int64_t k,
+                                      int mr, void* out) {
+  pack_activation_units<32, kQ8Block, 1, true>(a, lda, row_index, rows, k, mr, out, quantize_q8_1_block);
 }
 void pack_activations_ggml_q8_k32__avx2(const float* a, int64_t lda, const int64_t* row_index, int rows, int64_t k,
                                         int mr, void* out) {

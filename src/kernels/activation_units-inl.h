@@ -1,16 +1,18 @@
 // The packing of activations into the integer kernels' units (gemm_kernels.h, activation_unit_bytes): the GGUF
-// int8 formats (q8_0, q8_K) and hymoe's q8 blocks, written once over the block quantizer so the ISA-free references
+// int8 formats (q8_0, q8_1, q8_K) and hymoe's q8 blocks, written once over the block quantizer so the ISA-free references
 // (gemm_gguf_int8.cc, gemm_formats.cc) and the AVX2 packers (activation_quantize_avx2.cc) lay out the same bytes:
 // per unit of kUnit k, (kUnit / 4, mr, 4) int8 codes, mr f32 scales of the units' blocks, mr int32 of kSumFactor
 // times the sum of the unit's codes (GGUF: the sum; q8: -128 times it, the correction of its u8 weights); rows past
 // `rows` and k past `k` zero. Included inside namespace hymoe::kernels by exactly those units; it depends on
 // nothing but the quantizer it is given.
 
-// Quantize(x, n, q, d): one block (kBlock values, x[n..) taken as 0), e.g. quantize_ggml_q8_0_block.
-template <int kUnit, int kBlock, int kSumFactor, typename Quantize>
+// Quantize(x, n, q, d): one block (kBlock values, x[n..) taken as 0), e.g. quantize_ggml_q8_0_block; with
+// kStoreS, Quantize(x, n, q, d, s) (quantize_ggml_q8_1_block) and the block's s in place of the sum (kUnit ==
+// kBlock).
+template <int kUnit, int kBlock, int kSumFactor, bool kStoreS = false, typename Quantize>
 void pack_activation_units(const float* a, int64_t lda, const int64_t* row_index, int rows, int64_t k, int mr,
                            void* out, Quantize&& quantize) {
-  static_assert(kBlock % kUnit == 0 && kUnit % 4 == 0);
+  static_assert(kBlock % kUnit == 0 && kUnit % 4 == 0 && (!kStoreS || kUnit == kBlock));
   uint8_t* dst = static_cast<uint8_t*>(out);
   const int64_t units = (k + kUnit - 1) / kUnit, unit_bytes = int64_t{kUnit + 8} * mr;
   std::memset(dst, 0, static_cast<size_t>(units * unit_bytes));
@@ -19,8 +21,9 @@ void pack_activation_units(const float* a, int64_t lda, const int64_t* row_index
     const float* row = a + (row_index ? row_index[i] : i) * lda;
     for (int64_t b0 = 0; b0 < k; b0 += kBlock) {
       const int n = static_cast<int>(std::min<int64_t>(kBlock, k - b0));
-      float d;
-      quantize(row + b0, n, q, &d);
+      float d, s = 0.0f;
+      if constexpr (kStoreS) quantize(row + b0, n, q, &d, &s);
+      else quantize(row + b0, n, q, &d);
       for (int64_t u = b0 / kUnit; u < std::min(units, (b0 + kBlock) / kUnit); ++u) {
         uint8_t* unit = dst + u * unit_bytes;
         const int8_t* qu = q + (u * kUnit - b0);
@@ -29,7 +32,8 @@ void pack_activation_units(const float* a, int64_t lda, const int64_t* row_index
         sum *= kSumFactor;
         for (int g = 0; g < kUnit / 4; ++g) std::memcpy(unit + (g * mr + i) * 4, qu + 4 * g, 4);
         std::memcpy(unit + kUnit * mr + 4 * i, &d, sizeof d);
-        std::memcpy(unit + (kUnit + 4) * mr + 4 * i, &sum, sizeof sum);
+        if constexpr (kStoreS) std::memcpy(unit + (kUnit + 4) * mr + 4 * i, &s, sizeof s);
+        else std::memcpy(unit + (kUnit + 4) * mr + 4 * i, &sum, sizeof sum);
       }
     }
   }

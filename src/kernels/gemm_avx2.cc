@@ -1,6 +1,6 @@
 // AVX2+FMA micro-kernels: gemm_f32w_f32_6x16__avx2, gemm_bf16w_f32_6x16__avx2, gemm_q8w_q8_2x16__avx2 (the
-// vpmaddubsw idiom), the GGUF formats' gemm_{q8_0,q4_0,q4_k,q5_k,q6_k}w_f32_4x16__avx2, their integer-dot twins
-// gemm_{q8_0,q4_0,mxfp4}w_q8_0_2x16__avx2 and gemm_{q4_k,q5_k,q6_k}w_q8_k_2x16__avx2, and the SwiGLU epilogue. Compiled
+// vpmaddubsw idiom), the GGUF formats' gemm_<t>w_f32_4x16__avx2 and their integer-dot twins gemm_<t>w_<act>_2x16__avx2
+// (one pair per line of gguf_formats.inc), gemm_mxfp4w_q8_0_2x16__avx2, and the SwiGLU epilogue. Compiled
 // with -mavx2 -mfma (and only this file): callers reach it through isa_kernels(), chosen at run time.
 #include <immintrin.h>
 
@@ -134,38 +134,35 @@ const GemmFormat kQ8{WeightFormat::kQ8Block32, "gemm_q8w_q8_2x16__avx2", kQ8Mr, 
 
 }  // namespace
 
-#define HYMOE_GGUF_FORMAT(format, name) \
-  const GemmFormat name{format, #name, kGgufMr, kNr, pack_activations_f32, gemm_format_gguf<format>, \
-                        gemm_format_gguf_few<format>, 1};
-HYMOE_GGUF_FORMAT(WeightFormat::kGgmlQ8_0, gemm_q8_0w_f32_4x16__avx2)
-HYMOE_GGUF_FORMAT(WeightFormat::kGgmlQ4_0, gemm_q4_0w_f32_4x16__avx2)
-HYMOE_GGUF_FORMAT(WeightFormat::kGgmlQ4_K, gemm_q4_kw_f32_4x16__avx2)
-HYMOE_GGUF_FORMAT(WeightFormat::kGgmlQ5_K, gemm_q5_kw_f32_4x16__avx2)
-HYMOE_GGUF_FORMAT(WeightFormat::kGgmlQ6_K, gemm_q6_kw_f32_4x16__avx2)
-#undef HYMOE_GGUF_FORMAT
-#define HYMOE_GGUF_INT8_FORMAT(format, name) \
-  const GemmFormat name{format, #name, kIntMr, kNr, int8_pack_a<format>(), gemm_format_gguf_int8<format>, \
-                        gemm_format_gguf_int8_few<format>, 1};
-HYMOE_GGUF_INT8_FORMAT(WeightFormat::kGgmlQ8_0I8, gemm_q8_0w_q8_0_2x16__avx2)
-HYMOE_GGUF_INT8_FORMAT(WeightFormat::kGgmlQ4_0I8, gemm_q4_0w_q8_0_2x16__avx2)
-HYMOE_GGUF_INT8_FORMAT(WeightFormat::kGgmlQ4_KI8, gemm_q4_kw_q8_k_2x16__avx2)
-HYMOE_GGUF_INT8_FORMAT(WeightFormat::kGgmlQ5_KI8, gemm_q5_kw_q8_k_2x16__avx2)
-HYMOE_GGUF_INT8_FORMAT(WeightFormat::kGgmlQ6_KI8, gemm_q6_kw_q8_k_2x16__avx2)
-HYMOE_GGUF_INT8_FORMAT(WeightFormat::kMxfp4Block32I8, gemm_mxfp4w_q8_0_2x16__avx2)
-#undef HYMOE_GGUF_INT8_FORMAT
+// Every GGUF format's exact and int8 kernels, one pair per line of gguf_formats.inc (gemm_kernels.h names them).
+#define HYMOE_GGUF_BLOCK(T, t, type, unit, bits, bias, int8_bias, offsets, act)                                   \
+  const GemmFormat gemm_##t##w_f32_4x16__avx2{WeightFormat::kGgml##T, "gemm_" #t "w_f32_4x16__avx2", kGgufMr, kNr,  \
+                                              pack_activations_f32, gemm_format_gguf<WeightFormat::kGgml##T>,      \
+                                              gemm_format_gguf_few<WeightFormat::kGgml##T>, 1};                   \
+  const GemmFormat gemm_##t##w_##act##_2x16__avx2{                                                               \
+      WeightFormat::kGgml##T##I8, "gemm_" #t "w_" #act "_2x16__avx2", kIntMr, kNr,                               \
+      int8_pack_a<WeightFormat::kGgml##T##I8>(), gemm_format_gguf_int8<WeightFormat::kGgml##T##I8>,              \
+      gemm_format_gguf_int8_few<WeightFormat::kGgml##T##I8>, 1};
+#include "kernels/gguf_formats.inc"
+#undef HYMOE_GGUF_BLOCK
+const GemmFormat gemm_mxfp4w_q8_0_2x16__avx2{WeightFormat::kMxfp4Block32I8, "gemm_mxfp4w_q8_0_2x16__avx2", kIntMr, kNr,
+                                             int8_pack_a<WeightFormat::kMxfp4Block32I8>(),
+                                             gemm_format_gguf_int8<WeightFormat::kMxfp4Block32I8>,
+                                             gemm_format_gguf_int8_few<WeightFormat::kMxfp4Block32I8>, 1};
 
 namespace {
 
+constexpr const GemmFormat* kFormats[] = {
+    &kF32, &kBf16Widen, &kQ8, &kGemmFp8wF32Avx2, &kGemmMxfp4wF32Avx2, &gemm_mxfp4w_q8_0_2x16__avx2,
+#define HYMOE_GGUF_BLOCK(T, t, type, unit, bits, bias, int8_bias, offsets, act) \
+  &gemm_##t##w_f32_4x16__avx2, &gemm_##t##w_##act##_2x16__avx2,
+#include "kernels/gguf_formats.inc"
+#undef HYMOE_GGUF_BLOCK
+};
 const IsaKernels kKernels{Isa::kAvx2, kMr, kNr, gemm_f32w, gemm_bf16w, gemm_f32w_few, gemm_bf16w_few, swiglu,
                           dot_rows,
                           "gemm_f32w_f32_6x16__avx2", "gemm_bf16w_f32_6x16__avx2", fma_probe, sum_probe,
-                          sum_probe_streams,
-                          {&kF32, &kBf16Widen, nullptr, &kQ8, &gemm_q8_0w_f32_4x16__avx2, &gemm_q4_0w_f32_4x16__avx2,
-                           &gemm_q4_kw_f32_4x16__avx2, &gemm_q5_kw_f32_4x16__avx2, &gemm_q6_kw_f32_4x16__avx2,
-                           &kGemmFp8wF32Avx2, &kGemmMxfp4wF32Avx2, &gemm_q8_0w_q8_0_2x16__avx2,
-                           &gemm_q4_0w_q8_0_2x16__avx2, &gemm_q4_kw_q8_k_2x16__avx2, &gemm_q5_kw_q8_k_2x16__avx2,
-                           &gemm_q6_kw_q8_k_2x16__avx2, &gemm_mxfp4w_q8_0_2x16__avx2},
-                          nullptr, int8_dot_probe};
+                          sum_probe_streams, kFormats, nullptr, int8_dot_probe};
 
 }  // namespace
 

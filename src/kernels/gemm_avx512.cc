@@ -31,16 +31,17 @@ const GemmFormat kQ8{WeightFormat::kQ8Block32, "gemm_q8w_q8_6x32__avx512", kQ8Mr
 // The GGUF formats run the AVX2 kernels (4 x 16 tiles; the packed FFN takes each format's own panel width): they
 // are f32 FMA chains after an integer decode, and on Zen 4 a 512-bit f32 FMA issues as two 256-bit halves, so
 // 512-bit versions would give no more FMA throughput there; wider decode would help Intel cores, not yet written.
+constexpr const GemmFormat* kFormats[] = {
+    &kF32, &kBf16Widen, &kQ8, &kGemmFp8wF32Avx2, &kGemmMxfp4wF32Avx2, &gemm_mxfp4w_q8_0_2x16__avx2,
+#define HYMOE_GGUF_BLOCK(T, t, type, unit, bits, bias, int8_bias, offsets, act) \
+  &gemm_##t##w_f32_4x16__avx2, &gemm_##t##w_##act##_2x16__avx2,
+#include "kernels/gguf_formats.inc"
+#undef HYMOE_GGUF_BLOCK
+};
 const IsaKernels kKernels{Isa::kAvx512, kMr, kNr, gemm_f32w, gemm_bf16w, gemm_f32w_few, gemm_bf16w_few, swiglu,
                           dot_rows,
                           "gemm_f32w_f32_12x32__avx512", "gemm_bf16w_f32_12x32__avx512", fma_probe, sum_probe,
-                          sum_probe_streams, {&kF32, &kBf16Widen, nullptr, &kQ8,
-                           &gemm_q8_0w_f32_4x16__avx2, &gemm_q4_0w_f32_4x16__avx2, &gemm_q4_kw_f32_4x16__avx2,
-                           &gemm_q5_kw_f32_4x16__avx2, &gemm_q6_kw_f32_4x16__avx2,
-                           &kGemmFp8wF32Avx2, &kGemmMxfp4wF32Avx2,
-                           &gemm_q8_0w_q8_0_2x16__avx2, &gemm_q4_0w_q8_0_2x16__avx2, &gemm_q4_kw_q8_k_2x16__avx2,
-                           &gemm_q5_kw_q8_k_2x16__avx2, &gemm_q6_kw_q8_k_2x16__avx2, &gemm_mxfp4w_q8_0_2x16__avx2},
-                          nullptr, int8_dot_probe};
+                          sum_probe_streams, kFormats, nullptr, int8_dot_probe};
 
 }  // namespace
 

@@ -71,18 +71,18 @@ const GemmFormat kFp8Dot{WeightFormat::kFp8Block128Dot, "gemm_fp8w_bf16_10x32__a
                         kFp8DotExpandedUnit};
 
 // The exact GGUF formats run the AVX2 kernels (see gemm_avx512.cc); their int8 twins the AVX512_VNNI ones.
+constexpr const GemmFormat* kFormats[] = {
+    &kF32, &kBf16Widen, &kBf16Dot, &kQ8, &kGemmFp8wF32Avx2, &kGemmMxfp4wF32Avx2,
+    &gemm_mxfp4w_q8_0_4x32__avx512vnni, &kFp8Dot,
+#define HYMOE_GGUF_BLOCK(T, t, type, unit, bits, bias, int8_bias, offsets, act) \
+  &gemm_##t##w_f32_4x16__avx2, &gemm_##t##w_##act##_4x32__avx512vnni,
+#include "kernels/gguf_formats.inc"
+#undef HYMOE_GGUF_BLOCK
+};
 const IsaKernels kKernels{Isa::kAvx512Bf16, kMr, kNr, gemm_f32w, gemm_bf16w, gemm_f32w_few, gemm_bf16w_few, swiglu,
                           dot_rows,
                           "gemm_f32w_f32_12x32__avx512bf16", "gemm_bf16w_f32_12x32__avx512bf16", fma_probe, sum_probe,
-                          sum_probe_streams, {&kF32, &kBf16Widen, &kBf16Dot, &kQ8,
-                           &gemm_q8_0w_f32_4x16__avx2, &gemm_q4_0w_f32_4x16__avx2, &gemm_q4_kw_f32_4x16__avx2,
-                           &gemm_q5_kw_f32_4x16__avx2, &gemm_q6_kw_f32_4x16__avx2,
-                           &kGemmFp8wF32Avx2, &kGemmMxfp4wF32Avx2,
-                           &gemm_q8_0w_q8_0_4x32__avx512vnni, &gemm_q4_0w_q8_0_4x32__avx512vnni,
-                           &gemm_q4_kw_q8_k_4x32__avx512vnni, &gemm_q5_kw_q8_k_4x32__avx512vnni,
-                           &gemm_q6_kw_q8_k_4x32__avx512vnni, &gemm_mxfp4w_q8_0_4x32__avx512vnni, &kFp8Dot},
-                          bf16_dot_probe<>,
-                          int8_dot_probe};
+                          sum_probe_streams, kFormats, bf16_dot_probe<>, int8_dot_probe};
 
 }  // namespace
 

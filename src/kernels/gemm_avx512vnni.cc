@@ -1,6 +1,6 @@
-// AVX-512 with AVX512_VNNI: gemm_q8w_q8_6x32__avx512vnni and the GGUF int8 kernels
-// gemm_{q8_0,q4_0,mxfp4}w_q8_0_4x32__avx512vnni, gemm_{q4_k,q5_k,q6_k}w_q8_k_4x32__avx512vnni (vpdpbusd), beside the AVX-512F kernels built again
-// with this flag. Compiled with -mavx512f -mavx512bw -mavx512vl -mavx512vnni -mfma (and only this file); run only
+// AVX-512 with AVX512_VNNI: gemm_q8w_q8_6x32__avx512vnni and the GGUF int8 kernels gemm_<t>w_<act>_4x32__avx512vnni
+// of every line of gguf_formats.inc and MXFP4's (vpdpbusd), beside the AVX-512F kernels built again with this
+// flag. Compiled with -mavx512f -mavx512bw -mavx512vl -mavx512vnni -mfma (and only this file); run only
 // where detect_best_isa() found AVX512_VNNI.
 #include <immintrin.h>
 
@@ -32,31 +32,33 @@ const GemmFormat kQ8{WeightFormat::kQ8Block32, "gemm_q8w_q8_6x32__avx512vnni", k
 
 }  // namespace
 
-#define HYMOE_GGUF_INT8_FORMAT(format, name) \
-  const GemmFormat name{format, #name, kIntMr, kNr, int8_pack_a<format>(), gemm_format_gguf_int8<format>, \
-                        gemm_format_gguf_int8_few<format>, 1};
-HYMOE_GGUF_INT8_FORMAT(WeightFormat::kGgmlQ8_0I8, gemm_q8_0w_q8_0_4x32__avx512vnni)
-HYMOE_GGUF_INT8_FORMAT(WeightFormat::kGgmlQ4_0I8, gemm_q4_0w_q8_0_4x32__avx512vnni)
-HYMOE_GGUF_INT8_FORMAT(WeightFormat::kGgmlQ4_KI8, gemm_q4_kw_q8_k_4x32__avx512vnni)
-HYMOE_GGUF_INT8_FORMAT(WeightFormat::kGgmlQ5_KI8, gemm_q5_kw_q8_k_4x32__avx512vnni)
-HYMOE_GGUF_INT8_FORMAT(WeightFormat::kGgmlQ6_KI8, gemm_q6_kw_q8_k_4x32__avx512vnni)
-HYMOE_GGUF_INT8_FORMAT(WeightFormat::kMxfp4Block32I8, gemm_mxfp4w_q8_0_4x32__avx512vnni)
-#undef HYMOE_GGUF_INT8_FORMAT
+// Every GGUF format's int8 kernels, one per line of gguf_formats.inc (gemm_kernels.h names them).
+#define HYMOE_GGUF_BLOCK(T, t, type, unit, bits, bias, int8_bias, offsets, act)                                   \
+  const GemmFormat gemm_##t##w_##act##_4x32__avx512vnni{                                                         \
+      WeightFormat::kGgml##T##I8, "gemm_" #t "w_" #act "_4x32__avx512vnni", kIntMr, kNr,                         \
+      int8_pack_a<WeightFormat::kGgml##T##I8>(), gemm_format_gguf_int8<WeightFormat::kGgml##T##I8>,              \
+      gemm_format_gguf_int8_few<WeightFormat::kGgml##T##I8>, 1};
+#include "kernels/gguf_formats.inc"
+#undef HYMOE_GGUF_BLOCK
+const GemmFormat gemm_mxfp4w_q8_0_4x32__avx512vnni{
+    WeightFormat::kMxfp4Block32I8, "gemm_mxfp4w_q8_0_4x32__avx512vnni", kIntMr, kNr,
+    int8_pack_a<WeightFormat::kMxfp4Block32I8>(), gemm_format_gguf_int8<WeightFormat::kMxfp4Block32I8>,
+    gemm_format_gguf_int8_few<WeightFormat::kMxfp4Block32I8>, 1};
 
 namespace {
 
 // The exact GGUF formats run the AVX2 kernels (see gemm_avx512.cc); their int8 twins use vpdpbusd.
+constexpr const GemmFormat* kFormats[] = {
+    &kF32, &kBf16Widen, &kQ8, &kGemmFp8wF32Avx2, &kGemmMxfp4wF32Avx2, &gemm_mxfp4w_q8_0_4x32__avx512vnni,
+#define HYMOE_GGUF_BLOCK(T, t, type, unit, bits, bias, int8_bias, offsets, act) \
+  &gemm_##t##w_f32_4x16__avx2, &gemm_##t##w_##act##_4x32__avx512vnni,
+#include "kernels/gguf_formats.inc"
+#undef HYMOE_GGUF_BLOCK
+};
 const IsaKernels kKernels{Isa::kAvx512Vnni, kMr, kNr, gemm_f32w, gemm_bf16w, gemm_f32w_few, gemm_bf16w_few, swiglu,
                           dot_rows,
                           "gemm_f32w_f32_12x32__avx512vnni", "gemm_bf16w_f32_12x32__avx512vnni", fma_probe, sum_probe,
-                          sum_probe_streams, {&kF32, &kBf16Widen, nullptr, &kQ8,
-                           &gemm_q8_0w_f32_4x16__avx2, &gemm_q4_0w_f32_4x16__avx2, &gemm_q4_kw_f32_4x16__avx2,
-                           &gemm_q5_kw_f32_4x16__avx2, &gemm_q6_kw_f32_4x16__avx2,
-                           &kGemmFp8wF32Avx2, &kGemmMxfp4wF32Avx2,
-                           &gemm_q8_0w_q8_0_4x32__avx512vnni, &gemm_q4_0w_q8_0_4x32__avx512vnni,
-                           &gemm_q4_kw_q8_k_4x32__avx512vnni, &gemm_q5_kw_q8_k_4x32__avx512vnni,
-                           &gemm_q6_kw_q8_k_4x32__avx512vnni, &gemm_mxfp4w_q8_0_4x32__avx512vnni}, nullptr,
-                          int8_dot_probe};
+                          sum_probe_streams, kFormats, nullptr, int8_dot_probe};
 
 }  // namespace
 

@@ -11,25 +11,17 @@
 namespace hymoe::kernels {
 
 const char* weight_format_operands(WeightFormat format) {
+  if (const GgufBlockFormat* b = gguf_block_format(format)) return b->exact == format ? b->exact_operands : b->int8_operands;
   switch (format) {
     case WeightFormat::kF32: return "f32w_f32";
     case WeightFormat::kBf16Widen: return "bf16w_f32";
     case WeightFormat::kBf16Dot: return "bf16w_bf16";
     case WeightFormat::kQ8Block32: return "q8w_q8";
-    case WeightFormat::kGgmlQ8_0: return "q8_0w_f32";
-    case WeightFormat::kGgmlQ4_0: return "q4_0w_f32";
-    case WeightFormat::kGgmlQ4_K: return "q4_kw_f32";
-    case WeightFormat::kGgmlQ5_K: return "q5_kw_f32";
-    case WeightFormat::kGgmlQ6_K: return "q6_kw_f32";
     case WeightFormat::kFp8Block128: return "fp8w_f32";
     case WeightFormat::kMxfp4Block32: return "mxfp4w_f32";
-    case WeightFormat::kGgmlQ8_0I8: return "q8_0w_q8_0";
-    case WeightFormat::kGgmlQ4_0I8: return "q4_0w_q8_0";
-    case WeightFormat::kGgmlQ4_KI8: return "q4_kw_q8_k";
-    case WeightFormat::kGgmlQ5_KI8: return "q5_kw_q8_k";
-    case WeightFormat::kGgmlQ6_KI8: return "q6_kw_q8_k";
     case WeightFormat::kMxfp4Block32I8: return "mxfp4w_q8_0";
     case WeightFormat::kFp8Block128Dot: return "fp8w_bf16";
+    default: break;
   }
   return "?";
 }

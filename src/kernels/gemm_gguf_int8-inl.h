@@ -3,7 +3,7 @@
 // k_unit k (32; Q6_K 16) and panel: integer accumulators start at -code_bias * sum(x) of the row's unit, take the
 // unit's groups of four k (u8 codes times int8 activations: vpdpbusd, or the vpmaddubsw idiom), then one f32 FMA
 // per C element with the product of the two scales, (and one with the offset times the activations' scale and
-// sum). The integer part is exact (|dot| <= 32 * 255 * 127 < 2^24, so its conversion to f32 is too), and every C
+// sum, or times q8_1's s). The integer part is exact (|dot| <= 32 * 255 * 127 < 2^24, so its conversion to f32 is too), and every C
 // element is one float chain over the units in increasing k: the bits do not depend on blocking or threads.
 //
 // V provides, beyond gemm_microkernel-inl.h's: load_bytes(const uint8_t*) (4 * kWidth bytes), and_bytes(ivec,
@@ -183,7 +183,12 @@ void int8_tile(int64_t units, const uint8_t* a, const uint8_t* b, int64_t panel_
         if constexpr (L::kL.mxfp4) dav = V::mul(dav, V::set1(0.5f));
         acc[i][2 * p] = V::fma(V::to_float(s[i][0]), V::mul(d0, dav), acc[i][2 * p]);
         acc[i][2 * p + 1] = V::fma(V::to_float(s[i][1]), V::mul(d1, dav), acc[i][2 * p + 1]);
-        if constexpr (L::kL.offsets) {
+        if constexpr (L::kL.offsets && gguf_int8_activation(F) == GgmlActivation::kQ8_1) {
+          // q8_1 carries s = f16(d * sum) in the sums' slot (as f32): the offset's share is m * s, as ggml's.
+          const typename V::vec s_a = V::broadcast(reinterpret_cast<const float*>(sums) + i);
+          acc[i][2 * p] = V::fma(V::load(scale + kNr), s_a, acc[i][2 * p]);
+          acc[i][2 * p + 1] = V::fma(V::load(scale + kNr + V::kWidth), s_a, acc[i][2 * p + 1]);
+        } else if constexpr (L::kL.offsets) {
           const typename V::vec sum = V::set1(static_cast<float>(sums[i]));
           acc[i][2 * p] = V::fma(V::mul(V::load(scale + kNr), dav), sum, acc[i][2 * p]);
           acc[i][2 * p + 1] = V::fma(V::mul(V::load(scale + kNr + V::kWidth), dav), sum, acc[i][2 * p + 1]);
@@ -228,7 +233,10 @@ void gemm_format_gguf_int8_few(int m, int64_t kc, const void* a, const void* b, 
 // The activation packing of format F (AVX2's quantizers: every ISA that includes this header has AVX2).
 template <WeightFormat F>
 constexpr PackActivationsFn int8_pack_a() {
-  if constexpr (!gguf_int8_q8_k(F)) return pack_activations_ggml_q8_0__avx2;
+  static_assert(gguf_int8_activation(F) != GgmlActivation::kQ8_1 || gguf_int8_layout(F).code_bias == 0,
+                "q8_1 units hold s, not the codes' sum a code bias would need");
+  if constexpr (gguf_int8_activation(F) == GgmlActivation::kQ8_0) return pack_activations_ggml_q8_0__avx2;
+  else if constexpr (gguf_int8_activation(F) == GgmlActivation::kQ8_1) return pack_activations_ggml_q8_1__avx2;
   else if constexpr (gguf_int8_layout(F).k_unit == 16) return pack_activations_ggml_q8_k16__avx2;
   else return pack_activations_ggml_q8_k32__avx2;
 }

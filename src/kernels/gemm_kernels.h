@@ -39,6 +39,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <span>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -50,15 +52,19 @@ namespace hymoe::kernels {
 
 enum class WeightFormat {
   kF32, kBf16Widen, kBf16Dot, kQ8Block32,
-  // GGUF blocks repacked into compact panels of codes and per-column f32 factors (gemm_gguf.h): exact weights,
-  // f32 activations.
-  kGgmlQ8_0, kGgmlQ4_0, kGgmlQ4_K, kGgmlQ5_K, kGgmlQ6_K,
+  // GGUF blocks repacked into compact panels of codes and per-column f32 factors (gemm_gguf-inl.h): exact weights,
+  // f32 activations. One per line of gguf_formats.inc.
+#define HYMOE_GGUF_BLOCK(T, ...) kGgml##T,
+#include "kernels/gguf_formats.inc"
+#undef HYMOE_GGUF_BLOCK
   // Checkpoint FP8 (DeepSeek-V3) and MXFP4 (gpt-oss) codes kept compact (gemm_quantized.cc): exact weights, f32
   // activations.
   kFp8Block128, kMxfp4Block32,
   // The GGUF blocks repacked for integer dot products with activations quantized as ggml's CPU backend does
-  // (QuantCompute::kInt8): Q8_0 and Q4_0 against q8_0 activations, the K-quants against q8_K.
-  kGgmlQ8_0I8, kGgmlQ4_0I8, kGgmlQ4_KI8, kGgmlQ5_KI8, kGgmlQ6_KI8,
+  // (QuantCompute::kInt8), each against its type's vec_dot_type (gguf_formats.inc).
+#define HYMOE_GGUF_BLOCK(T, ...) kGgml##T##I8,
+#include "kernels/gguf_formats.inc"
+#undef HYMOE_GGUF_BLOCK
   // MXFP4 (gpt-oss) repacked for integer dot products with q8_0 activations (QuantCompute::kInt8), as llama.cpp's
   // ggml_vec_dot_mxfp4_q8_0.
   kMxfp4Block32I8,
@@ -66,10 +72,48 @@ enum class WeightFormat {
   // activations rounded to bf16.
   kFp8Block128Dot,
 };
-constexpr int kNumWeightFormats = 18;
+constexpr int kNumWeightFormats = static_cast<int>(WeightFormat::kFp8Block128Dot) + 1;
+
+// ggml's activation types for integer dot products (its vec_dot_type): q8_0 (32 values, f16 d), q8_1 (q8_0 plus
+// s = f16(d * sum of the codes), for the types with offsets m: m * s is their offsets' share of a block's dot) and
+// q8_K (256 values, f32 d).
+enum class GgmlActivation { kQ8_0, kQ8_1, kQ8_K };
+
+// One line of gguf_formats.inc.
+struct GgufBlockFormat {
+  const char* type_name;     // "Q4_K"
+  uint32_t ggml_type;
+  WeightFormat exact, int8;  // kGgmlQ4_K, kGgmlQ4_KI8
+  const char* exact_operands, *int8_operands;  // "q4_kw_f32", "q4_kw_q8_k"
+  int k_unit, code_bits, code_bias, int8_code_bias;
+  bool offsets;
+  GgmlActivation activation;
+};
+// The act column of gguf_formats.inc as the enum.
+#define HYMOE_GGML_ACTIVATION_q8_0 GgmlActivation::kQ8_0
+#define HYMOE_GGML_ACTIVATION_q8_1 GgmlActivation::kQ8_1
+#define HYMOE_GGML_ACTIVATION_q8_k GgmlActivation::kQ8_K
+inline constexpr GgufBlockFormat kGgufBlockFormats[] = {
+#define HYMOE_GGUF_BLOCK(T, t, type, unit, bits, bias, int8_bias, offsets, act)                                 \
+  {#T, type, WeightFormat::kGgml##T, WeightFormat::kGgml##T##I8, #t "w_f32", #t "w_" #act, unit, bits, bias,   \
+   int8_bias, offsets, HYMOE_GGML_ACTIVATION_##act},
+#include "kernels/gguf_formats.inc"
+#undef HYMOE_GGUF_BLOCK
+};
+// The registry's line of an exact or int8 GGUF format (or of ggml type `type`); nullptr for any other.
+constexpr const GgufBlockFormat* gguf_block_format(WeightFormat format) {
+  for (const GgufBlockFormat& b : kGgufBlockFormats)
+    if (b.exact == format || b.int8 == format) return &b;
+  return nullptr;
+}
+constexpr const GgufBlockFormat* gguf_block_format_of_type(uint32_t type) {
+  for (const GgufBlockFormat& b : kGgufBlockFormats)
+    if (b.ggml_type == type) return &b;
+  return nullptr;
+}
 // The kernel-name spelling of a format's operands (docs/kernels.md): "f32w_f32", "bf16w_f32", "bf16w_bf16",
-// "q8w_q8", "q8_0w_f32", "q4_0w_f32", "q4_kw_f32", "q5_kw_f32", "q6_kw_f32", "fp8w_f32", "mxfp4w_f32",
-// "q8_0w_q8_0", "q4_0w_q8_0", "q4_kw_q8_k", "q5_kw_q8_k", "q6_kw_q8_k", "mxfp4w_q8_0", "fp8w_bf16".
+// "q8w_q8", "fp8w_f32", "mxfp4w_f32", "mxfp4w_q8_0", "fp8w_bf16", and the GGUF formats' from their registry lines
+// ("q4_kw_f32", "q4_kw_q8_k", ...).
 const char* weight_format_operands(WeightFormat format);
 
 // The panel layout of a GGUF format (docs/kernels.md, "Formats"), per k unit of `k_unit` k (one GGUF sub-block):
@@ -78,7 +122,7 @@ const char* weight_format_operands(WeightFormat format);
 //           column j (low nibble) and column j + nr/2 (high nibble), then (5, 6 bits) a plane of the high bits,
 //           code_bits - 4 of them per column, column j's at bit j * (code_bits - 4) (little-endian)
 //   scales  nr f32, the sub-block's scale of each column
-//   offsets nr f32 (Q4_K, Q5_K): -(dmin * m) of each column
+//   offsets nr f32 (the types with offsets): Q4_1/Q5_1's m, the K-quants' -(dmin * m), of each column
 // Weight (k, j) = fmaf(scale[j], code, offset[j]), or scale[j] * code without offsets: the reference's bits.
 struct GgufPanelLayout {
   uint32_t ggml_type;  // 0 for the non-GGUF formats
@@ -92,14 +136,9 @@ struct GgufPanelLayout {
 // llama.cpp's kvalues_mxfp4: 2x the E2M1 value of each nibble.
 constexpr int8_t kMxfp4Kvalues[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 constexpr GgufPanelLayout gguf_panel_layout(WeightFormat format) {
-  switch (format) {
-    case WeightFormat::kGgmlQ8_0: return {8, 32, 8, 0, false};
-    case WeightFormat::kGgmlQ4_0: return {2, 32, 4, 8, false};
-    case WeightFormat::kGgmlQ4_K: return {12, 32, 4, 0, true};
-    case WeightFormat::kGgmlQ5_K: return {13, 32, 5, 0, true};
-    case WeightFormat::kGgmlQ6_K: return {14, 16, 6, 32, false};
-    default: return {0, 0, 0, 0, false};
-  }
+  const GgufBlockFormat* b = gguf_block_format(format);
+  if (!b || b->exact != format) return {0, 0, 0, 0, false};
+  return {b->ggml_type, b->k_unit, b->code_bits, b->code_bias, b->offsets};
 }
 constexpr bool is_gguf_format(WeightFormat format) { return gguf_panel_layout(format).ggml_type != 0; }
 // The integer-dot layout of a GGUF type (docs/kernels.md, "Formats"), per k unit of `k_unit` k (a GGUF sub-block),
@@ -109,20 +148,15 @@ constexpr bool is_gguf_format(WeightFormat format) { return gguf_panel_layout(fo
 //           nibble) and group h + G/2's (high nibble); then (5, 6 bits) one plane (nr, 4) u8 of the high bits,
 //           group g's code_bits - 4 of them at bit g * (code_bits - 4).
 //   scales  nr f32, the sub-block's scale of each column (MXFP4: nr u8 E8M0, see GgufPanelLayout::mxfp4)
-//   offsets nr f32 (Q4_K, Q5_K): -(dmin * m) of each column
+//   offsets nr f32 (the types with offsets): as gguf_panel_layout's
 // Weight (k, j) = fmaf(scale[j], u - code_bias, offset[j]) (or scale[j] * (u - code_bias)): the same values as
 // gguf_panel_layout's. The AVX2 idiom needs u <= 63 except for Q8_0 (vpmaddubsw's pair sums saturate at 2^15).
 // MXFP4 stores the E2M1 nibble itself in Q4_0's nibble layout; its u is kMxfp4Kvalues[nibble] + 12.
 constexpr GgufPanelLayout gguf_int8_layout(WeightFormat format) {
-  switch (format) {
-    case WeightFormat::kGgmlQ8_0I8: return {8, 32, 8, 128, false};
-    case WeightFormat::kGgmlQ4_0I8: return {2, 32, 4, 8, false};
-    case WeightFormat::kGgmlQ4_KI8: return {12, 32, 4, 0, true};
-    case WeightFormat::kGgmlQ5_KI8: return {13, 32, 5, 0, true};
-    case WeightFormat::kGgmlQ6_KI8: return {14, 16, 6, 32, false};
-    case WeightFormat::kMxfp4Block32I8: return {39, 32, 4, 12, false, true};
-    default: return {0, 0, 0, 0, false};
-  }
+  if (format == WeightFormat::kMxfp4Block32I8) return {39, 32, 4, 12, false, true};
+  const GgufBlockFormat* b = gguf_block_format(format);
+  if (!b || b->int8 != format) return {0, 0, 0, 0, false};
+  return {b->ggml_type, b->k_unit, b->code_bits, b->int8_code_bias, b->offsets};
 }
 constexpr bool is_gguf_int8_format(WeightFormat format) { return gguf_int8_layout(format).ggml_type != 0; }
 // The ggml type a GGUF format (exact or int8) repacks from a kGgml view; 0 for the others (MXFP4's int8 format
@@ -130,10 +164,10 @@ constexpr bool is_gguf_int8_format(WeightFormat format) { return gguf_int8_layou
 constexpr uint32_t gguf_format_type(WeightFormat format) {
   return gguf_panel_layout(format).ggml_type | (gguf_int8_layout(format).mxfp4 ? 0 : gguf_int8_layout(format).ggml_type);
 }
-// Whether an int8 format's activations are q8_K (256-value blocks, f32 d: the K-quants) rather than q8_0.
-constexpr bool gguf_int8_q8_k(WeightFormat format) {
-  const uint32_t t = gguf_int8_layout(format).ggml_type;
-  return t >= 12 && t <= 14;
+// The activations an int8 format's kernels take (MXFP4: q8_0, as llama.cpp's ggml_vec_dot_mxfp4_q8_0).
+constexpr GgmlActivation gguf_int8_activation(WeightFormat format) {
+  const GgufBlockFormat* b = gguf_block_format(format);
+  return b ? b->activation : GgmlActivation::kQ8_0;
 }
 // Bytes of the per-column factors after an int8 unit's codes: f32 scales (and offsets), or MXFP4's u8 E8M0.
 constexpr int64_t gguf_int8_factor_bytes(const GgufPanelLayout& l, int nr) {
@@ -202,9 +236,11 @@ PackedMatrix pack_gate_up(const MatrixView& gate, const MatrixView& up, int nr, 
 // the bit: d = max|x| / 127 (0 for an all-zero block), q = round-to-nearest-even(x / d) in [-127, 127]; the n <= 32
 // values past x[n) are taken as 0.
 void quantize_q8_block(const float* x, int n, int8_t* q, float* d);
-// The panel format of ggml type id `type`: the GGUF format of Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, or kMxfp4Block32 for
-// MXFP4 (packed by gemm_quantized.h, int8 twin kMxfp4Block32I8); false for any other type.
+// The panel format of ggml type id `type`: the exact GGUF format of a registry line (gguf_formats.inc), or
+// kMxfp4Block32 for MXFP4 (packed by gemm_quantized.h, int8 twin kMxfp4Block32I8); false for any other type.
 bool gguf_weight_format(uint32_t type, WeightFormat* format);
+// The ggml types gguf_weight_format takes, for messages: "Q8_0, Q4_0, ..., MXFP4".
+std::string gguf_runnable_type_names();
 // Panel p's GGUF branch of pack_matrix / pack_gate_up (gemm_pack_gguf.cc): column j of the panel is column
 // column_of(j).second of gate (first == 0) or up (first == 1), or zeros where that is < 0. The views are kGgml of
 // the format's type.
@@ -230,6 +266,9 @@ float gguf_int8_panel_scale(WeightFormat format, const uint8_t* unit, int nr, in
 //   q8_K: 256 values, max = the value of largest magnitude (the first such), q = min(127, nearest_int(x * (-127 /
 //         max))) (ties to even); *d = 1 / (-127 / max) in f32. Both all-zero blocks give d = 0.
 void quantize_ggml_q8_0_block(const float* x, int n, int8_t* q, float* d);
+//   q8_1: q8_0's q and *d, and *s = d * (sum of q) rounded to f16, with q8_0's d before its rounding
+//         (quantize_row_q8_1_ref).
+void quantize_ggml_q8_1_block(const float* x, int n, int8_t* q, float* d, float* s);
 void quantize_ggml_q8_k_block(const float* x, int n, int8_t* q, float* d);
 // Weight (kk, j) of a GGUF-format panel of nr columns (the exact decoded value; for references and tests).
 float gguf_panel_weight(WeightFormat format, const uint8_t* panel, int nr, int64_t kk, int j);
@@ -298,9 +337,12 @@ struct GemmFormat {
   int64_t b_unit_bytes() const { return weight_unit_bytes(format, nr); }
 };
 
-// The GGUF int8 formats' activation packings: q8_0 blocks in units of 32, q8_K blocks in units of 32 or 16 (Q6_K)
-// (activation_unit_bytes: per unit the codes, the f32 scale of the unit's block, the int32 sum of the unit's codes).
+// The GGUF int8 formats' activation packings: q8_0 and q8_1 blocks in units of 32, q8_K blocks in units of 32 or
+// 16 (Q6_K) (activation_unit_bytes: per unit the codes, the f32 scale of the unit's block, the int32 sum of the
+// unit's codes; q8_1: its s as f32 in place of the sum).
 void pack_activations_ggml_q8_0(const float* a, int64_t lda, const int64_t* row_index, int rows, int64_t k, int mr,
+                                void* out);
+void pack_activations_ggml_q8_1(const float* a, int64_t lda, const int64_t* row_index, int rows, int64_t k, int mr,
                                 void* out);
 void pack_activations_ggml_q8_k32(const float* a, int64_t lda, const int64_t* row_index, int rows, int64_t k, int mr,
                                   void* out);
@@ -309,6 +351,8 @@ void pack_activations_ggml_q8_k16(const float* a, int64_t lda, const int64_t* ro
 // The same packings with AVX2's quantizers, to the same bits (activation_quantize_avx2.cc): what the GGUF int8
 // kernels of every ISA from AVX2 up pack with.
 void pack_activations_ggml_q8_0__avx2(const float* a, int64_t lda, const int64_t* row_index, int rows, int64_t k,
+                                      int mr, void* out);
+void pack_activations_ggml_q8_1__avx2(const float* a, int64_t lda, const int64_t* row_index, int rows, int64_t k,
                                       int mr, void* out);
 void pack_activations_ggml_q8_k32__avx2(const float* a, int64_t lda, const int64_t* row_index, int rows, int64_t k,
                                         int mr, void* out);
@@ -344,15 +388,20 @@ struct IsaKernels {
   // The same read over `streams` (a multiple of 4) regions of n floats, region s at p + s * stride, interleaved a
   // cache line at a time (the decode kernel's access pattern).
   float (*sum_probe_streams)(const float* p, int64_t stride, int streams, int64_t n);
-  // Every weight format this ISA runs, indexed by WeightFormat; nullptr where it has none (bf16 dot needs
-  // AVX512_BF16). q8 uses vpdpbusd on kAvx512Vnni and up, the vpmaddubsw idiom below.
-  const GemmFormat* formats[kNumWeightFormats];
+  // Every weight format this ISA runs, in any order; a format it lacks is absent (bf16 dot needs AVX512_BF16).
+  // q8 uses vpdpbusd on kAvx512Vnni and up, the vpmaddubsw idiom below.
+  std::span<const GemmFormat* const> formats;
   // Peak probes of the dot instructions, as fma_probe: operations (a multiply and an add each) of `iters` steps of
   // 12 independent chains; nullptr where the ISA lacks the instruction.
   double (*bf16_dot_probe)(int64_t iters, float* sink);
   double (*int8_dot_probe)(int64_t iters, float* sink);
 
-  const GemmFormat* format(WeightFormat f) const { return formats[static_cast<int>(f)]; }
+  // The kernels of f, or nullptr where this ISA has none.
+  const GemmFormat* format(WeightFormat f) const {
+    for (const GemmFormat* g : formats)
+      if (g->format == f) return g;
+    return nullptr;
+  }
 };
 
 // The kernels of `isa`, or nullptr for Isa::kScalar (which uses the portable implementations).
@@ -393,17 +442,18 @@ void gemm_gguf_f32__ref(WeightFormat format, int m, int mr, int nr, int64_t kc, 
 // accumulation.
 void gemm_gguf_int8__ref(WeightFormat format, int m, int mr, int nr, int64_t kc, const void* a, const void* b,
                          float* c, int64_t ldc, bool accumulate);
-// The AVX2 int8 kernels of the GGUF formats (vpmaddubsw; 2 x 16 tiles, one row over 4 panels for decode), which
-// the AVX-512 tables without VNNI share.
-extern const GemmFormat gemm_q8_0w_q8_0_2x16__avx2, gemm_q4_0w_q8_0_2x16__avx2, gemm_q4_kw_q8_k_2x16__avx2,
-    gemm_q5_kw_q8_k_2x16__avx2, gemm_q6_kw_q8_k_2x16__avx2, gemm_mxfp4w_q8_0_2x16__avx2;
-// Their AVX512_VNNI versions (vpdpbusd; 4 x 32 tiles), which the AVX512_BF16 table shares.
-extern const GemmFormat gemm_q8_0w_q8_0_4x32__avx512vnni, gemm_q4_0w_q8_0_4x32__avx512vnni,
-    gemm_q4_kw_q8_k_4x32__avx512vnni, gemm_q5_kw_q8_k_4x32__avx512vnni, gemm_q6_kw_q8_k_4x32__avx512vnni,
-    gemm_mxfp4w_q8_0_4x32__avx512vnni;
-// The AVX2 kernels of the GGUF formats (4 x 16 tiles; one row over 4 panels for decode), which the AVX-512
-// tables share (gemm_avx512.cc says why).
-extern const GemmFormat gemm_q8_0w_f32_4x16__avx2, gemm_q4_0w_f32_4x16__avx2, gemm_q4_kw_f32_4x16__avx2,
-    gemm_q5_kw_f32_4x16__avx2, gemm_q6_kw_f32_4x16__avx2;
+// Each GGUF format's kernels, named after their registry line (gguf_formats.inc):
+//   gemm_<t>w_<act>_2x16__avx2       AVX2 int8 kernels (vpmaddubsw; 2 x 16 tiles, one row over 4 panels for
+//                                    decode), which the AVX-512 table without VNNI shares;
+//   gemm_<t>w_<act>_4x32__avx512vnni their AVX512_VNNI versions (vpdpbusd; 4 x 32 tiles), which the AVX512_BF16
+//                                    table shares;
+//   gemm_<t>w_f32_4x16__avx2         AVX2 exact kernels (4 x 16 tiles; one row over 4 panels for decode), which the
+//                                    AVX-512 tables share (gemm_avx512.cc says why).
+#define HYMOE_GGUF_BLOCK(T, t, type, unit, bits, bias, int8_bias, offsets, act) \
+  extern const GemmFormat gemm_##t##w_##act##_2x16__avx2, gemm_##t##w_##act##_4x32__avx512vnni,  \
+      gemm_##t##w_f32_4x16__avx2;
+#include "kernels/gguf_formats.inc"
+#undef HYMOE_GGUF_BLOCK
+extern const GemmFormat gemm_mxfp4w_q8_0_2x16__avx2, gemm_mxfp4w_q8_0_4x32__avx512vnni;
 
 }  // namespace hymoe::kernels

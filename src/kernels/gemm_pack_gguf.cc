@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "hymoe/error.h"
@@ -17,34 +18,29 @@ bool gguf_weight_format(uint32_t type, WeightFormat* format) {
     *format = WeightFormat::kMxfp4Block32;
     return true;
   }
-  for (WeightFormat f : {WeightFormat::kGgmlQ8_0, WeightFormat::kGgmlQ4_0, WeightFormat::kGgmlQ4_K,
-                         WeightFormat::kGgmlQ5_K, WeightFormat::kGgmlQ6_K})
-    if (gguf_panel_layout(f).ggml_type == type) {
-      *format = f;
-      return true;
-    }
-  return false;
+  const GgufBlockFormat* b = gguf_block_format_of_type(type);
+  if (b) *format = b->exact;
+  return b != nullptr;
+}
+
+std::string gguf_runnable_type_names() {
+  std::string names;
+  for (const GgufBlockFormat& b : kGgufBlockFormats) names += std::string(b.type_name) + ", ";
+  return names + "MXFP4";
 }
 
 WeightFormat gguf_int8_twin(WeightFormat exact) {
-  switch (exact) {
-    case WeightFormat::kGgmlQ8_0: return WeightFormat::kGgmlQ8_0I8;
-    case WeightFormat::kGgmlQ4_0: return WeightFormat::kGgmlQ4_0I8;
-    case WeightFormat::kGgmlQ4_K: return WeightFormat::kGgmlQ4_KI8;
-    case WeightFormat::kGgmlQ5_K: return WeightFormat::kGgmlQ5_KI8;
-    case WeightFormat::kGgmlQ6_K: return WeightFormat::kGgmlQ6_KI8;
-    case WeightFormat::kMxfp4Block32: return WeightFormat::kMxfp4Block32I8;
-    default: HYMOE_CHECK(false, weight_format_operands(exact), " is not an exact GGUF or mxfp4 format");
-  }
-  return exact;
+  if (exact == WeightFormat::kMxfp4Block32) return WeightFormat::kMxfp4Block32I8;
+  const GgufBlockFormat* b = gguf_block_format(exact);
+  HYMOE_CHECK(b && b->exact == exact, weight_format_operands(exact), " is not an exact GGUF or mxfp4 format");
+  return b->int8;
 }
 
 WeightFormat gguf_exact_twin(WeightFormat int8) {
-  for (WeightFormat f : {WeightFormat::kGgmlQ8_0, WeightFormat::kGgmlQ4_0, WeightFormat::kGgmlQ4_K,
-                         WeightFormat::kGgmlQ5_K, WeightFormat::kGgmlQ6_K, WeightFormat::kMxfp4Block32})
-    if (gguf_int8_twin(f) == int8) return f;
-  HYMOE_CHECK(false, weight_format_operands(int8), " is not a GGUF int8 format");
-  return int8;
+  if (int8 == WeightFormat::kMxfp4Block32I8) return WeightFormat::kMxfp4Block32;
+  const GgufBlockFormat* b = gguf_block_format(int8);
+  HYMOE_CHECK(b && b->int8 == int8, weight_format_operands(int8), " is not a GGUF int8 format");
+  return b->exact;
 }
 
 namespace {

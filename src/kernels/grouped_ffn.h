@@ -145,7 +145,7 @@ bool fp8_rounds_activations(Isa isa, QuantCompute setting = quant_compute());
 // exact, as the fp8 dot format has them), q8 blocks (activations and
 // weights quantized per block of 32 along K, exactly as the packed kernels do), ggml activations (GGUF block
 // weights exactly decoded; each projection's input rows quantized as ggml's CPU backend does for the weights'
-// type: q8_0 for Q8_0, Q4_0 and MXFP4, q8_K for Q4_K, Q5_K and Q6_K: QuantCompute::kInt8).
+// type, its vec_dot_type in gguf_formats.inc: q8_0, q8_1 or q8_K, and q8_0 for MXFP4: QuantCompute::kInt8).
 enum class RoundingModel { kNone, kBf16Activations, kQ8Blocks, kGgmlActivations };
 
 // Plain reference: double accumulation, no SIMD, no threads. The yardstick for every other implementation. With a

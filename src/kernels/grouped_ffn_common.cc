@@ -47,7 +47,7 @@ WeightFormat gguf_role_format(std::span<const MlpWeightsView> weights, const Mat
          first.quant.scheme == QuantScheme::kGgml ? "ggml type " + ggml_type_name(first.quant.ggml_type)
          : first.quantized()                      ? std::string("block-quantized in another scheme")
                                                   : std::string("plain f32 or bf16"),
-         ", which no packed kernel runs; GGUF block weights must be Q8_0, Q4_0, Q4_K, Q5_K, Q6_K or MXFP4");
+         ", which no packed kernel runs; GGUF block weights must be one of ", gguf_runnable_type_names());
   const uint32_t block = ggml_type_traits(first.quant.ggml_type)->block_values;
   for (size_t e = 0; e < weights.size(); ++e) {
     const MatrixView& m = weights[e].*role;

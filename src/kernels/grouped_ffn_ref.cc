@@ -5,29 +5,46 @@
 #include <algorithm>
 #include <vector>
 
+#include "hymoe/error.h"
 #include "hymoe/ggml_type.h"
+#include "hymoe/quant_formats.h"
 #include "kernels/gemm_kernels.h"
 #include "kernels/grouped_ffn.h"
 
 namespace hymoe::kernels {
 namespace {
 
+// The activations ggml quantizes a row to before its dot products with weights of ggml type `type` (its
+// vec_dot_type; MXFP4, GGUF's type 39 or a checkpoint's mxfp4 view with ggml_type 0: q8_0).
+GgmlActivation ggml_activation_of(uint32_t type) {
+  const GgufBlockFormat* b = gguf_block_format_of_type(type);
+  return b ? b->activation : GgmlActivation::kQ8_0;
+}
+
 // Row x (n values) as the format's activation packing rounds it, exactly, in doubles; ggml_type: the type of the
-// GGUF weights the row multiplies (kGgmlActivations).
-void round_row(RoundingModel rounding, const float* x, int64_t n, std::vector<double>& out, uint32_t ggml_type = 0) {
+// GGUF weights the row multiplies (kGgmlActivations). For q8_1 activations, s_delta gets per block of 32 what
+// ggml's s adds beyond d * sum(q) (s - d * sum(q)): a block's offsets multiply s, not the rounded row.
+void round_row(RoundingModel rounding, const float* x, int64_t n, std::vector<double>& out, uint32_t ggml_type = 0,
+               std::vector<double>* s_delta = nullptr) {
   out.resize(static_cast<size_t>(n));
   if (rounding == RoundingModel::kGgmlActivations) {
-    // ggml's vec_dot_type: q8_K for the K-quants (Q4_K, Q5_K, Q6_K), q8_0 for Q8_0, Q4_0 and MXFP4 (GGUF's type 39
-    // or a checkpoint's mxfp4 view, ggml_type 0).
-    const bool q8_k = ggml_type >= static_cast<uint32_t>(GgmlType::kQ4_K) && ggml_type <= static_cast<uint32_t>(GgmlType::kQ6_K);
-    const int block = q8_k ? kQ8KBlock : kQ8Block;
+    const GgmlActivation act = ggml_activation_of(ggml_type);
+    const int block = act == GgmlActivation::kQ8_K ? kQ8KBlock : kQ8Block;
     int8_t q[kQ8KBlock];
+    if (s_delta) s_delta->assign(static_cast<size_t>((n + block - 1) / block), 0.0);
     for (int64_t b = 0; b < n; b += block) {
       const int len = static_cast<int>(std::min<int64_t>(block, n - b));
-      float d;
-      if (q8_k) quantize_ggml_q8_k_block(x + b, len, q, &d);
+      float d, s = 0.0f;
+      if (act == GgmlActivation::kQ8_K) quantize_ggml_q8_k_block(x + b, len, q, &d);
+      else if (act == GgmlActivation::kQ8_1) quantize_ggml_q8_1_block(x + b, len, q, &d, &s);
       else quantize_ggml_q8_0_block(x + b, len, q, &d);
-      for (int i = 0; i < len; ++i) out[static_cast<size_t>(b + i)] = static_cast<double>(q[i]) * d;
+      int64_t sum = 0;
+      for (int i = 0; i < len; ++i) {
+        out[static_cast<size_t>(b + i)] = static_cast<double>(q[i]) * d;
+        sum += q[i];
+      }
+      if (s_delta && act == GgmlActivation::kQ8_1)
+        (*s_delta)[static_cast<size_t>(b / block)] = static_cast<double>(s) - static_cast<double>(d) * sum;
     }
     return;
   }
@@ -64,6 +81,24 @@ std::vector<double> round_weights(RoundingModel rounding, const MatrixView& m) {
   return out;
 }
 
+// (K / 32, N) doubles: the offsets (m) of a view whose ggml type runs against q8_1 activations, one per block
+// of 32 along K and column; empty for any other view.
+std::vector<double> q8_1_offsets(const MatrixView& m) {
+  if (m.quant.scheme != QuantScheme::kGgml || ggml_activation_of(m.quant.ggml_type) != GgmlActivation::kQ8_1) return {};
+  const GgmlTypeTraits& t = *ggml_type_traits(m.quant.ggml_type);
+  HYMOE_CHECK(t.block_values == kQ8Block && m.layout == WeightLayout::kOutIn);
+  const int64_t blocks = m.k / kQ8Block;
+  std::vector<double> out(static_cast<size_t>(blocks * m.n));
+  GgmlBlockCodes parts;
+  for (int64_t nn = 0; nn < m.n; ++nn)
+    for (int64_t b = 0; b < blocks; ++b) {
+      split_block_ref(m.quant.ggml_type, static_cast<const std::byte*>(m.data) + (nn * blocks + b) * t.block_bytes,
+                      &parts);
+      out[static_cast<size_t>(b * m.n + nn)] = parts.offset[0];
+    }
+  return out;
+}
+
 class GroupedFfnRef final : public GroupedFfn {
  public:
   GroupedFfnRef(const GroupedFfnShape& shape, std::span<const MlpWeightsView> weights, RoundingModel rounding)
@@ -93,6 +128,11 @@ class GroupedFfnRef final : public GroupedFfn {
       if (w.gate.data) r.gate = round_weights(rounding_, w.gate);
       r.up = round_weights(rounding_, w.up);
       r.down = round_weights(rounding_, w.down);
+      if (rounding_ == RoundingModel::kGgmlActivations) {
+        if (w.gate.data) r.gate_offsets = q8_1_offsets(w.gate);
+        r.up_offsets = q8_1_offsets(w.up);
+        r.down_offsets = q8_1_offsets(w.down);
+      }
       rounded_.push_back(std::move(r));
     }
   }
@@ -103,7 +143,14 @@ class GroupedFfnRef final : public GroupedFfn {
     const bool gated = is_gated(shape_.activation);
     std::vector<double> gate(static_cast<size_t>(H)), up(static_cast<size_t>(H)), hidden(static_cast<size_t>(H));
     std::vector<float> hidden_f32(static_cast<size_t>(H));
-    std::vector<double> xr, hr;
+    std::vector<double> xr, hr, x_delta, h_delta;
+    // q8_1's share beyond the rounded row: sum over the blocks of 32 of s_delta times the column's offset.
+    auto s_share = [](const std::vector<double>& offsets, const std::vector<double>& delta, int64_t n, int64_t col) {
+      double share = 0.0;
+      if (!offsets.empty())
+        for (size_t b = 0; b < delta.size(); ++b) share += delta[b] * offsets[b * static_cast<size_t>(n) + static_cast<size_t>(col)];
+      return share;
+    };
     for (int64_t g = 0; g < shape_.num_groups; ++g) {
       const MlpWeightsView& w = weights_[static_cast<size_t>(g)];
       const Rounded* r = rounded_.empty() ? nullptr : &rounded_[static_cast<size_t>(g)];
@@ -113,12 +160,16 @@ class GroupedFfnRef final : public GroupedFfn {
       };
       for (int64_t row = args.offsets[g]; row < args.offsets[g + 1]; ++row) {
         const float* x = args.x + (args.x_rows ? args.x_rows[row] : row) * D;
-        round_row(rounding_, x, D, xr, w.up.quant.ggml_type);
+        round_row(rounding_, x, D, xr, w.up.quant.ggml_type, &x_delta);
         for (int64_t h = 0; h < H; ++h) {
           double su = 0.0, sg = 0.0;
           for (int64_t d = 0; d < D; ++d) {
             su += xr[static_cast<size_t>(d)] * weight(w.up, r ? &r->up : nullptr, d, h);
             if (gated) sg += xr[static_cast<size_t>(d)] * weight(w.gate, r ? &r->gate : nullptr, d, h);
+          }
+          if (r) {
+            su += s_share(r->up_offsets, x_delta, H, h);
+            if (gated) sg += s_share(r->gate_offsets, x_delta, H, h);
           }
           if (w.up_bias) su += w.up_bias[h];
           if (gated && w.gate_bias) sg += w.gate_bias[h];
@@ -132,7 +183,7 @@ class GroupedFfnRef final : public GroupedFfn {
         // The kernels hold the hidden row in f32 before packing it for the down projection.
         if (rounding_ != RoundingModel::kNone) {
           for (int64_t h = 0; h < H; ++h) hidden_f32[static_cast<size_t>(h)] = static_cast<float>(hidden[h]);
-          round_row(rounding_, hidden_f32.data(), H, hr, w.down.quant.ggml_type);
+          round_row(rounding_, hidden_f32.data(), H, hr, w.down.quant.ggml_type, &h_delta);
         }
         const double s = args.scale ? args.scale[row] : 1.0;
         for (int64_t d = 0; d < D; ++d) {
@@ -140,6 +191,7 @@ class GroupedFfnRef final : public GroupedFfn {
           for (int64_t h = 0; h < H; ++h)
             acc += (rounding_ != RoundingModel::kNone ? hr[static_cast<size_t>(h)] : hidden[h]) *
                    weight(w.down, r ? &r->down : nullptr, h, d);
+          if (r) acc += s_share(r->down_offsets, h_delta, D, d);
           if (w.down_bias) acc += w.down_bias[d];
           args.y[row * D + d] = static_cast<float>(s * acc);
         }
@@ -161,6 +213,7 @@ class GroupedFfnRef final : public GroupedFfn {
  private:
   struct Rounded {
     std::vector<double> gate, up, down;  // (dim, hidden), (dim, hidden), (hidden, dim)
+    std::vector<double> gate_offsets, up_offsets, down_offsets;  // q8_1 types' offsets (q8_1_offsets), else empty
   };
   struct Biases {
     std::vector<float> gate, up, down;  // (hidden), (hidden), (dim); empty where the view has none

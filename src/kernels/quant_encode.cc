@@ -1,5 +1,6 @@
 // Simple encoders of GGUF blocks (quant_encode.h): per block, scales from the range of its values, codes by
-// round-to-nearest against the scales as stored (f16, 6- or 8-bit), clamped to the code range.
+// round-to-nearest against the scales as stored (f16, 6- or 8-bit), clamped to the code range. One per type of the
+// kernels' registry (src/kernels/gguf_formats.inc).
 #include "hymoe/quant_encode.h"
 
 #include <algorithm>
@@ -36,6 +37,42 @@ void encode_q4_0(const float* x, BlockQ4_0* b) {
   for (int j = 0; j < 16; ++j)
     b->qs[j] = static_cast<uint8_t>(round_clamp(x[j] * inv + 8.0f, 0, 15) |
                                     (round_clamp(x[j + 16] * inv + 8.0f, 0, 15) << 4));
+}
+
+// Q4_1 / Q5_1 (levels 15 or 31): x ~ d*q + m with m the block's minimum, as ggml's reference quantizer does.
+// Q5_0: as Q4_0 with d = max / -16. qh collects the fifth bits (bit i of value i).
+void encode_offset_block(const float* x, int levels, uint16_t* d_bits, uint16_t* m_bits, uint8_t* qs, uint8_t* qh) {
+  float lo = x[0], hi = x[0];
+  for (int i = 1; i < 32; ++i) {
+    lo = std::min(lo, x[i]);
+    hi = std::max(hi, x[i]);
+  }
+  *d_bits = float_to_f16((hi - lo) / static_cast<float>(levels));
+  *m_bits = float_to_f16(lo);
+  const float inv = inverse_or_zero(f16_to_float(*d_bits)), m = f16_to_float(*m_bits);
+  uint32_t high = 0;
+  std::memset(qs, 0, 16);
+  for (int i = 0; i < 32; ++i) {
+    const int q = round_clamp((x[i] - m) * inv, 0, levels);
+    qs[i % 16] |= static_cast<uint8_t>((q & 15) << (i < 16 ? 0 : 4));
+    high |= static_cast<uint32_t>(q >> 4) << i;
+  }
+  if (qh) std::memcpy(qh, &high, 4);
+}
+void encode_q5_0(const float* x, BlockQ5_0* b) {
+  float max = 0.0f;
+  for (int i = 0; i < 32; ++i)
+    if (std::abs(x[i]) > std::abs(max)) max = x[i];
+  b->d = float_to_f16(max / -16.0f);
+  const float inv = inverse_or_zero(f16_to_float(b->d));
+  uint32_t high = 0;
+  std::memset(b->qs, 0, sizeof b->qs);
+  for (int i = 0; i < 32; ++i) {
+    const int q = round_clamp(x[i] * inv + 16.0f, 0, 31);
+    b->qs[i % 16] |= static_cast<uint8_t>((q & 15) << (i < 16 ? 0 : 4));
+    high |= static_cast<uint32_t>(q >> 4) << i;
+  }
+  std::memcpy(b->qh, &high, 4);
 }
 
 // Q4_K / Q5_K (levels 15 or 31): x ~ d*sc*q - dmin*m per sub-block of 32, sc and m 6-bit.
@@ -127,6 +164,24 @@ void quantize_row_simple(uint32_t type, const float* x, int64_t n, std::byte* ou
         std::memcpy(ob, &blk, sizeof blk);
         break;
       }
+      case GgmlType::kQ4_1: {
+        BlockQ4_1 blk;
+        encode_offset_block(xb, 15, &blk.d, &blk.m, blk.qs, nullptr);
+        std::memcpy(ob, &blk, sizeof blk);
+        break;
+      }
+      case GgmlType::kQ5_0: {
+        BlockQ5_0 blk;
+        encode_q5_0(xb, &blk);
+        std::memcpy(ob, &blk, sizeof blk);
+        break;
+      }
+      case GgmlType::kQ5_1: {
+        BlockQ5_1 blk;
+        encode_offset_block(xb, 31, &blk.d, &blk.m, blk.qs, blk.qh);
+        std::memcpy(ob, &blk, sizeof blk);
+        break;
+      }
       case GgmlType::kQ4_K: {
         BlockQ4_K blk;
         encode_k(xb, 15, &blk.d, &blk.dmin, blk.scales, blk.qs, nullptr);
@@ -139,12 +194,13 @@ void quantize_row_simple(uint32_t type, const float* x, int64_t n, std::byte* ou
         std::memcpy(ob, &blk, sizeof blk);
         break;
       }
-      default: {
+      case GgmlType::kQ6_K: {
         BlockQ6_K blk;
         encode_q6_k(xb, &blk);
         std::memcpy(ob, &blk, sizeof blk);
         break;
       }
+      default: HYMOE_CHECK(false, "the registry lists ggml type ", t.name, " without an encoder here");
     }
   }
 }

@@ -67,7 +67,36 @@ int q6_k_code(const BlockQ6_K& b, int i) {
   return (low | (high << 4)) - 32;
 }
 
+// The 5-bit code of value i (0..31) of a Q5_0/Q5_1 block: the nibble of Q4_0's layout, bit i of qh above it.
+int q5_code(const uint8_t* qs, const uint8_t* qh_bytes, int i) {
+  uint32_t qh;
+  std::memcpy(&qh, qh_bytes, sizeof qh);
+  const int nibble = i < 16 ? qs[i] & 15 : qs[i - 16] >> 4;
+  return nibble | static_cast<int>((qh >> i) & 1) << 4;
+}
+
 }  // namespace
+
+void dequantize_block_q4_1_ref(const std::byte* block, float* out) {
+  const auto b = load_block<BlockQ4_1>(block);
+  const float d = f16_to_float(b.d), m = f16_to_float(b.m);
+  for (int j = 0; j < 16; ++j) {
+    out[j] = d * static_cast<float>(b.qs[j] & 15) + m;
+    out[j + 16] = d * static_cast<float>(b.qs[j] >> 4) + m;
+  }
+}
+
+void dequantize_block_q5_0_ref(const std::byte* block, float* out) {
+  const auto b = load_block<BlockQ5_0>(block);
+  const float d = f16_to_float(b.d);
+  for (int i = 0; i < 32; ++i) out[i] = d * static_cast<float>(q5_code(b.qs, b.qh, i) - 16);
+}
+
+void dequantize_block_q5_1_ref(const std::byte* block, float* out) {
+  const auto b = load_block<BlockQ5_1>(block);
+  const float d = f16_to_float(b.d), m = f16_to_float(b.m);
+  for (int i = 0; i < 32; ++i) out[i] = d * static_cast<float>(q5_code(b.qs, b.qh, i)) + m;
+}
 
 void dequantize_block_q8_0_ref(const std::byte* block, float* out) {
   const auto b = load_block<BlockQ8_0>(block);
@@ -119,18 +148,13 @@ uint8_t mxfp4_block_code_pairs(const std::byte* block, uint8_t pairs[16]) {
 }
 
 int ggml_sub_block_values(uint32_t type) {
-  switch (static_cast<GgmlType>(type)) {
-    case GgmlType::kQ8_0:
-    case GgmlType::kQ4_0:
-    case GgmlType::kQ4_K:
-    case GgmlType::kQ5_K: return 32;
-    case GgmlType::kQ6_K: return 16;
-    default: return 0;
-  }
+  const kernels::GgufBlockFormat* b = kernels::gguf_block_format_of_type(type);
+  return b ? b->k_unit : 0;
 }
 
 bool ggml_block_has_offsets(uint32_t type) {
-  return type == static_cast<uint32_t>(GgmlType::kQ4_K) || type == static_cast<uint32_t>(GgmlType::kQ5_K);
+  const kernels::GgufBlockFormat* b = kernels::gguf_block_format_of_type(type);
+  return b && b->offsets;
 }
 
 // The same reads of the block as the decoders above, stopping short of the final multiply.
@@ -149,6 +173,29 @@ void split_block_ref(uint32_t type, const std::byte* block, GgmlBlockCodes* out)
         out->code[j] = static_cast<int8_t>((b.qs[j] & 15) - 8);
         out->code[j + 16] = static_cast<int8_t>((b.qs[j] >> 4) - 8);
       }
+      return;
+    }
+    case GgmlType::kQ4_1: {
+      const auto b = load_block<BlockQ4_1>(block);
+      out->scale[0] = f16_to_float(b.d);
+      out->offset[0] = f16_to_float(b.m);
+      for (int j = 0; j < 16; ++j) {
+        out->code[j] = static_cast<int8_t>(b.qs[j] & 15);
+        out->code[j + 16] = static_cast<int8_t>(b.qs[j] >> 4);
+      }
+      return;
+    }
+    case GgmlType::kQ5_0: {
+      const auto b = load_block<BlockQ5_0>(block);
+      out->scale[0] = f16_to_float(b.d);
+      for (int i = 0; i < 32; ++i) out->code[i] = static_cast<int8_t>(q5_code(b.qs, b.qh, i) - 16);
+      return;
+    }
+    case GgmlType::kQ5_1: {
+      const auto b = load_block<BlockQ5_1>(block);
+      out->scale[0] = f16_to_float(b.d);
+      out->offset[0] = f16_to_float(b.m);
+      for (int i = 0; i < 32; ++i) out->code[i] = static_cast<int8_t>(q5_code(b.qs, b.qh, i));
       return;
     }
     case GgmlType::kQ4_K:
@@ -190,15 +237,12 @@ bool can_dequantize(uint32_t type) {
     case GgmlType::kF32:
     case GgmlType::kF16:
     case GgmlType::kBF16:
-    case GgmlType::kQ8_0:
-    case GgmlType::kQ4_0:
-    case GgmlType::kQ4_K:
-    case GgmlType::kQ5_K:
-    case GgmlType::kQ6_K:
     case GgmlType::kMXFP4: return true;
-    default: return false;
+    default: return kernels::gguf_block_format_of_type(type) != nullptr;
   }
 }
+
+std::string decodable_type_names() { return "F32, F16, BF16, " + kernels::gguf_runnable_type_names(); }
 
 void dequantize_row_ref(uint32_t type, const std::byte* src, float* out, int64_t n) {
   HYMOE_CHECK(can_dequantize(type), "no decoder for ggml type ", ggml_type_name(type));
@@ -220,12 +264,16 @@ void dequantize_row_ref(uint32_t type, const std::byte* src, float* out, int64_t
       return;
     case GgmlType::kQ8_0: decode = dequantize_block_q8_0_ref; break;
     case GgmlType::kQ4_0: decode = dequantize_block_q4_0_ref; break;
+    case GgmlType::kQ4_1: decode = dequantize_block_q4_1_ref; break;
+    case GgmlType::kQ5_0: decode = dequantize_block_q5_0_ref; break;
+    case GgmlType::kQ5_1: decode = dequantize_block_q5_1_ref; break;
     case GgmlType::kQ4_K: decode = dequantize_block_q4_k_ref; break;
     case GgmlType::kQ5_K: decode = dequantize_block_q5_k_ref; break;
     case GgmlType::kQ6_K: decode = dequantize_block_q6_k_ref; break;
     case GgmlType::kMXFP4: decode = dequantize_block_mxfp4_ref; break;
     default: break;
   }
+  HYMOE_CHECK(decode, "the registry lists ggml type ", ggml_type_name(type), " without a decoder here");
   for (int64_t b = 0; b < blocks; ++b) decode(src + b * traits.block_bytes, out + b * traits.block_values);
 }
 

@@ -52,7 +52,7 @@ bool aligned_for(const TensorRef& t) {
 
 // The (rows, cols) matrix starting at row `first_row` of a GGUF tensor (ne = [cols, ...]): one routed expert's
 // slice of a fused (E, out, in) tensor, or a whole 2-D one. Every GGUF weight view is made here, so this is the
-// one function that decides how the kernels see ggml blocks. Block types (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, MXFP4) are
+// one function that decides how the kernels see ggml blocks. Block types (those of the kernels' registry, and MXFP4) are
 // viewed in place as kGgml views: the grouped kernels repack the slice's codes into their compact panels when
 // the layer is built, while the file is still mapped (docs/kernels.md, "Formats"). F16 and BF16 are widened
 // exactly to f32 (dequantize_row_ref) into a buffer of `w`, F32 copied there (GGUF data need not be aligned).
@@ -62,7 +62,7 @@ MatrixView ggml_rows_view(const TensorRef& t, int64_t first_row, int64_t rows, i
   const GgmlTypeTraits* traits = ggml_type_traits(type);
   if (!traits || !can_dequantize(type))
     fail(t.file, ": tensor ", quote_for_message(t.name), " has type ", ggml_type_name(type),
-         ", which hymoe does not decode (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, MXFP4)");
+         ", which hymoe does not decode (", decodable_type_names(), ")");
   HYMOE_CHECK(cols % traits->block_values == 0);
   const int64_t row_bytes = cols / traits->block_values * traits->block_bytes;
   HYMOE_CHECK(first_row >= 0 && rows >= 0 && static_cast<uint64_t>((first_row + rows) * row_bytes) <= t.bytes.size());

@@ -163,7 +163,7 @@ GgufMoeBlock find_gguf_moe_block(const GgufFile& file, const GgufMoeConfig& c, u
     }
     if (!can_dequantize(t->type))
       fail(file.label(), ": tensor ", quote_for_message(t->name), " has type ", ggml_type_name(t->type),
-           ", which hymoe does not decode (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, MXFP4)");
+           ", which hymoe does not decode (", decodable_type_names(), ")");
     return t;
   };
   GgufMoeBlock b;

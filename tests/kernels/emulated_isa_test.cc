@@ -225,23 +225,30 @@ const GemmFormat kFp8Dot{WeightFormat::kFp8Block128Dot, "gemm_fp8w_bf16_10x32__m
                          gemm_format_fp8_dot_expanding, gemm_format_fp8_dot<Fp8Operand::kExpanded>,
                         kFp8DotExpandedUnit};
 
-// The GGUF int8 formats as gemm_avx512vnni.cc builds them.
-#define HYMOE_MODEL_INT8_FORMAT(format, name) \
-  const GemmFormat name{format, #name, kIntMr, kNr, int8_pack_a<format>(), gemm_format_gguf_int8<format>, \
-                        gemm_format_gguf_int8_few<format>, 1};
-HYMOE_MODEL_INT8_FORMAT(WeightFormat::kGgmlQ8_0I8, gemm_q8_0w_q8_0_4x32__model)
-HYMOE_MODEL_INT8_FORMAT(WeightFormat::kGgmlQ4_0I8, gemm_q4_0w_q8_0_4x32__model)
-HYMOE_MODEL_INT8_FORMAT(WeightFormat::kGgmlQ4_KI8, gemm_q4_kw_q8_k_4x32__model)
-HYMOE_MODEL_INT8_FORMAT(WeightFormat::kGgmlQ5_KI8, gemm_q5_kw_q8_k_4x32__model)
-HYMOE_MODEL_INT8_FORMAT(WeightFormat::kGgmlQ6_KI8, gemm_q6_kw_q8_k_4x32__model)
-HYMOE_MODEL_INT8_FORMAT(WeightFormat::kMxfp4Block32I8, gemm_mxfp4w_q8_0_4x32__model)
-#undef HYMOE_MODEL_INT8_FORMAT
+// The GGUF int8 formats as gemm_avx512vnni.cc builds them, one per registry line, and MXFP4's.
+#define HYMOE_GGUF_BLOCK(T, t, type, unit, bits, bias, int8_bias, offsets, act)                                  \
+  const GemmFormat gemm_##t##w_##act##_4x32__model{                                                             \
+      WeightFormat::kGgml##T##I8, "gemm_" #t "w_" #act "_4x32__model", kIntMr, kNr,                             \
+      int8_pack_a<WeightFormat::kGgml##T##I8>(), gemm_format_gguf_int8<WeightFormat::kGgml##T##I8>,             \
+      gemm_format_gguf_int8_few<WeightFormat::kGgml##T##I8>, 1};
+#include "kernels/gguf_formats.inc"
+#undef HYMOE_GGUF_BLOCK
+const GemmFormat gemm_mxfp4w_q8_0_4x32__model{WeightFormat::kMxfp4Block32I8, "gemm_mxfp4w_q8_0_4x32__model", kIntMr, kNr,
+                                              int8_pack_a<WeightFormat::kMxfp4Block32I8>(),
+                                              gemm_format_gguf_int8<WeightFormat::kMxfp4Block32I8>,
+                                              gemm_format_gguf_int8_few<WeightFormat::kMxfp4Block32I8>, 1};
+constexpr const GemmFormat* kModelInt8Formats[] = {
+#define HYMOE_GGUF_BLOCK(T, t, type, unit, bits, bias, int8_bias, offsets, act) &gemm_##t##w_##act##_4x32__model,
+#include "kernels/gguf_formats.inc"
+#undef HYMOE_GGUF_BLOCK
+    &gemm_mxfp4w_q8_0_4x32__model};
 
 // The whole table, as an ISA unit builds it (this also instantiates every body of the header over the model).
+constexpr const GemmFormat* kModelFormats[] = {&kBf16Dot, &kQ8Vnni};
 const IsaKernels kModelKernels{Isa::kAvx512Bf16, kMr, kNr, gemm_f32w, gemm_bf16w, gemm_f32w_few, gemm_bf16w_few,
                                swiglu, dot_rows, "gemm_f32w_f32_12x32__model", "gemm_bf16w_f32_12x32__model",
-                               fma_probe, sum_probe, sum_probe_streams, {nullptr, nullptr, &kBf16Dot, &kQ8Vnni},
-                               bf16_dot_probe<>, int8_dot_probe};
+                               fma_probe, sum_probe, sum_probe_streams, kModelFormats, bf16_dot_probe<>,
+                               int8_dot_probe};
 
 using test::dot_error_bound;
 using test::random_values;
@@ -375,9 +382,7 @@ TEST(EmulatedIsaTest, Fp8DotMicroKernelsMatchTheReference) {
 // bit-identical to one-row calls, split K bit-identical to one call.
 TEST(EmulatedIsaTest, VnniGgufInt8MicroKernelsMatchTheReference) {
   Rng rng(23);
-  for (const GemmFormat* f : {&gemm_q8_0w_q8_0_4x32__model, &gemm_q4_0w_q8_0_4x32__model, &gemm_q4_kw_q8_k_4x32__model,
-                              &gemm_q5_kw_q8_k_4x32__model, &gemm_q6_kw_q8_k_4x32__model,
-                              &gemm_mxfp4w_q8_0_4x32__model}) {
+  for (const GemmFormat* f : kModelInt8Formats) {
     SCOPED_TRACE(f->name);
     test::gguf::expect_int8_kernel_matches_reference(*f, rng);
   }

@@ -6,9 +6,13 @@
 // the packed high bits matter), every Q6_K scale sign and every Q5_K fifth bit occurs.
 #include <gtest/gtest.h>
 
+#include <map>
+#include <string>
+
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -56,13 +60,13 @@ TEST(GgufBlockCodes, ScaleTimesCodeIsTheReferenceValueBitForBit) {
         ASSERT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(want[i])) << t.name << " value " << i;
         negative_values += want[i] < 0;
       }
-      if (ggml_block_has_offsets(type)) {
+      if (ggml_block_has_offsets(type) && sub < static_cast<int>(t.block_values)) {  // the K-quants' 6-bit scales
         const float d = f16_to_float(*reinterpret_cast<const uint16_t*>(block.data()));
         for (int j = 4; j < 8; ++j) high_scales += d != 0 && std::abs(parts.scale[j] / d) >= 16;
       }
     }
     EXPECT_GT(negative_values, 1000) << t.name;
-    if (ggml_block_has_offsets(type)) {
+    if (ggml_block_has_offsets(type) && sub < static_cast<int>(t.block_values)) {
       EXPECT_GT(high_scales, 200) << t.name;
     }
   }
@@ -71,7 +75,8 @@ TEST(GgufBlockCodes, ScaleTimesCodeIsTheReferenceValueBitForBit) {
 TEST(GgufBlockCodes, UnsupportedTypesAreNamed) {
   EXPECT_EQ(ggml_sub_block_values(static_cast<uint32_t>(GgmlType::kF16)), 0);
   WeightFormat f;
-  EXPECT_FALSE(gguf_weight_format(static_cast<uint32_t>(GgmlType::kQ4_1), &f));
+  EXPECT_FALSE(gguf_weight_format(static_cast<uint32_t>(GgmlType::kQ2_K), &f));
+  EXPECT_FALSE(gguf_weight_format(static_cast<uint32_t>(GgmlType::kF16), &f));
   ASSERT_TRUE(gguf_weight_format(static_cast<uint32_t>(GgmlType::kQ6_K), &f));
   EXPECT_EQ(f, WeightFormat::kGgmlQ6_K);
 }
@@ -89,8 +94,9 @@ TEST(GgufEncode, SimpleQuantizersRoundTripWithinTheirStep) {
     quantize_row_simple(type, x.data(), n, bytes.data());
     std::vector<float> back(n);
     dequantize_row_ref(type, bytes.data(), back.data(), n);
-    // Levels across a value range of about 8: 255 (Q8_0), 16 (Q4_0, Q4_K), 32 (Q5_K), 64 (Q6_K).
-    const double levels = type == 8 ? 255 : type == 13 ? 32 : type == 14 ? 64 : 16;
+    // Levels across a value range of about 8: 2^code_bits (255 for Q8_0's symmetric codes).
+    const int bits = gguf_block_format(f)->code_bits;
+    const double levels = bits == 8 ? 255 : 1 << bits;
     double worst = 0;
     for (int64_t i = 0; i < n; ++i) worst = std::max(worst, std::abs(static_cast<double>(back[i]) - x[i]));
     EXPECT_LT(worst, 8.0 / levels) << t.name;
@@ -104,14 +110,17 @@ TEST(GgufEncode, SimpleQuantizersRoundTripWithinTheirStep) {
   for (float v : back) EXPECT_EQ(v, 0.0f);
 }
 
-// Panels hold every weight exactly (padding columns zero), the bytes the layout says: per weight (N a multiple
-// of NR) Q8_0 1.125, Q4_0 0.625, Q4_K 0.75, Q5_K 0.875, Q6_K 1.0 (docs/kernels.md, "Formats").
+// Panels hold every weight exactly (padding columns zero), the bytes the layout says per weight (N a multiple of
+// NR; docs/kernels.md, "Formats").
 TEST(GgufPack, PanelsHoldTheExactWeightsInTheDocumentedBytes) {
   Rng rng(3);
   const int nr = 16;
-  const double documented[] = {1.125, 0.625, 0.75, 0.875, 1.0};
-  for (size_t fi = 0; fi < std::size(kGgufFormats); ++fi) {
-    const WeightFormat f = kGgufFormats[fi];
+  const std::map<std::string, double> documented = {{"Q8_0", 1.125}, {"Q4_0", 0.625}, {"Q4_1", 0.75},
+                                                    {"Q5_0", 0.75},  {"Q5_1", 0.875}, {"Q4_K", 0.75},
+                                                    {"Q5_K", 0.875}, {"Q6_K", 1.0}};
+  for (const WeightFormat f : kGgufFormats) {
+    const std::string type = gguf_block_format(f)->type_name;
+    ASSERT_TRUE(documented.contains(type)) << type << " has no documented size here";
     for (int64_t blocks : {1, 3})
       for (int64_t n : {1, 7, 17, 32}) {
         const int64_t k = blocks * block_values(f);
@@ -122,7 +131,7 @@ TEST(GgufPack, PanelsHoldTheExactWeightsInTheDocumentedBytes) {
         const int64_t panels = (n + nr - 1) / nr;
         ASSERT_EQ(p.bytes(), static_cast<size_t>(panels * k / k_unit(f) * weight_unit_bytes(f, nr)));
         if (n % nr == 0) {
-          EXPECT_DOUBLE_EQ(static_cast<double>(p.bytes()) / static_cast<double>(k * n), documented[fi]);
+          EXPECT_DOUBLE_EQ(static_cast<double>(p.bytes()) / static_cast<double>(k * n), documented.at(type));
         }
         for (int64_t col = 0; col < panels * nr; ++col)
           for (int64_t kk = 0; kk < k; ++kk) {
@@ -276,6 +285,10 @@ const FfnCase kFfnCases[] = {
     {WeightFormat::kGgmlQ6_K, WeightFormat::kGgmlQ6_K, 256, 256},
     {WeightFormat::kGgmlQ4_K, WeightFormat::kGgmlQ6_K, 256, 256},  // Q4_K_M: gate/up Q4_K, down Q6_K
     {WeightFormat::kGgmlQ8_0, WeightFormat::kGgmlQ4_0, 64, 96},
+    {WeightFormat::kGgmlQ4_1, WeightFormat::kGgmlQ4_1, 96, 64},
+    {WeightFormat::kGgmlQ5_0, WeightFormat::kGgmlQ5_0, 64, 96},
+    {WeightFormat::kGgmlQ5_1, WeightFormat::kGgmlQ5_1, 32, 96},
+    {WeightFormat::kGgmlQ4_K, WeightFormat::kGgmlQ5_0, 256, 96},   // Q4_K_M where H is no multiple of 256
 };
 
 TEST_P(GgufKernelTest, GroupedFfnMatchesTheReference) {
@@ -358,7 +371,7 @@ TEST(GgufGroupedFfn, UnsupportedOrMixedTypesAreClearErrors) {
   for (Isa isa : {Isa::kScalar, Isa::kAvx2}) {
     const std::string e = error_of([&] { make_grouped_ffn(shape, views, isa); });
     EXPECT_NE(e.find("down weights are ggml type F16"), std::string::npos) << e;
-    EXPECT_NE(e.find("Q8_0, Q4_0, Q4_K, Q5_K, Q6_K or MXFP4"), std::string::npos) << e;
+    EXPECT_NE(e.find("must be one of Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, MXFP4"), std::string::npos) << e;
   }
   // Gate and up of different types.
   views = experts.views;

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -25,9 +26,15 @@ using hymoe::test::dot_error_bound;
 using hymoe::test::kF32Eps;
 using namespace hymoe::test::gguf;
 
-constexpr WeightFormat kInt8Formats[] = {WeightFormat::kGgmlQ8_0I8, WeightFormat::kGgmlQ4_0I8,
-                                         WeightFormat::kGgmlQ4_KI8, WeightFormat::kGgmlQ5_KI8,
-                                         WeightFormat::kGgmlQ6_KI8};
+const std::vector<WeightFormat>& kInt8Formats = kGgufInt8Formats;
+
+// The reference packing of an activation type with units of `unit` k.
+PackActivationsFn reference_packing(GgmlActivation act, int unit) {
+  return act == GgmlActivation::kQ8_0   ? pack_activations_ggml_q8_0
+         : act == GgmlActivation::kQ8_1 ? pack_activations_ggml_q8_1
+         : unit == 16                   ? pack_activations_ggml_q8_k16
+                                        : pack_activations_ggml_q8_k32;
+}
 
 GroupedFfnOptions with_quant(QuantCompute q) {
   GroupedFfnOptions o;
@@ -76,6 +83,20 @@ TEST(GgmlActivationQuant, Q8_0AndQ8_KRoundAsGgml) {
   quantize_ggml_q8_k_block(zeros, 3, q, &d);
   EXPECT_EQ(d, 0.0f);
   EXPECT_EQ(q[0], 0);
+  // q8_1: q8_0's codes and d, and s = f16(f32 d * sum of codes) (here 1/127 * 127 * 3 = 3.0000002 in f32, which
+  // f16 rounds to 3; d * sum with the f16 d would be 3.0009766).
+  const float three[3] = {1.0f, 1.0f, 1.0f};
+  float s_q8_1;
+  quantize_ggml_q8_1_block(three, 3, q, &d, &s_q8_1);
+  EXPECT_EQ(d, f16_to_float(float_to_f16(1.0f / 127.0f)));
+  EXPECT_EQ(q[0], 127);
+  EXPECT_EQ(q[2], 127);
+  EXPECT_EQ(q[3], 0);
+  EXPECT_EQ(s_q8_1, 3.0f);
+  EXPECT_NE(s_q8_1, d * 381.0f);
+  quantize_ggml_q8_1_block(x.data(), kQ8Block, q, &d, &s_q8_1);  // 127, 2.5, -2.5, 0.5, -126.5: codes sum to 1
+  EXPECT_EQ(d, 1.0f);
+  EXPECT_EQ(s_q8_1, 1.0f);
 }
 
 // The packed activations: codes where the layout says, the unit's block scale and the sum of its codes.
@@ -84,20 +105,20 @@ TEST(GgmlActivationQuant, PackedUnitsHoldCodesScalesAndSums) {
   const int mr = 3, rows = 2;
   const int64_t k = 512;
   const std::vector<float> x = hymoe::test::random_values(rng, rows * k);
-  for (WeightFormat f : {WeightFormat::kGgmlQ4_0I8, WeightFormat::kGgmlQ4_KI8, WeightFormat::kGgmlQ6_KI8}) {
-    const int unit = k_unit(f), block = gguf_int8_q8_k(f) ? kQ8KBlock : kQ8Block;
+  for (WeightFormat f : {WeightFormat::kGgmlQ4_0I8, WeightFormat::kGgmlQ4_1I8, WeightFormat::kGgmlQ4_KI8,
+                         WeightFormat::kGgmlQ6_KI8}) {
+    const GgmlActivation act = gguf_int8_activation(f);
+    const int unit = k_unit(f), block = act == GgmlActivation::kQ8_K ? kQ8KBlock : kQ8Block;
     const int64_t unit_bytes = activation_unit_bytes(f, mr);
     std::vector<uint8_t> a(static_cast<size_t>(k / unit * unit_bytes), 0xAB);
-    const PackActivationsFn pack = f == WeightFormat::kGgmlQ4_0I8   ? pack_activations_ggml_q8_0
-                                   : f == WeightFormat::kGgmlQ6_KI8 ? pack_activations_ggml_q8_k16
-                                                                    : pack_activations_ggml_q8_k32;
-    pack(x.data(), k, nullptr, rows, k, mr, a.data());
+    reference_packing(act, unit)(x.data(), k, nullptr, rows, k, mr, a.data());
     for (int i = 0; i < mr; ++i)
       for (int64_t b0 = 0; b0 < k; b0 += block) {
         int8_t q[kQ8KBlock] = {};
-        float d = 0;
+        float d = 0, s_q8_1 = 0;
         if (i < rows) {
           if (block == kQ8KBlock) quantize_ggml_q8_k_block(x.data() + i * k + b0, block, q, &d);
+          else if (act == GgmlActivation::kQ8_1) quantize_ggml_q8_1_block(x.data() + i * k + b0, block, q, &d, &s_q8_1);
           else quantize_ggml_q8_0_block(x.data() + i * k + b0, block, q, &d);
         }
         for (int64_t u = b0 / unit; u < (b0 + block) / unit; ++u) {
@@ -112,7 +133,8 @@ TEST(GgmlActivationQuant, PackedUnitsHoldCodesScalesAndSums) {
           std::memcpy(&got_d, au + unit * mr + 4 * i, 4);
           std::memcpy(&got_sum, au + (unit + 4) * mr + 4 * i, 4);
           EXPECT_EQ(got_d, d);
-          EXPECT_EQ(got_sum, sum);
+          if (act == GgmlActivation::kQ8_1) EXPECT_EQ(std::bit_cast<float>(got_sum), s_q8_1);  // s in the sum's slot
+          else EXPECT_EQ(got_sum, sum);
         }
       }
   }
@@ -131,6 +153,7 @@ TEST(GgmlActivationQuant, Avx2PackingsGiveTheReferenceBytes) {
     int unit;
   };
   const Packing packings[] = {{pack_activations_ggml_q8_0, pack_activations_ggml_q8_0__avx2, 32},
+                              {pack_activations_ggml_q8_1, pack_activations_ggml_q8_1__avx2, 32},
                               {pack_activations_ggml_q8_k32, pack_activations_ggml_q8_k32__avx2, 32},
                               {pack_activations_ggml_q8_k16, pack_activations_ggml_q8_k16__avx2, 16},
                               {pack_activations_q8, pack_activations_q8__avx2, 32}};
@@ -162,15 +185,17 @@ TEST(GgmlActivationQuant, Avx2PackingsGiveTheReferenceBytes) {
           }
 }
 
-// Panels hold every weight exactly (padding columns zero) in the same bytes per weight as the exact formats: Q8_0
-// 1.125, Q4_0 0.625, Q4_K 0.75, Q5_K 0.875, Q6_K 1.0 (N a multiple of NR); and the stored codes fit the AVX2
-// idiom (u <= 63 but for Q8_0).
+// Panels hold every weight exactly (padding columns zero) in the same bytes per weight as the exact formats
+// (docs/kernels.md, N a multiple of NR); and the stored codes fit the AVX2 idiom (u <= 63 but for Q8_0).
 TEST(GgufInt8Pack, PanelsHoldTheExactWeightsInTheDocumentedBytes) {
   Rng rng(12);
-  const double documented[] = {1.125, 0.625, 0.75, 0.875, 1.0};
+  const std::map<std::string, double> documented = {{"Q8_0", 1.125}, {"Q4_0", 0.625}, {"Q4_1", 0.75},
+                                                    {"Q5_0", 0.75},  {"Q5_1", 0.875}, {"Q4_K", 0.75},
+                                                    {"Q5_K", 0.875}, {"Q6_K", 1.0}};
   for (int nr : {16, 32})
-    for (size_t fi = 0; fi < std::size(kInt8Formats); ++fi) {
-      const WeightFormat f = kInt8Formats[fi];
+    for (const WeightFormat f : kInt8Formats) {
+      const std::string type = gguf_block_format(f)->type_name;
+      ASSERT_TRUE(documented.contains(type)) << type << " has no documented size here";
       for (int64_t blocks : {1, 3})
         for (int64_t n : {5, 32}) {
           const int64_t k = blocks * block_values(f);
@@ -180,7 +205,7 @@ TEST(GgufInt8Pack, PanelsHoldTheExactWeightsInTheDocumentedBytes) {
           const int64_t panels = (n + nr - 1) / nr;
           ASSERT_EQ(p.bytes(), static_cast<size_t>(panels * k / k_unit(f) * weight_unit_bytes(f, nr)));
           if (n % nr == 0) {
-            EXPECT_DOUBLE_EQ(static_cast<double>(p.bytes()) / static_cast<double>(k * n), documented[fi]);
+            EXPECT_DOUBLE_EQ(static_cast<double>(p.bytes()) / static_cast<double>(k * n), documented.at(type));
           }
           for (int64_t col = 0; col < panels * nr; ++col)
             for (int64_t kk = 0; kk < k; ++kk) {
@@ -224,6 +249,11 @@ const Int8FfnCase kInt8FfnCases[] = {
     {WeightFormat::kGgmlQ6_K, WeightFormat::kGgmlQ6_K, 256, 256},
     {WeightFormat::kGgmlQ4_K, WeightFormat::kGgmlQ6_K, 256, 256},  // Q4_K_M: gate/up Q4_K, down Q6_K
     {WeightFormat::kGgmlQ8_0, WeightFormat::kGgmlQ4_K, 64, 256},   // q8_0 activations then q8_K ones
+    {WeightFormat::kGgmlQ4_1, WeightFormat::kGgmlQ4_1, 96, 160},   // q8_1 activations: offsets times s
+    {WeightFormat::kGgmlQ5_0, WeightFormat::kGgmlQ5_0, 64, 96},
+    {WeightFormat::kGgmlQ5_1, WeightFormat::kGgmlQ5_1, 96, 64},
+    {WeightFormat::kGgmlQ4_K, WeightFormat::kGgmlQ5_0, 256, 96},   // Q4_K_M where H is no multiple of 256
+    {WeightFormat::kGgmlQ5_K, WeightFormat::kGgmlQ5_1, 256, 160},  // Q5_K_M likewise: q8_K then q8_1
 };
 
 double max_abs(const std::vector<float>& v) {

@@ -29,8 +29,17 @@ using kernels::WeightFormat;
 using kernels::WeightLayout;
 using kernels::gguf_panel_layout;
 
-constexpr WeightFormat kGgufFormats[] = {WeightFormat::kGgmlQ8_0, WeightFormat::kGgmlQ4_0, WeightFormat::kGgmlQ4_K,
-                                         WeightFormat::kGgmlQ5_K, WeightFormat::kGgmlQ6_K};
+// Every exact GGUF format and every int8 one, from the registry (gguf_formats.inc).
+inline const std::vector<WeightFormat> kGgufFormats = [] {
+  std::vector<WeightFormat> out;
+  for (const kernels::GgufBlockFormat& b : kernels::kGgufBlockFormats) out.push_back(b.exact);
+  return out;
+}();
+inline const std::vector<WeightFormat> kGgufInt8Formats = [] {
+  std::vector<WeightFormat> out;
+  for (const kernels::GgufBlockFormat& b : kernels::kGgufBlockFormats) out.push_back(b.int8);
+  return out;
+}();
 
 // Default grouped-FFN options but the QuantCompute setting.
 inline kernels::GroupedFfnOptions with_quant(QuantCompute q) {
@@ -51,8 +60,14 @@ inline void random_block(Rng& rng, uint32_t type, std::byte* out) {
     std::memset(out, 0, t.block_bytes);
     return;
   }
-  // Magnitudes so that the values are about 1: codes times scales reach 127 (Q8_0), 8, 63 * 31 (K), 128 * 32 (Q6_K).
-  const double magnitude = type == 8 ? 1.0 / 64 : type == 2 ? 1.0 / 4 : type == 14 ? 1.0 / 2048 : 1.0 / 1024;
+  // Magnitudes so that the values are about 1: codes times scales reach 127 (Q8_0), 8 (Q4_0), 16 (Q4_1, Q5_x),
+  // 63 * 31 (K), 128 * 32 (Q6_K).
+  const kernels::GgufBlockFormat& b = *kernels::gguf_block_format_of_type(type);
+  const bool k_quant = t.block_values == 256;
+  const double magnitude = b.code_bits == 8 ? 1.0 / 64
+                           : b.code_bits == 6 ? 1.0 / 2048
+                           : k_quant ? 1.0 / 1024
+                                     : 2.0 / (1 << (b.code_bits - 1));
   auto field = [&] {
     if (rng.uniform() < 0.125) return uint16_t{0};
     const double v = magnitude * (0.25 + rng.uniform()) * (rng.uniform() < 0.5 ? -1 : 1);

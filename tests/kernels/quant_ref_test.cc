@@ -159,7 +159,9 @@ TEST(QuantRef, RowDecoderWalksBlocksAndPlainTypes) {
   dequantize_row_ref(static_cast<uint32_t>(GgmlType::kBF16), reinterpret_cast<const std::byte*>(brain), out.data(), 2);
   EXPECT_EQ(out[1], 3.0f);
   EXPECT_TRUE(can_dequantize(static_cast<uint32_t>(GgmlType::kQ6_K)));
-  EXPECT_FALSE(can_dequantize(static_cast<uint32_t>(GgmlType::kQ4_1)));
+  EXPECT_TRUE(can_dequantize(static_cast<uint32_t>(GgmlType::kQ4_1)));
+  EXPECT_FALSE(can_dequantize(static_cast<uint32_t>(GgmlType::kQ8_1)));
+  EXPECT_FALSE(can_dequantize(static_cast<uint32_t>(GgmlType::kQ2_K)));
   EXPECT_FALSE(can_dequantize(999));
 }
 
@@ -172,7 +174,7 @@ std::vector<float> dequantize_tensor(const GgufFile& f, const GgufTensorInfo& t)
 TEST(QuantRef, RandomBlocksMatchGgufPyBitForBit) {
   const auto f = GgufFile::open(test::data_dir() + "/gguf/quant_blocks.gguf");
   int checked = 0;
-  for (const char* type : {"F16", "BF16", "Q8_0", "Q4_0", "Q4_K", "Q5_K", "Q6_K", "MXFP4"}) {
+  for (const char* type : {"F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K", "MXFP4"}) {
     SCOPED_TRACE(type);
     const GgufTensorInfo& blocks = f.tensor(std::string(type) + ".blocks");
     const GgufTensorInfo& expected = f.tensor(std::string(type) + ".expected");
@@ -189,7 +191,7 @@ TEST(QuantRef, RandomBlocksMatchGgufPyBitForBit) {
     }
     checked += static_cast<int>(got.size());
   }
-  EXPECT_EQ(checked, 256 + 256 + 2 * 24 * 32 + 3 * 6 * 256 + 24 * 32);  // every value the script wrote
+  EXPECT_EQ(checked, 256 + 256 + 5 * 24 * 32 + 3 * 6 * 256 + 24 * 32);  // every value the script wrote
 }
 
 uint64_t fnv1a64(const std::vector<float>& values) {

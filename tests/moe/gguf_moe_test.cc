@@ -265,8 +265,8 @@ TEST(GgufMoeRejects, UnknownArchitecture) {
 
 TEST(GgufMoeRejects, UnsupportedType) {
   FileSpec spec = moe_file("qwen3moe");
-  spec.tensors[1] = {"blk.1.ffn_gate_exps.weight", 3, {D, H, E}, std::nullopt, 20 * H * E};  // Q4_1
-  EXPECT_NE(error_of(spec).find("m.gguf: tensor 'blk.1.ffn_gate_exps.weight' has type Q4_1, which hymoe does not decode"),
+  spec.tensors[1] = {"blk.1.ffn_gate_exps.weight", 9, {D, H, E}, std::nullopt, 36 * H * E};  // Q8_1 (ggml's activation type)
+  EXPECT_NE(error_of(spec).find("m.gguf: tensor 'blk.1.ffn_gate_exps.weight' has type Q8_1, which hymoe does not decode"),
             std::string::npos)
       << error_of(spec);
 }

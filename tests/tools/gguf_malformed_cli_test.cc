@@ -203,8 +203,8 @@ std::vector<Kind> not_a_moe_block() {
       {"unknown_architecture", [] { return with([](FileSpec& s) { s.kvs[0] = kv_string("general.architecture", "gpt2"); }); },
        "architecture 'gpt2' is not one hymoe runs"},
       {"unsupported_type",
-       [] { return with([](FileSpec& s) { s.tensors[1] = {"blk.1.ffn_gate_exps.weight", 3, {D, H, E}, std::nullopt, 20 * H * E}; }); },
-       "tensor 'blk.1.ffn_gate_exps.weight' has type Q4_1, which hymoe does not decode"},
+       [] { return with([](FileSpec& s) { s.tensors[1] = {"blk.1.ffn_gate_exps.weight", 9, {D, H, E}, std::nullopt, 36 * H * E}; }); },
+       "tensor 'blk.1.ffn_gate_exps.weight' has type Q8_1, which hymoe does not decode"},
       {"gpt_oss_missing_expert_bias", [] { return gpt_oss_with([](FileSpec& s) { s.tensors.pop_back(); }); },
        "missing tensor 'blk.1.ffn_down_exps.bias' of MoE block 1"},
       {"gpt_oss_expert_bias_of_wrong_shape", [] { return gpt_oss_with([](FileSpec& s) { s.tensors[5].ne = {H, 1}; }); },
@@ -317,14 +317,14 @@ TEST_F(GgufMalformedCli, OneBlockHymoeCannotRunLeavesTheOthers) {
   write(path, with([](FileSpec& s) {
     s.kvs[1] = kv_u32("qwen3moe.block_count", 3);
     s.tensors.push_back({"blk.2.ffn_gate_inp.weight", 0, {D, E}});
-    s.tensors.push_back({"blk.2.ffn_gate_exps.weight", 3, {D, H, E}, std::nullopt, 20 * H * E});  // Q4_1
+    s.tensors.push_back({"blk.2.ffn_gate_exps.weight", 9, {D, H, E}, std::nullopt, 36 * H * E});  // Q8_1
     s.tensors.push_back({"blk.2.ffn_up_exps.weight", 0, {D, H, E}});
     s.tensors.push_back({"blk.2.ffn_down_exps.weight", 0, {H, D, E}});
   }));
   std::string log;
   EXPECT_EQ(run_command(tool_path() + " inspect " + path, &log), 0) << log;
   EXPECT_NE(log.find("  block   1  MoE    experts 4 (gate F32, up F32, down F32)"), std::string::npos) << log;
-  EXPECT_NE(log.find("  block   2  MoE    cannot run: tensor 'blk.2.ffn_gate_exps.weight' has type Q4_1, which hymoe "
+  EXPECT_NE(log.find("  block   2  MoE    cannot run: tensor 'blk.2.ffn_gate_exps.weight' has type Q8_1, which hymoe "
                      "does not decode"),
             std::string::npos)
       << log;
@@ -334,7 +334,7 @@ TEST_F(GgufMalformedCli, OneBlockHymoeCannotRunLeavesTheOthers) {
   EXPECT_TRUE(std::filesystem::exists(dir_.path("out.safetensors")));
   std::filesystem::remove(dir_.path("out.safetensors"));
   EXPECT_EQ(run_command(forward_command(path, 2), &log), 1) << log;
-  EXPECT_NE(log.find("has type Q4_1, which hymoe does not decode"), std::string::npos) << log;
+  EXPECT_NE(log.find("has type Q8_1, which hymoe does not decode"), std::string::npos) << log;
   EXPECT_FALSE(std::filesystem::exists(dir_.path("out.safetensors")));
 }
 
