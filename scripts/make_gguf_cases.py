@@ -31,7 +31,11 @@ MARGIN = 2e-3
 NORM_FLOOR = 6.103515625e-5
 
 # Byte offsets of the f16 scale fields (d, and dmin where present) inside one block.
-SCALE_FIELDS = {Q.Q8_0: [0], Q.Q4_0: [0], Q.Q4_K: [0, 2], Q.Q5_K: [0, 2], Q.Q6_K: [208]}
+SCALE_FIELDS = {Q.Q8_0: [0], Q.Q4_0: [0], Q.Q4_1: [0, 2], Q.Q5_0: [0], Q.Q5_1: [0, 2], Q.Q4_K: [0, 2], Q.Q5_K: [0, 2],
+                Q.Q6_K: [208]}
+# The second f16 field of the types with offsets, relative to d: K-quants' dmin (positive; the offset is -dmin * m)
+# and Q4_1/Q5_1's m (the offset itself), both so that the values centre near zero.
+OFFSET_FIELD = {Q.Q4_K: 7.5, Q.Q5_K: 7.5, Q.Q4_1: -7.5, Q.Q5_1: -15.5}
 
 
 def random_mxfp4_blocks(rng, rows, cols):
@@ -54,13 +58,14 @@ def random_blocks(rng, qtype, rows, cols):
     n_blocks = rows * cols // block_values
     raw = rng.integers(0, 256, size=(n_blocks, block_bytes), dtype=np.uint8)
     fields = SCALE_FIELDS[qtype]
-    # d (and dmin) random in +-[0.5, 1.5]; K-quant d and dmin positive as ggml writes them (Q6_K's d may be negative).
+    # d (and dmin or m) random in +-[0.5, 1.5]; K-quant d and dmin positive as ggml writes them (Q6_K's, Q4_0's, Q5_0's
+    # and Q8_0's d may be negative).
     for i, off in enumerate(fields):
         mag = rng.uniform(0.5, 1.5, size=n_blocks)
-        if qtype in (Q.Q8_0, Q.Q4_0, Q.Q6_K):
+        if qtype in (Q.Q8_0, Q.Q4_0, Q.Q5_0, Q.Q6_K):
             mag *= rng.choice([-1.0, 1.0], size=n_blocks)
         if i == 1:
-            mag *= 7.5  # dmin: centres the K-quant values near zero
+            mag *= OFFSET_FIELD[qtype]
         raw[:, off:off + 2] = mag.astype(np.float16).view(np.uint8).reshape(n_blocks, 2)
     values = gguf.quants.dequantize(raw.reshape(rows, -1), qtype).astype(np.float64)
     scale = (1.0 / np.sqrt(cols)) / values.std()
@@ -440,6 +445,24 @@ CASES = [
          description="llama arch (Mixtral) in the split layout of early GGUF files: one tensor per expert and "
                      "projection (blk.1.ffn_gate.E.weight, ffn_up.E, ffn_down.E), Q4_0; seed 1001, so the same weights, "
                      "tokens and expected output as llama_mixtral_q4_0"),
+    dict(case="deepseek2_q4_k_m_fallback", arch="deepseek2", D=256, H=96, E=8, K=3, H_shared=192, n_ff=96,
+         gating="softmax", norm=False, w_scale=1.0,
+         types=dict(gate=Q.Q4_K, up=Q.Q4_K, down=Q.Q5_0, shared_gate=Q.Q4_K, shared_up=Q.Q4_K, shared_down=Q.Q5_0,
+                    dense=Q.Q8_0),
+         description="deepseek2 as DeepSeek-V2-Lite's Q4_K_M files lay it out: the expert hidden (here 96, there "
+                     "1408) is no multiple of 256, so llama-quantize stores the down projections (rows of H values) in "
+                     "Q4_K's fallback Q5_0; Q4_K gate/up, two shared experts likewise (hidden 192); softmax, not "
+                     "normalized, scale 1"),
+    dict(case="qwen2moe_q5_k_m_fallback", arch="qwen2moe", D=256, H=96, E=8, K=4, H_shared=160, n_ff=96,
+         gating="softmax", norm=False, w_scale=0.0, shared_gate=True,
+         types=dict(gate=Q.Q5_K, up=Q.Q5_K, down=Q.Q5_1, shared_gate=Q.Q5_K, shared_up=Q.Q5_K, shared_down=Q.Q5_1,
+                    dense=Q.Q8_0),
+         description="qwen2moe as Qwen1.5-MoE's Q5_K_M files lay it out: down projections of an expert hidden that "
+                     "is no multiple of 256 in Q5_K's fallback Q5_1 (offsets m: q8_1 activations under int8); Q5_K "
+                     "gate/up, sigmoid-gated shared expert"),
+    dict(case="llama_mixtral_q4_1", arch="llama", D=64, H=96, E=8, K=2, n_ff=96, gating="softmax", norm=True,
+         w_scale=0.0, types=dict(gate=Q.Q4_1, up=Q.Q4_1, down=Q.Q4_1, dense=Q.Q4_1),
+         description="llama arch (Mixtral) in the legacy Q4_1 type: x = d * q + m per block of 32"),
 ]
 
 
