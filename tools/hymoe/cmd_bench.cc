@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -207,25 +208,44 @@ std::vector<uint16_t> to_bf16(const std::vector<float>& v) {
   return out;
 }
 
-// GGUF block weights (--dtype q4_0 q4_k q5_k q6_k gguf_q8_0): the bench's f32 weights encoded into that type by
-// the simple encoders (quant_encode.h), each matrix row by row, and run from the GGUF panel formats.
+// GGUF block weights (--dtype q4_0, q4_k, ..., gguf_q8_0: every registry type): the bench's f32 weights encoded into
+// that type by the simple encoders (quant_encode.h), each matrix row by row, and run from the GGUF panel formats.
 struct GgufWeights {
-  uint32_t first_type = 0, down_type = 0;  // gate/up and down: the asked type, or Q8_0 where K is not a multiple
-                                           // of its block (as GGUF writers do for such rows)
+  uint32_t first_type = 0, down_type = 0;  // gate/up and down: the asked type, or llama-quantize's fallback
+                                           // where K is not a multiple of its block (gguf_type_for_rows)
   std::vector<std::byte> routed, shared;   // (E, 3) matrices, each gate/up then down at gate_bytes apart
 };
 
+// The --dtype name of a GGUF type: its name in lower case, "gguf_q8_0" for Q8_0 ("q8_0" is hymoe's own blocks).
+std::string gguf_dtype_name(const kernels::GgufBlockFormat& b) {
+  std::string name = b.type_name;
+  for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return name == "q8_0" ? "gguf_q8_0" : name;
+}
+
+// The ggml type of a --dtype naming a type of the kernels' registry, or 0.
 uint32_t gguf_dtype_type(const std::string& dtype) {
-  if (dtype == "q4_0") return static_cast<uint32_t>(GgmlType::kQ4_0);
-  if (dtype == "q4_k") return static_cast<uint32_t>(GgmlType::kQ4_K);
-  if (dtype == "q5_k") return static_cast<uint32_t>(GgmlType::kQ5_K);
-  if (dtype == "q6_k") return static_cast<uint32_t>(GgmlType::kQ6_K);
-  if (dtype == "gguf_q8_0") return static_cast<uint32_t>(GgmlType::kQ8_0);
+  for (const kernels::GgufBlockFormat& b : kernels::kGgufBlockFormats)
+    if (dtype == gguf_dtype_name(b)) return b.ggml_type;
   return 0;
 }
 
+// "q4_0, q4_1, ..., gguf_q8_0": the GGUF --dtype names, for the help and errors.
+std::string gguf_dtype_names() {
+  std::string names;
+  for (const kernels::GgufBlockFormat& b : kernels::kGgufBlockFormats)
+    names += (names.empty() ? "" : ", ") + gguf_dtype_name(b);
+  return names;
+}
+
+// The type llama-quantize stores a matrix of rows of k values in when `type` is asked for (llama-quant.cpp's
+// tensor_type_fallback): `type` where k is a multiple of its block, else Q4_K -> Q5_0, Q5_K -> Q5_1, any other
+// -> Q8_0 (Q6_K's fallback; the bench's shapes have k a multiple of 32).
 uint32_t gguf_type_for_rows(uint32_t type, int64_t k) {
-  return k % ggml_type_traits(type)->block_values == 0 ? type : static_cast<uint32_t>(GgmlType::kQ8_0);
+  if (k % ggml_type_traits(type)->block_values == 0) return type;
+  const GgmlType t = static_cast<GgmlType>(type);
+  return static_cast<uint32_t>(t == GgmlType::kQ4_K ? GgmlType::kQ5_0 : t == GgmlType::kQ5_K ? GgmlType::kQ5_1
+                                                                                               : GgmlType::kQ8_0);
 }
 
 // Bytes of one (n, k) matrix of `type`, and `count` MLPs of f32 weights (E, 3, H*D) encoded matrix by matrix.
@@ -494,8 +514,10 @@ void bench_shape(const BenchOptions& o, const BenchShape& s, const Limits& lim, 
       gguf->first_type = gguf_type_for_rows(type, D);
       gguf->down_type = gguf_type_for_rows(type, H);
       if (!o.json && (gguf->first_type != type || gguf->down_type != type))
-        fmt::print("{:<17} {}: K = {} is not a multiple of {}'s block; those matrices are Q8_0, as GGUF writers do\n",
-                   s.name, dtype, gguf->first_type != type ? D : H, ggml_type_name(type));
+        fmt::print("{:<17} {}: K = {} is not a multiple of {}'s block; those matrices are {}, as llama-quantize "
+                   "stores them\n",
+                   s.name, dtype, gguf->first_type != type ? D : H, ggml_type_name(type),
+                   ggml_type_name(gguf->first_type != type ? gguf->first_type : gguf->down_type));
       gguf->routed = encode_mlps(w.routed.data(), E, D, H, gguf->first_type, gguf->down_type);
       if (w.shared_hidden > 0)
         gguf->shared = encode_mlps(w.shared.data(), 1, D, w.shared_hidden, gguf->first_type,
@@ -752,7 +774,7 @@ int run_bench(const BenchOptions& o) {
   for (const auto& d : o.dtypes)
     if (d != "f32" && d != "bf16" && d != "bf16w" && d != "bf16n" && d != "q8_0" && d != "fp8" && d != "mxfp4" &&
         !gguf_dtype_type(d))
-      fail("--dtype=", d, " must be f32, bf16, bf16w, bf16n, q8_0, q4_0, q4_k, q5_k, q6_k, gguf_q8_0, fp8 or mxfp4");
+      fail("--dtype=", d, " must be f32, bf16, bf16w, bf16n, q8_0, ", gguf_dtype_names(), ", fp8 or mxfp4");
   for (const auto& r : o.routings)
     if (r != "uniform" && r != "zipf") fail("--routing=", r, " must be uniform or zipf");
   if (o.weights != "hot" && o.weights != "cold") fail("--weights=", o.weights, " must be hot or cold");
@@ -796,7 +818,8 @@ Action add_bench_command(CLI::App& app) {
   cmd->add_option("--dtype", o->dtypes,
                   "weight formats: f32, bf16 (as --bf16-compute), bf16w (widened), bf16n (native vdpbf16ps), q8_0 "
                   "(hymoe's int8 blocks of 32, quantized from f32, activations quantized too); GGUF blocks encoded "
-                  "from f32, run as --quant-compute says (rows q4_k/i8 or q4_k/ex): q4_0, q4_k, q5_k, q6_k, gguf_q8_0; fp8 (DeepSeek-V3's "
+                  "from f32, run as --quant-compute says (rows q4_k/i8 or q4_k/ex): " + gguf_dtype_names() +
+                  "; fp8 (DeepSeek-V3's "
                   "e4m3 with 128x128 block scales, run as --quant-compute says: fp8/bf16 on the bf16 dot product where "
                   "the CPU has AVX512_BF16, or fp8/ex) and mxfp4 (gpt-oss's E2M1 with E8M0 scales per 32, run "
                   "as --quant-compute says: mxfp4/i8 or mxfp4/ex), both quantized from f32")
