@@ -32,7 +32,7 @@ NORM_FLOOR = 6.103515625e-5
 
 # Byte offsets of the f16 scale fields (d, and dmin where present) inside one block.
 SCALE_FIELDS = {Q.Q8_0: [0], Q.Q4_0: [0], Q.Q4_1: [0, 2], Q.Q5_0: [0], Q.Q5_1: [0, 2], Q.Q4_K: [0, 2], Q.Q5_K: [0, 2],
-                Q.Q6_K: [208]}
+                Q.Q6_K: [208], Q.IQ4_NL: [0], Q.IQ4_XS: [0]}
 # The second f16 field of the types with offsets, relative to d: K-quants' dmin (positive; the offset is -dmin * m)
 # and Q4_1/Q5_1's m (the offset itself), both so that the values centre near zero.
 OFFSET_FIELD = {Q.Q4_K: 7.5, Q.Q5_K: 7.5, Q.Q4_1: -7.5, Q.Q5_1: -15.5}
@@ -58,11 +58,11 @@ def random_blocks(rng, qtype, rows, cols):
     n_blocks = rows * cols // block_values
     raw = rng.integers(0, 256, size=(n_blocks, block_bytes), dtype=np.uint8)
     fields = SCALE_FIELDS[qtype]
-    # d (and dmin or m) random in +-[0.5, 1.5]; K-quant d and dmin positive as ggml writes them (Q6_K's, Q4_0's, Q5_0's
-    # and Q8_0's d may be negative).
+    # d (and dmin or m) random in +-[0.5, 1.5]; K-quant d and dmin positive as ggml writes them (Q6_K's, Q4_0's, Q5_0's,
+    # Q8_0's and the IQ4 types' d may be negative).
     for i, off in enumerate(fields):
         mag = rng.uniform(0.5, 1.5, size=n_blocks)
-        if qtype in (Q.Q8_0, Q.Q4_0, Q.Q5_0, Q.Q6_K):
+        if qtype in (Q.Q8_0, Q.Q4_0, Q.Q5_0, Q.Q6_K, Q.IQ4_NL, Q.IQ4_XS):
             mag *= rng.choice([-1.0, 1.0], size=n_blocks)
         if i == 1:
             mag *= OFFSET_FIELD[qtype]
@@ -460,6 +460,10 @@ CASES = [
          description="qwen2moe as Qwen1.5-MoE's Q5_K_M files lay it out: down projections of an expert hidden that "
                      "is no multiple of 256 in Q5_K's fallback Q5_1 (offsets m: q8_1 activations under int8); Q5_K "
                      "gate/up, sigmoid-gated shared expert"),
+    dict(case="qwen3moe_iq4_xs_fallback", arch="qwen3moe", D=256, H=96, E=8, K=4, n_ff=64, gating="softmax", norm=True,
+         w_scale=0.0, types=dict(gate=Q.IQ4_XS, up=Q.IQ4_XS, down=Q.IQ4_NL, dense=Q.Q8_0),
+         description="qwen3moe as IQ4_XS files lay out an expert hidden that is no multiple of 256: IQ4_XS gate/up "
+                     "(6-bit sub-block scales, the non-linear 16 values), down in the fallback IQ4_NL"),
     dict(case="llama_mixtral_q4_1", arch="llama", D=64, H=96, E=8, K=2, n_ff=96, gating="softmax", norm=True,
          w_scale=0.0, types=dict(gate=Q.Q4_1, up=Q.Q4_1, down=Q.Q4_1, dense=Q.Q4_1),
          description="llama arch (Mixtral) in the legacy Q4_1 type: x = d * q + m per block of 32"),

@@ -1,5 +1,5 @@
-// GGUF's block weight formats (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, MXFP4) and plain element types
-// (F32, F16, BF16): the
+// GGUF's block weight formats (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4) and plain
+// element types (F32, F16, BF16): the
 // layout of one block and its exact scalar decoding, the ground truth every packing and micro-kernel of these
 // formats is tested against. Depends on core only; knows nothing of files, experts or routing.
 //
@@ -43,6 +43,18 @@ struct BlockQ5_1 {  // Q4_1's nibbles plus Q5_0's fifth bits: x[i] = d * q + m
   uint8_t qh[4];
   uint8_t qs[16];
 };
+// The IQ4 types' 16 values (llama.cpp's kvalues_iq4nl): a 4-bit code indexes them.
+inline constexpr int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+struct BlockIq4Nl {  // 32 values: x[j] = d * kIq4nlValues[qs[j] & 15], x[j + 16] = d * kIq4nlValues[qs[j] >> 4]
+  uint16_t d;
+  uint8_t qs[16];
+};
+struct BlockIq4Xs {  // 256 values in 8 sub-blocks of 32, each IQ4_NL's nibbles under scale d * (ls - 32), ls 6-bit:
+  uint16_t d;        // low four bits in scales_l (sub-block 2i in the low nibble of byte i, 2i + 1 in the high),
+  uint16_t scales_h; // the top two at bits 2i, 2i + 1 of scales_h
+  uint8_t scales_l[4];
+  uint8_t qs[128];
+};
 struct BlockQ4_K {  // 256 values in 8 sub-blocks of 32, each with a 6-bit scale and a 6-bit min packed in scales
   uint16_t d;
   uint16_t dmin;
@@ -70,7 +82,8 @@ struct BlockMxfp4 {
   uint8_t e;  // E8M0 exponent; 255 (NaN in OCP MX) decodes to NaN here (ggml reads it as 2^127)
   uint8_t qs[16];
 };
-static_assert(sizeof(BlockQ4_1) == 20 && sizeof(BlockQ5_0) == 22 && sizeof(BlockQ5_1) == 24, "GGUF block sizes");
+static_assert(sizeof(BlockQ4_1) == 20 && sizeof(BlockQ5_0) == 22 && sizeof(BlockQ5_1) == 24 &&
+              sizeof(BlockIq4Nl) == 18 && sizeof(BlockIq4Xs) == 136, "GGUF block sizes");
 static_assert(sizeof(BlockQ8_0) == 34 && sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_K) == 144 &&
               sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210 && sizeof(BlockMxfp4) == 17, "GGUF block sizes");
 
@@ -81,6 +94,8 @@ void dequantize_block_q4_1_ref(const std::byte* block, float* out);
 void dequantize_block_q5_0_ref(const std::byte* block, float* out);
 void dequantize_block_q5_1_ref(const std::byte* block, float* out);
 void dequantize_block_q4_k_ref(const std::byte* block, float* out);
+void dequantize_block_iq4_nl_ref(const std::byte* block, float* out);
+void dequantize_block_iq4_xs_ref(const std::byte* block, float* out);
 void dequantize_block_q5_k_ref(const std::byte* block, float* out);
 void dequantize_block_q6_k_ref(const std::byte* block, float* out);
 void dequantize_block_mxfp4_ref(const std::byte* block, float* out);
@@ -103,6 +118,7 @@ void dequantize_row_ref(uint32_t type, const std::byte* src, float* out, int64_t
 //   scale[i / sub] * code[i]                         for Q8_0, Q4_0 (code = nibble - 8), Q5_0 (q - 16), Q6_K (q - 32)
 //   fmaf(scale[i / sub], code[i], offset[i / sub])   for Q4_1, Q5_1 (scale = d, offset = m), Q4_K, Q5_K (scale =
 //                                                    d*sc, offset = -(dmin*m))
+//   scale[i / sub] * kIq4nlValues[code[i]]          for IQ4_NL (scale = d), IQ4_XS (d * (ls - 32)): code is the index
 // with the bits dequantize_block_*_ref gives (the products are exact; the offset types' one rounding is the FMA's).
 struct GgmlBlockCodes {
   int8_t code[256];

@@ -42,8 +42,9 @@ struct V512 {
     __m512i magnitude;
     __mmask64 negative;
   };
-  static q8w q8_weights(const uint8_t* p) {
-    const __m512i w = _mm512_xor_si512(_mm512_loadu_si512(p), _mm512_set1_epi8(static_cast<char>(0x80)));
+  static q8w q8_weights(const uint8_t* p) { return q8_weights_of(_mm512_loadu_si512(p)); }
+  static q8w q8_weights_of(__m512i stored) {  // stored = w + 128
+    const __m512i w = _mm512_xor_si512(stored, _mm512_set1_epi8(static_cast<char>(0x80)));
     return {_mm512_abs_epi8(w), _mm512_movepi8_mask(w)};
   }
   static ivec q8_start(const uint8_t*) { return _mm512_setzero_si512(); }
@@ -90,6 +91,7 @@ struct V512 {
 struct V512Vnni : V512 {
   using q8w = __m512i;
   static q8w q8_weights(const uint8_t* p) { return _mm512_loadu_si512(p); }
+  static q8w q8_weights_of(__m512i stored) { return stored; }
   static ivec q8_start(const uint8_t* correction) { return broadcast4(correction); }
   static ivec q8_dot4(ivec acc, q8w w, ivec x) { return _mm512_dpbusd_epi32(acc, w, x); }
   static ivec u_dot4(ivec acc, ivec u, ivec x) { return _mm512_dpbusd_epi32(acc, u, x); }

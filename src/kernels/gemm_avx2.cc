@@ -47,9 +47,9 @@ struct V {
   struct q8w {
     __m256i magnitude, sign;
   };
-  static q8w q8_weights(const uint8_t* p) {
-    const __m256i w = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)),
-                                       _mm256_set1_epi8(static_cast<char>(0x80)));
+  static q8w q8_weights(const uint8_t* p) { return q8_weights_of(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+  static q8w q8_weights_of(__m256i stored) {  // stored = w + 128
+    const __m256i w = _mm256_xor_si256(stored, _mm256_set1_epi8(static_cast<char>(0x80)));
     return {_mm256_abs_epi8(w), w};
   }
   static ivec q8_start(const uint8_t*) { return _mm256_setzero_si256(); }
@@ -67,6 +67,14 @@ struct V {
     const __m256i wide = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
     lo = _mm256_and_si256(wide, _mm256_set1_epi32(15));
     hi = _mm256_srli_epi32(wide, 4);
+  }
+  // The IQ4 types: codes_u4's nibbles (columns 0-7 low, 8-15 high) as indices into 16 int8 values (vpshufb).
+  static void codes_lookup4(const uint8_t* p, const int8_t* values, ivec& lo, ivec& hi) {
+    const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)), low4 = _mm_set1_epi8(15);
+    const __m128i idx = _mm_unpacklo_epi64(_mm_and_si128(bytes, low4), _mm_and_si128(_mm_srli_epi16(bytes, 4), low4));
+    const __m128i v = _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(values)), idx);
+    lo = _mm256_cvtepi8_epi32(v);
+    hi = _mm256_cvtepi8_epi32(_mm_srli_si128(v, 8));
   }
   // 5- and 6-bit codes: the nibbles, then B high bits per column (2 or 4 bytes) moved over bit 4 lane by lane.
   template <int B>
@@ -135,7 +143,7 @@ const GemmFormat kQ8{WeightFormat::kQ8Block32, "gemm_q8w_q8_2x16__avx2", kQ8Mr, 
 }  // namespace
 
 // Every GGUF format's exact and int8 kernels, one pair per line of gguf_formats.inc (gemm_kernels.h names them).
-#define HYMOE_GGUF_BLOCK(T, t, type, unit, bits, bias, int8_bias, offsets, act)                                   \
+#define HYMOE_GGUF_BLOCK(T, t, type, unit, bits, bias, int8_bias, offsets, act, values)                                   \
   const GemmFormat gemm_##t##w_f32_4x16__avx2{WeightFormat::kGgml##T, "gemm_" #t "w_f32_4x16__avx2", kGgufMr, kNr,  \
                                               pack_activations_f32, gemm_format_gguf<WeightFormat::kGgml##T>,      \
                                               gemm_format_gguf_few<WeightFormat::kGgml##T>, 1};                   \
@@ -154,7 +162,7 @@ namespace {
 
 constexpr const GemmFormat* kFormats[] = {
     &kF32, &kBf16Widen, &kQ8, &kGemmFp8wF32Avx2, &kGemmMxfp4wF32Avx2, &gemm_mxfp4w_q8_0_2x16__avx2,
-#define HYMOE_GGUF_BLOCK(T, t, type, unit, bits, bias, int8_bias, offsets, act) \
+#define HYMOE_GGUF_BLOCK(T, t, type, unit, bits, bias, int8_bias, offsets, act, values) \
   &gemm_##t##w_f32_4x16__avx2, &gemm_##t##w_##act##_2x16__avx2,
 #include "kernels/gguf_formats.inc"
 #undef HYMOE_GGUF_BLOCK

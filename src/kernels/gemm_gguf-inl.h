@@ -8,7 +8,8 @@
 // V provides, beyond gemm_microkernel-inl.h's: codes_s8(const uint8_t* p, ivec& lo, ivec& hi) (2 * kWidth signed
 // bytes to int32: columns 0..kWidth-1 and kWidth..2kWidth-1), codes_u4(const uint8_t* p, ivec& lo, ivec& hi)
 // (kWidth bytes: low nibbles to lo, high nibbles to hi), codes_u4_high<B>(p, lo, hi) (codes_u4, then the plane of
-// B high bits per column after the nibbles: column j's at bit j * B, shifted over bit 4), sub_i32(ivec, int).
+// B high bits per column after the nibbles: column j's at bit j * B, shifted over bit 4), codes_lookup4(p, values,
+// lo, hi) (codes_u4's nibbles as indices into 16 int8 values, sign-extended), sub_i32(ivec, int).
 // The including unit defines kGgufMr.
 //
 // Register budget (AVX2, 4 rows): 8 accumulators, 2 weight vectors, 1 broadcast, and the scales and offsets
@@ -41,6 +42,7 @@ void gguf_tile(int64_t units, const float* a, const uint8_t* b, int64_t panel_st
         const uint8_t* bu = b + p * panel_stride + u * kUnitBytes;
         typename V::ivec lo, hi;
         if constexpr (kL.code_bits == 8) V::codes_s8(bu + kk * kRowBytes, lo, hi);
+        else if constexpr (kL.values != nullptr) V::codes_lookup4(bu + kk * kRowBytes, kL.values, lo, hi);
         else if constexpr (kL.code_bits == 4) V::codes_u4(bu + kk * kRowBytes, lo, hi);
         else V::template codes_u4_high<kL.code_bits - 4>(bu + kk * kRowBytes, lo, hi);
         if constexpr (kL.code_bias != 0) {

@@ -12,7 +12,8 @@
 // unsigned: exact for u <= 63 with vpmaddubsw, for any u with vpdpbusd), set1_i32(int), kPairSums (true where
 // u_dot4 is the vpmaddubsw idiom) and its parts pair_sums(u, x) (int16 sums of pairs), add_i16, add_pairs(acc,
 // pairs) (acc + the int32 sums of adjacent pairs). Q8_0 uses q8_weights,
-// q8_start and q8_dot4 (the sign idiom where VNNI is missing). MXFP4 uses table16(const uint8_t*) (16 bytes in
+// q8_start and q8_dot4 (the sign idiom where VNNI is missing), and so do the IQ4 types, with q8_weights_of(ivec)
+// on their looked-up codes. MXFP4 uses table16(const uint8_t*) (16 bytes in
 // every 128-bit lane), lookup16(table, ivec) (vpshufb: each byte, 0..15, replaced by its table entry) and
 // e8m0_scales(const uint8_t*) (kWidth u8 exponents e to f32 2^(e - 127), e = 0 to 2^-127). The including unit
 // defines kIntMr.
@@ -29,6 +30,17 @@ struct Mxfp4Codes {
   }
 };
 inline constexpr Mxfp4Codes kMxfp4Codes{};
+
+// An IQ4 type's nibble to u = value + 128, the stored form of Q8_0's codes, which its int8 kernels then multiply.
+template <WeightFormat F>
+struct ValueCodes {
+  uint8_t u[16];
+  constexpr ValueCodes() : u{} {
+    for (int i = 0; i < 16; ++i) u[i] = static_cast<uint8_t>(gguf_int8_layout(F).values[i] + 128);
+  }
+};
+template <WeightFormat F>
+inline constexpr ValueCodes<F> kValueCodes{};
 
 template <WeightFormat F>
 struct Int8Layout {
@@ -55,13 +67,23 @@ inline auto int8_weights(const uint8_t* bu) {
       u = V::or_bytes(u, V::and_bytes(V::template shift_bytes<4 - G * kHigh>(high), ((1 << kHigh) - 1) << 4));
     }
     if constexpr (L::kL.mxfp4) u = V::lookup16(V::table16(kMxfp4Codes.u), u);
-    return u;
+    if constexpr (L::kL.values != nullptr) {
+      // u is Q8_0's stored code now (value + 128, up to 241): vpmaddubsw would saturate its pair sums, so it
+      // goes the Q8_0 way (the sign idiom, or vpdpbusd against a -128 * sum start).
+      return V::q8_weights_of(V::lookup16(V::table16(kValueCodes<F>.u), u));
+    } else {
+      return u;
+    }
   }
 }
 
+// Whether format F multiplies its weights as Q8_0's codes (8 bits, or the IQ4 types' looked-up values).
+template <WeightFormat F>
+constexpr bool kQ8Codes = gguf_int8_layout(F).code_bits == 8 || gguf_int8_layout(F).values != nullptr;
+
 template <WeightFormat F>
 inline typename V::ivec int8_dot(typename V::ivec acc, const auto& w, typename V::ivec x) {
-  if constexpr (gguf_int8_layout(F).code_bits == 8) return V::q8_dot4(acc, w, x);
+  if constexpr (kQ8Codes<F>) return V::q8_dot4(acc, w, x);
   else return V::u_dot4(acc, w, x);
 }
 
@@ -70,7 +92,7 @@ inline typename V::ivec int8_dot(typename V::ivec acc, const auto& w, typename V
 // them for 4-bit codes, 4 for 5-bit and 2 for 6-bit stay below 2^15; MXFP4's u <= 24 allows 5 (2 * 24 * 127 * 5 =
 // 30480), so its 8 groups go in two chunks of 4. 1 (no chunks) where V has vpdpbusd or for Q8_0's sign idiom.
 template <WeightFormat F>
-constexpr int kPairChunk = !V::kPairSums ? 1 : gguf_int8_layout(F).mxfp4 ? 4
+constexpr int kPairChunk = !V::kPairSums || kQ8Codes<F> ? 1 : gguf_int8_layout(F).mxfp4 ? 4
                                              : gguf_int8_layout(F).code_bits == 4 ? 8
                                              : gguf_int8_layout(F).code_bits == 5 ? 4
                                              : gguf_int8_layout(F).code_bits == 6 ? 2
@@ -101,7 +123,8 @@ template <WeightFormat F, int M, int G>
 inline void int8_groups(const uint8_t* au, const uint8_t* bu, typename V::ivec (&s)[M][2]) {
   if constexpr (G < Int8Layout<F>::kGroups && kPairChunk<F> > 1) {
     typename V::ivec p[M][2];
-    int8_pair_chunk<F, M, G, G + kPairChunk<F>>(au, bu, p);
+    int8_pair_chunk<F, M, G, (G + kPairChunk<F> < Int8Layout<F>::kGroups ? G + kPairChunk<F> : Int8Layout<F>::kGroups)>(
+        au, bu, p);
 #pragma GCC unroll 8
     for (int i = 0; i < M; ++i) {
       s[i][0] = V::add_pairs(s[i][0], p[i][0]);
@@ -157,7 +180,7 @@ void int8_tile(int64_t units, const uint8_t* a, const uint8_t* b, int64_t panel_
       typename V::ivec s[M][2];
 #pragma GCC unroll 8
       for (int i = 0; i < M; ++i) {
-        if constexpr (L::kL.code_bits == 8) {
+        if constexpr (kQ8Codes<F>) {
           const int32_t correction = -L::kL.code_bias * sums[i];
           s[i][0] = s[i][1] = V::q8_start(reinterpret_cast<const uint8_t*>(&correction));
         } else if constexpr (L::kL.code_bias != 0) {

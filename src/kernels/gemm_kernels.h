@@ -45,6 +45,7 @@
 #include <vector>
 
 #include "hymoe/dtype.h"
+#include "hymoe/quant_formats.h"
 #include "kernels/grouped_ffn.h"
 #include "kernels/isa.h"
 
@@ -88,15 +89,19 @@ struct GgufBlockFormat {
   int k_unit, code_bits, code_bias, int8_code_bias;
   bool offsets;
   GgmlActivation activation;
+  const int8_t* values;  // the table a code indexes (kIq4nlValues), or nullptr: the code is the value
 };
 // The act column of gguf_formats.inc as the enum.
 #define HYMOE_GGML_ACTIVATION_q8_0 GgmlActivation::kQ8_0
 #define HYMOE_GGML_ACTIVATION_q8_1 GgmlActivation::kQ8_1
 #define HYMOE_GGML_ACTIVATION_q8_k GgmlActivation::kQ8_K
+// The values column.
+#define HYMOE_GGUF_VALUES_none nullptr
+#define HYMOE_GGUF_VALUES_iq4nl kIq4nlValues
 inline constexpr GgufBlockFormat kGgufBlockFormats[] = {
-#define HYMOE_GGUF_BLOCK(T, t, type, unit, bits, bias, int8_bias, offsets, act)                                 \
+#define HYMOE_GGUF_BLOCK(T, t, type, unit, bits, bias, int8_bias, offsets, act, values)                                 \
   {#T, type, WeightFormat::kGgml##T, WeightFormat::kGgml##T##I8, #t "w_f32", #t "w_" #act, unit, bits, bias,   \
-   int8_bias, offsets, HYMOE_GGML_ACTIVATION_##act},
+   int8_bias, offsets, HYMOE_GGML_ACTIVATION_##act, HYMOE_GGUF_VALUES_##values},
 #include "kernels/gguf_formats.inc"
 #undef HYMOE_GGUF_BLOCK
 };
@@ -132,13 +137,15 @@ struct GgufPanelLayout {
   // E2M1 value, so u = that + 12 in 0..24), and the scales are nr u8 E8M0 exponents e, scale 2^(e - 128) (half
   // the E8M0 value, as the codes are doubled; e = 0 and 1 give the subnormals 2^-128 and 2^-127).
   bool mxfp4 = false;
+  // The IQ4 types: the stored nibble is an index, the code values[nibble] (int8 layout: u = that + code_bias).
+  const int8_t* values = nullptr;
 };
 // llama.cpp's kvalues_mxfp4: 2x the E2M1 value of each nibble.
 constexpr int8_t kMxfp4Kvalues[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 constexpr GgufPanelLayout gguf_panel_layout(WeightFormat format) {
   const GgufBlockFormat* b = gguf_block_format(format);
   if (!b || b->exact != format) return {0, 0, 0, 0, false};
-  return {b->ggml_type, b->k_unit, b->code_bits, b->code_bias, b->offsets};
+  return {b->ggml_type, b->k_unit, b->code_bits, b->code_bias, b->offsets, false, b->values};
 }
 constexpr bool is_gguf_format(WeightFormat format) { return gguf_panel_layout(format).ggml_type != 0; }
 // The integer-dot layout of a GGUF type (docs/kernels.md, "Formats"), per k unit of `k_unit` k (a GGUF sub-block),
@@ -156,7 +163,7 @@ constexpr GgufPanelLayout gguf_int8_layout(WeightFormat format) {
   if (format == WeightFormat::kMxfp4Block32I8) return {39, 32, 4, 12, false, true};
   const GgufBlockFormat* b = gguf_block_format(format);
   if (!b || b->int8 != format) return {0, 0, 0, 0, false};
-  return {b->ggml_type, b->k_unit, b->code_bits, b->int8_code_bias, b->offsets};
+  return {b->ggml_type, b->k_unit, b->code_bits, b->int8_code_bias, b->offsets, false, b->values};
 }
 constexpr bool is_gguf_int8_format(WeightFormat format) { return gguf_int8_layout(format).ggml_type != 0; }
 // The ggml type a GGUF format (exact or int8) repacks from a kGgml view; 0 for the others (MXFP4's int8 format
@@ -449,7 +456,7 @@ void gemm_gguf_int8__ref(WeightFormat format, int m, int mr, int nr, int64_t kc,
 //                                    table shares;
 //   gemm_<t>w_f32_4x16__avx2         AVX2 exact kernels (4 x 16 tiles; one row over 4 panels for decode), which the
 //                                    AVX-512 tables share (gemm_avx512.cc says why).
-#define HYMOE_GGUF_BLOCK(T, t, type, unit, bits, bias, int8_bias, offsets, act) \
+#define HYMOE_GGUF_BLOCK(T, t, type, unit, bits, bias, int8_bias, offsets, act, values) \
   extern const GemmFormat gemm_##t##w_##act##_2x16__avx2, gemm_##t##w_##act##_4x32__avx512vnni,  \
       gemm_##t##w_f32_4x16__avx2;
 #include "kernels/gguf_formats.inc"

@@ -75,8 +75,8 @@ float load_f32(const uint8_t* p) {
 }
 
 // The loop both GGUF panel layouts share: column j of the panel (column_of(j), or a zero column), every unit's
-// stored codes (code + code_bias) handed to put_code(unit, kk, j, stored), then the unit's scale (and offset) of
-// the column after the unit's code bytes.
+// stored codes (code + code_bias; the IQ4 types' index as it is) handed to put_code(unit, kk, j, stored), then the
+// unit's scale (and offset) of the column after the unit's code bytes.
 template <typename PutCode>
 void fill_panel_units(WeightFormat format, const GgufPanelLayout& l, int64_t k, int nr, uint8_t* panel,
                       const std::function<std::pair<int, int64_t>(int)>& column_of, const MatrixView& gate,
@@ -85,6 +85,10 @@ void fill_panel_units(WeightFormat format, const GgufPanelLayout& l, int64_t k, 
   const int64_t units = (k + l.k_unit - 1) / l.k_unit, unit_bytes = weight_unit_bytes(format, nr);
   const int64_t code_bytes = int64_t{l.k_unit} * nr * l.code_bits / 8;
   ColumnCodes col_codes;
+  const int store_bias = l.values ? 0 : l.code_bias;
+  // Padding columns store code 0 with scale 0; for the IQ4 types the index of value 1, so they decode to +0.
+  const int pad_code = l.values ? 8 : 0;
+  HYMOE_CHECK(!l.values || l.values[pad_code] == 1);
   for (int j = 0; j < nr; ++j) {
     const auto [which, col] = column_of(j);
     if (col >= 0) {
@@ -94,8 +98,8 @@ void fill_panel_units(WeightFormat format, const GgufPanelLayout& l, int64_t k, 
     }
     for (int64_t u = 0; u < units; ++u) {
       uint8_t* unit = panel + u * unit_bytes;
-      for (int kk = 0; kk < l.k_unit; ++kk)  // padding columns store code 0 with scale 0
-        put_code(unit, kk, j, (col >= 0 ? col_codes.code[static_cast<size_t>(u * l.k_unit + kk)] : 0) + l.code_bias);
+      for (int kk = 0; kk < l.k_unit; ++kk)
+        put_code(unit, kk, j, (col >= 0 ? col_codes.code[static_cast<size_t>(u * l.k_unit + kk)] : pad_code) + store_bias);
       const float scale = col >= 0 ? col_codes.scale[static_cast<size_t>(u)] : 0.0f;
       std::memcpy(unit + code_bytes + 4 * j, &scale, sizeof scale);
       if (l.offsets) {
@@ -155,6 +159,7 @@ int gguf_int8_panel_code(WeightFormat format, const uint8_t* panel, int nr, int6
   const int nibble = (unit[(g % (groups / 2) * nr + j) * 4 + t] >> (g < groups / 2 ? 0 : 4)) & 15;
   const int high = high_bits > 0 ? (unit[(groups / 2 * nr + j) * 4 + t] >> (g * high_bits)) & ((1 << high_bits) - 1) : 0;
   if (l.mxfp4) return kMxfp4Kvalues[nibble] + l.code_bias;
+  if (l.values) return l.values[nibble] + l.code_bias;
   return nibble | (high << 4);
 }
 
@@ -184,7 +189,8 @@ float gguf_panel_weight(WeightFormat format, const uint8_t* panel, int nr, int64
   } else {
     const int half = nr / 2, high_bits = l.code_bits - 4, bit = j * high_bits;
     const int high = high_bits > 0 ? (row[half + bit / 8] >> (bit % 8)) & ((1 << high_bits) - 1) : 0;
-    code = ((j < half ? row[j] & 15 : row[j - half] >> 4) | (high << 4)) - l.code_bias;
+    const int stored = (j < half ? row[j] & 15 : row[j - half] >> 4) | (high << 4);
+    code = l.values ? l.values[stored] : stored - l.code_bias;
   }
   const float scale = load_f32(unit + code_bytes + 4 * j);
   if (!l.offsets) return scale * static_cast<float>(code);

@@ -75,6 +75,48 @@ void encode_q5_0(const float* x, BlockQ5_0* b) {
   std::memcpy(b->qh, &high, 4);
 }
 
+// The IQ4 types: the index of the value nearest x / d (the first of two equally near).
+uint8_t nearest_iq4(float v) {
+  int best = 0;
+  for (int i = 1; i < 16; ++i)
+    if (std::abs(v - static_cast<float>(kIq4nlValues[i])) < std::abs(v - static_cast<float>(kIq4nlValues[best]))) best = i;
+  return static_cast<uint8_t>(best);
+}
+// 32 values against scale d: IQ4_NL's and each IQ4_XS sub-block's nibbles (value j low, j + 16 high).
+void encode_iq4_nibbles(const float* x, float d, uint8_t* qs) {
+  const float inv = inverse_or_zero(d);
+  for (int j = 0; j < 16; ++j) qs[j] = static_cast<uint8_t>(nearest_iq4(x[j] * inv) | nearest_iq4(x[j + 16] * inv) << 4);
+}
+// As ggml: d = (the value of largest magnitude) / -127, so that value gets the first table entry.
+float iq4_block_scale(const float* x) {
+  float max = 0.0f;
+  for (int i = 0; i < 32; ++i)
+    if (std::abs(x[i]) > std::abs(max)) max = x[i];
+  return max / -127.0f;
+}
+void encode_iq4_nl(const float* x, BlockIq4Nl* b) {
+  b->d = float_to_f16(iq4_block_scale(x));
+  encode_iq4_nibbles(x, f16_to_float(b->d), b->qs);
+}
+// IQ4_XS: d from the largest sub-block scale, ls = round(scale / d) + 32 in 0..63.
+void encode_iq4_xs(const float* x, BlockIq4Xs* b) {
+  float scale[8], amax = 0.0f;
+  for (int ib = 0; ib < 8; ++ib) {
+    scale[ib] = iq4_block_scale(x + 32 * ib);
+    amax = std::max(amax, std::abs(scale[ib]));
+  }
+  b->d = float_to_f16(amax / 31.0f);
+  const float d = f16_to_float(b->d);
+  b->scales_h = 0;
+  std::memset(b->scales_l, 0, sizeof b->scales_l);
+  for (int ib = 0; ib < 8; ++ib) {
+    const int ls = round_clamp(scale[ib] * inverse_or_zero(d), -32, 31) + 32;
+    b->scales_l[ib / 2] |= static_cast<uint8_t>((ls & 15) << 4 * (ib % 2));
+    b->scales_h |= static_cast<uint16_t>((ls >> 4) << 2 * ib);
+    encode_iq4_nibbles(x + 32 * ib, d * static_cast<float>(ls - 32), b->qs + 16 * ib);
+  }
+}
+
 // Q4_K / Q5_K (levels 15 or 31): x ~ d*sc*q - dmin*m per sub-block of 32, sc and m 6-bit.
 void encode_k(const float* x, int levels, uint16_t* d_bits, uint16_t* dmin_bits, uint8_t* scales, uint8_t* qs,
               uint8_t* qh) {
@@ -191,6 +233,18 @@ void quantize_row_simple(uint32_t type, const float* x, int64_t n, std::byte* ou
       case GgmlType::kQ5_K: {
         BlockQ5_K blk;
         encode_k(xb, 31, &blk.d, &blk.dmin, blk.scales, blk.qs, blk.qh);
+        std::memcpy(ob, &blk, sizeof blk);
+        break;
+      }
+      case GgmlType::kIQ4_NL: {
+        BlockIq4Nl blk;
+        encode_iq4_nl(xb, &blk);
+        std::memcpy(ob, &blk, sizeof blk);
+        break;
+      }
+      case GgmlType::kIQ4_XS: {
+        BlockIq4Xs blk;
+        encode_iq4_xs(xb, &blk);
         std::memcpy(ob, &blk, sizeof blk);
         break;
       }

@@ -75,7 +75,33 @@ int q5_code(const uint8_t* qs, const uint8_t* qh_bytes, int i) {
   return nibble | static_cast<int>((qh >> i) & 1) << 4;
 }
 
+// IQ4_XS's 6-bit scale ls of sub-block ib (0..7).
+int iq4_xs_scale(const BlockIq4Xs& b, int ib) {
+  return ((b.scales_l[ib / 2] >> 4 * (ib % 2)) & 15) | (((b.scales_h >> 2 * ib) & 3) << 4);
+}
+
 }  // namespace
+
+void dequantize_block_iq4_nl_ref(const std::byte* block, float* out) {
+  const auto b = load_block<BlockIq4Nl>(block);
+  const float d = f16_to_float(b.d);
+  for (int j = 0; j < 16; ++j) {
+    out[j] = d * static_cast<float>(kIq4nlValues[b.qs[j] & 15]);
+    out[j + 16] = d * static_cast<float>(kIq4nlValues[b.qs[j] >> 4]);
+  }
+}
+
+void dequantize_block_iq4_xs_ref(const std::byte* block, float* out) {
+  const auto b = load_block<BlockIq4Xs>(block);
+  const float d = f16_to_float(b.d);
+  for (int ib = 0; ib < 8; ++ib) {
+    const float dl = d * static_cast<float>(iq4_xs_scale(b, ib) - 32);
+    for (int j = 0; j < 16; ++j) {
+      out[32 * ib + j] = dl * static_cast<float>(kIq4nlValues[b.qs[16 * ib + j] & 15]);
+      out[32 * ib + j + 16] = dl * static_cast<float>(kIq4nlValues[b.qs[16 * ib + j] >> 4]);
+    }
+  }
+}
 
 void dequantize_block_q4_1_ref(const std::byte* block, float* out) {
   const auto b = load_block<BlockQ4_1>(block);
@@ -198,6 +224,27 @@ void split_block_ref(uint32_t type, const std::byte* block, GgmlBlockCodes* out)
       for (int i = 0; i < 32; ++i) out->code[i] = static_cast<int8_t>(q5_code(b.qs, b.qh, i));
       return;
     }
+    case GgmlType::kIQ4_NL: {
+      const auto b = load_block<BlockIq4Nl>(block);
+      out->scale[0] = f16_to_float(b.d);
+      for (int j = 0; j < 16; ++j) {
+        out->code[j] = static_cast<int8_t>(b.qs[j] & 15);
+        out->code[j + 16] = static_cast<int8_t>(b.qs[j] >> 4);
+      }
+      return;
+    }
+    case GgmlType::kIQ4_XS: {
+      const auto b = load_block<BlockIq4Xs>(block);
+      const float d = f16_to_float(b.d);
+      for (int ib = 0; ib < 8; ++ib) {
+        out->scale[ib] = d * static_cast<float>(iq4_xs_scale(b, ib) - 32);
+        for (int j = 0; j < 16; ++j) {
+          out->code[32 * ib + j] = static_cast<int8_t>(b.qs[16 * ib + j] & 15);
+          out->code[32 * ib + j + 16] = static_cast<int8_t>(b.qs[16 * ib + j] >> 4);
+        }
+      }
+      return;
+    }
     case GgmlType::kQ4_K:
     case GgmlType::kQ5_K: {
       const bool q5 = static_cast<GgmlType>(type) == GgmlType::kQ5_K;
@@ -267,6 +314,8 @@ void dequantize_row_ref(uint32_t type, const std::byte* src, float* out, int64_t
     case GgmlType::kQ4_1: decode = dequantize_block_q4_1_ref; break;
     case GgmlType::kQ5_0: decode = dequantize_block_q5_0_ref; break;
     case GgmlType::kQ5_1: decode = dequantize_block_q5_1_ref; break;
+    case GgmlType::kIQ4_NL: decode = dequantize_block_iq4_nl_ref; break;
+    case GgmlType::kIQ4_XS: decode = dequantize_block_iq4_xs_ref; break;
     case GgmlType::kQ4_K: decode = dequantize_block_q4_k_ref; break;
     case GgmlType::kQ5_K: decode = dequantize_block_q5_k_ref; break;
     case GgmlType::kQ6_K: decode = dequantize_block_q6_k_ref; break;

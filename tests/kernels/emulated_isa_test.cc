@@ -71,6 +71,7 @@ struct V {
     std::memcpy(r.i, p, sizeof r.i);
     return r;
   }
+  static q8w q8_weights_of(ivec stored) { return stored; }
   static ivec q8_start(const uint8_t* correction) { return broadcast4(correction); }
   static ivec q8_dot4(ivec acc, q8w w, ivec x) {
     for (int l = 0; l < kWidth; ++l)
@@ -226,7 +227,7 @@ const GemmFormat kFp8Dot{WeightFormat::kFp8Block128Dot, "gemm_fp8w_bf16_10x32__m
                         kFp8DotExpandedUnit};
 
 // The GGUF int8 formats as gemm_avx512vnni.cc builds them, one per registry line, and MXFP4's.
-#define HYMOE_GGUF_BLOCK(T, t, type, unit, bits, bias, int8_bias, offsets, act)                                  \
+#define HYMOE_GGUF_BLOCK(T, t, type, unit, bits, bias, int8_bias, offsets, act, values)                                  \
   const GemmFormat gemm_##t##w_##act##_4x32__model{                                                             \
       WeightFormat::kGgml##T##I8, "gemm_" #t "w_" #act "_4x32__model", kIntMr, kNr,                             \
       int8_pack_a<WeightFormat::kGgml##T##I8>(), gemm_format_gguf_int8<WeightFormat::kGgml##T##I8>,             \
@@ -238,7 +239,7 @@ const GemmFormat gemm_mxfp4w_q8_0_4x32__model{WeightFormat::kMxfp4Block32I8, "ge
                                               gemm_format_gguf_int8<WeightFormat::kMxfp4Block32I8>,
                                               gemm_format_gguf_int8_few<WeightFormat::kMxfp4Block32I8>, 1};
 constexpr const GemmFormat* kModelInt8Formats[] = {
-#define HYMOE_GGUF_BLOCK(T, t, type, unit, bits, bias, int8_bias, offsets, act) &gemm_##t##w_##act##_4x32__model,
+#define HYMOE_GGUF_BLOCK(T, t, type, unit, bits, bias, int8_bias, offsets, act, values) &gemm_##t##w_##act##_4x32__model,
 #include "kernels/gguf_formats.inc"
 #undef HYMOE_GGUF_BLOCK
     &gemm_mxfp4w_q8_0_4x32__model};

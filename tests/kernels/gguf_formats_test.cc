@@ -55,7 +55,8 @@ TEST(GgufBlockCodes, ScaleTimesCodeIsTheReferenceValueBitForBit) {
       GgmlBlockCodes parts;
       split_block_ref(type, block.data(), &parts);
       for (uint32_t i = 0; i < t.block_values; ++i) {
-        const float s = parts.scale[i / sub], c = parts.code[i];
+        const int8_t* values = gguf_block_format_of_type(type)->values;
+        const float s = parts.scale[i / sub], c = values ? values[parts.code[i]] : parts.code[i];
         const float got = ggml_block_has_offsets(type) ? std::fma(s, c, parts.offset[i / sub]) : s * c;
         ASSERT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(want[i])) << t.name << " value " << i;
         negative_values += want[i] < 0;
@@ -117,7 +118,8 @@ TEST(GgufPack, PanelsHoldTheExactWeightsInTheDocumentedBytes) {
   const int nr = 16;
   const std::map<std::string, double> documented = {{"Q8_0", 1.125}, {"Q4_0", 0.625}, {"Q4_1", 0.75},
                                                     {"Q5_0", 0.75},  {"Q5_1", 0.875}, {"Q4_K", 0.75},
-                                                    {"Q5_K", 0.875}, {"Q6_K", 1.0}};
+                                                    {"Q5_K", 0.875}, {"Q6_K", 1.0},  {"IQ4_NL", 0.625},
+                                                    {"IQ4_XS", 0.625}};
   for (const WeightFormat f : kGgufFormats) {
     const std::string type = gguf_block_format(f)->type_name;
     ASSERT_TRUE(documented.contains(type)) << type << " has no documented size here";
@@ -289,6 +291,9 @@ const FfnCase kFfnCases[] = {
     {WeightFormat::kGgmlQ5_0, WeightFormat::kGgmlQ5_0, 64, 96},
     {WeightFormat::kGgmlQ5_1, WeightFormat::kGgmlQ5_1, 32, 96},
     {WeightFormat::kGgmlQ4_K, WeightFormat::kGgmlQ5_0, 256, 96},   // Q4_K_M where H is no multiple of 256
+    {WeightFormat::kGgmlIQ4_NL, WeightFormat::kGgmlIQ4_NL, 64, 96},
+    {WeightFormat::kGgmlIQ4_XS, WeightFormat::kGgmlIQ4_NL, 256, 96},  // IQ4_XS files: IQ4_NL where H is no multiple of 256
+    {WeightFormat::kGgmlIQ4_XS, WeightFormat::kGgmlIQ4_XS, 512, 256},
 };
 
 TEST_P(GgufKernelTest, GroupedFfnMatchesTheReference) {
@@ -371,7 +376,9 @@ TEST(GgufGroupedFfn, UnsupportedOrMixedTypesAreClearErrors) {
   for (Isa isa : {Isa::kScalar, Isa::kAvx2}) {
     const std::string e = error_of([&] { make_grouped_ffn(shape, views, isa); });
     EXPECT_NE(e.find("down weights are ggml type F16"), std::string::npos) << e;
-    EXPECT_NE(e.find("must be one of Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, MXFP4"), std::string::npos) << e;
+    EXPECT_NE(e.find("must be one of Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4"),
+              std::string::npos)
+        << e;
   }
   // Gate and up of different types.
   views = experts.views;

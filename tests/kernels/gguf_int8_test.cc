@@ -191,7 +191,8 @@ TEST(GgufInt8Pack, PanelsHoldTheExactWeightsInTheDocumentedBytes) {
   Rng rng(12);
   const std::map<std::string, double> documented = {{"Q8_0", 1.125}, {"Q4_0", 0.625}, {"Q4_1", 0.75},
                                                     {"Q5_0", 0.75},  {"Q5_1", 0.875}, {"Q4_K", 0.75},
-                                                    {"Q5_K", 0.875}, {"Q6_K", 1.0}};
+                                                    {"Q5_K", 0.875}, {"Q6_K", 1.0},  {"IQ4_NL", 0.625},
+                                                    {"IQ4_XS", 0.625}};
   for (int nr : {16, 32})
     for (const WeightFormat f : kInt8Formats) {
       const std::string type = gguf_block_format(f)->type_name;
@@ -215,7 +216,8 @@ TEST(GgufInt8Pack, PanelsHoldTheExactWeightsInTheDocumentedBytes) {
               const float w = col < n ? want[static_cast<size_t>(kk * n + col)] : 0.0f;
               ASSERT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(w))
                   << weight_format_operands(f) << " k " << kk << " col " << col << " n " << n << " nr " << nr;
-              if (f != WeightFormat::kGgmlQ8_0I8) ASSERT_LE(gguf_int8_panel_code(f, panel, nr, kk, j), 63);
+              if (gguf_int8_layout(f).code_bits < 8 && !gguf_int8_layout(f).values)  // the others go the Q8_0 way
+                ASSERT_LE(gguf_int8_panel_code(f, panel, nr, kk, j), 63);
             }
         }
     }
@@ -254,6 +256,9 @@ const Int8FfnCase kInt8FfnCases[] = {
     {WeightFormat::kGgmlQ5_1, WeightFormat::kGgmlQ5_1, 96, 64},
     {WeightFormat::kGgmlQ4_K, WeightFormat::kGgmlQ5_0, 256, 96},   // Q4_K_M where H is no multiple of 256
     {WeightFormat::kGgmlQ5_K, WeightFormat::kGgmlQ5_1, 256, 160},  // Q5_K_M likewise: q8_K then q8_1
+    {WeightFormat::kGgmlIQ4_NL, WeightFormat::kGgmlIQ4_NL, 96, 64},
+    {WeightFormat::kGgmlIQ4_XS, WeightFormat::kGgmlIQ4_NL, 256, 96},  // IQ4_XS files where H is no multiple of 256
+    {WeightFormat::kGgmlIQ4_XS, WeightFormat::kGgmlIQ4_XS, 512, 256},
 };
 
 double max_abs(const std::vector<float>& v) {

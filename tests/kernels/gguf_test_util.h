@@ -60,11 +60,12 @@ inline void random_block(Rng& rng, uint32_t type, std::byte* out) {
     std::memset(out, 0, t.block_bytes);
     return;
   }
-  // Magnitudes so that the values are about 1: codes times scales reach 127 (Q8_0), 8 (Q4_0), 16 (Q4_1, Q5_x),
+  // Magnitudes so that the values are about 1: codes times scales reach 127 (Q8_0, IQ4), 8 (Q4_0), 16 (Q4_1, Q5_x),
   // 63 * 31 (K), 128 * 32 (Q6_K).
   const kernels::GgufBlockFormat& b = *kernels::gguf_block_format_of_type(type);
   const bool k_quant = t.block_values == 256;
-  const double magnitude = b.code_bits == 8 ? 1.0 / 64
+  const double magnitude = b.values ? (k_quant ? 1.0 / 2048 : 1.0 / 64)  // the IQ4 values reach 127
+                           : b.code_bits == 8 ? 1.0 / 64
                            : b.code_bits == 6 ? 1.0 / 2048
                            : k_quant ? 1.0 / 1024
                                      : 2.0 / (1 << (b.code_bits - 1));

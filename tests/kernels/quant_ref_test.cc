@@ -174,7 +174,8 @@ std::vector<float> dequantize_tensor(const GgufFile& f, const GgufTensorInfo& t)
 TEST(QuantRef, RandomBlocksMatchGgufPyBitForBit) {
   const auto f = GgufFile::open(test::data_dir() + "/gguf/quant_blocks.gguf");
   int checked = 0;
-  for (const char* type : {"F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K", "MXFP4"}) {
+  for (const char* type :
+       {"F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS", "MXFP4"}) {
     SCOPED_TRACE(type);
     const GgufTensorInfo& blocks = f.tensor(std::string(type) + ".blocks");
     const GgufTensorInfo& expected = f.tensor(std::string(type) + ".expected");
@@ -191,7 +192,7 @@ TEST(QuantRef, RandomBlocksMatchGgufPyBitForBit) {
     }
     checked += static_cast<int>(got.size());
   }
-  EXPECT_EQ(checked, 256 + 256 + 5 * 24 * 32 + 3 * 6 * 256 + 24 * 32);  // every value the script wrote
+  EXPECT_EQ(checked, 256 + 256 + 6 * 24 * 32 + 4 * 6 * 256 + 24 * 32);  // every value the script wrote
 }
 
 uint64_t fnv1a64(const std::vector<float>& values) {
