@@ -28,6 +28,8 @@ from gguf import GGMLQuantizationType as Q
 
 T = 7
 MARGIN = 2e-3
+# Architectures whose MoE metadata is deepseek2's (llama.cpp reads the same keys; glm4moe's gating defaults to sigmoid).
+DEEPSEEK2_LIKE = ("deepseek2", "glm4moe", "dots1", "bailingmoe2")
 NORM_FLOOR = 6.103515625e-5
 
 # Byte offsets of the f16 scale fields (d, and dmin where present) inside one block.
@@ -277,15 +279,16 @@ def build_case(out_dir, spec, seed):
     w.add_layer_norm_rms_eps(1e-6)
     w.add_expert_count(E)
     w.add_expert_used_count(K)
-    if arch in ("qwen2moe", "qwen3moe", "deepseek2", "gpt-oss"):
+    if arch not in ("llama", "olmoe"):
         w.add_expert_feed_forward_length(H)
-    if arch == "qwen2moe":
+    if arch in ("qwen2moe", "hunyuan-moe", "qwen3next"):
         w.add_expert_shared_feed_forward_length(Hs)
-    if arch == "deepseek2":
+    if arch in DEEPSEEK2_LIKE:  # shared experts of H each, gating, normalization and scale from the metadata
         w.add_leading_dense_block_count(1)
         w.add_expert_shared_count(Hs // H)
-        w.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID if spec["gating"] == "sigmoid"
-                                 else gguf.ExpertGatingFuncType.SOFTMAX)
+        if not spec.get("omit_gating_func"):
+            w.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID if spec["gating"] == "sigmoid"
+                                     else gguf.ExpertGatingFuncType.SOFTMAX)
         w.add_expert_weights_norm(spec["norm"])
         w.add_expert_weights_scale(spec["w_scale"])
     if spec.get("groups", 0) > 1:
@@ -465,8 +468,38 @@ CASES = [
          description="qwen3moe as IQ4_XS files lay out an expert hidden that is no multiple of 256: IQ4_XS gate/up "
                      "(6-bit sub-block scales, the non-linear 16 values), down in the fallback IQ4_NL"),
     dict(case="llama_mixtral_q4_1", arch="llama", D=64, H=96, E=8, K=2, n_ff=96, gating="softmax", norm=True,
-         w_scale=0.0, types=dict(gate=Q.Q4_1, up=Q.Q4_1, down=Q.Q4_1, dense=Q.Q4_1),
+         w_scale=0.0, seed=1012, types=dict(gate=Q.Q4_1, up=Q.Q4_1, down=Q.Q4_1, dense=Q.Q4_1),
          description="llama arch (Mixtral) in the legacy Q4_1 type: x = d * q + m per block of 32"),
+    dict(case="glm4moe_sigmoid_bias_q4_k", arch="glm4moe", D=256, H=32, E=8, K=3, H_shared=32, n_ff=32,
+         gating="sigmoid", norm=True, w_scale=2.5, exp_probs_b=True, omit_gating_func=True, router_std=3.0,
+         types=dict(gate=Q.Q4_K, up=Q.Q4_K, down=Q.Q8_0, shared_gate=Q.Q4_K, shared_up=Q.Q4_K, shared_down=Q.Q8_0,
+                    dense=Q.Q8_0),
+         description="glm4moe (GLM-4.5/4.6): no expert_gating_func key, which llama.cpp reads as sigmoid for this "
+                     "architecture; exp_probs_b (changes >= 2 tokens), normalized, scaled by 2.5, one shared expert, "
+                     "leading dense block"),
+    dict(case="dots1_softmax_q8_0", arch="dots1", D=64, H=32, E=8, K=2, H_shared=64, n_ff=32, gating="softmax",
+         norm=False, w_scale=1.0, types=dict(gate=Q.Q8_0, up=Q.Q8_0, down=Q.Q8_0, shared_gate=Q.Q8_0,
+                                               shared_up=Q.Q8_0, shared_down=Q.Q8_0, dense=Q.Q8_0),
+         description="dots1: gating from expert_gating_func (softmax here), not normalized, two shared experts"),
+    dict(case="bailingmoe2_sigmoid_groups_q6_k", arch="bailingmoe2", D=256, H=64, E=8, K=2, H_shared=64, n_ff=64,
+         gating="sigmoid", norm=True, w_scale=2.5, groups=4, groups_used=2, exp_probs_b=True, router_std=3.0,
+         types=dict(gate=Q.Q6_K, up=Q.Q6_K, down=Q.Q8_0, shared_gate=Q.Q6_K, shared_up=Q.Q6_K, shared_down=Q.Q8_0,
+                    dense=Q.Q8_0),
+         description="bailingmoe2 (Ling 2.0): sigmoid, exp_probs_b, 4 groups keep 2, normalized, scaled by 2.5, one "
+                     "shared expert; Q6_K gate/up, Q8_0 down"),
+    dict(case="qwen3vlmoe_q4_0", arch="qwen3vlmoe", D=64, H=32, E=8, K=4, n_ff=64, gating="softmax", norm=True,
+         w_scale=0.0, types=dict(gate=Q.Q4_0, up=Q.Q4_0, down=Q.Q4_0, dense=Q.Q8_0),
+         description="qwen3vlmoe (Qwen3-VL-MoE's text model): softmax, normalized, no shared expert"),
+    dict(case="hunyuan_moe_q8_0", arch="hunyuan-moe", D=64, H=32, E=8, K=4, H_shared=96, n_ff=64, gating="softmax",
+         norm=True, w_scale=0.0, types=dict(gate=Q.Q8_0, up=Q.Q8_0, down=Q.Q8_0, shared_gate=Q.Q8_0,
+                                              shared_up=Q.Q8_0, shared_down=Q.Q8_0, dense=Q.Q8_0),
+         description="hunyuan-moe: softmax, normalized, an ungated shared expert of "
+                     "expert_shared_feed_forward_length"),
+    dict(case="qwen3next_q5_k", arch="qwen3next", D=256, H=32, E=8, K=4, H_shared=64, n_ff=64, gating="softmax",
+         norm=True, w_scale=0.0, shared_gate=True,
+         types=dict(gate=Q.Q5_K, up=Q.Q5_K, down=Q.Q8_0, shared_gate=Q.Q5_K, shared_up=Q.Q5_K, shared_down=Q.Q8_0,
+                    dense=Q.Q8_0),
+         description="qwen3next: softmax, normalized, a sigmoid-gated shared expert"),
 ]
 
 

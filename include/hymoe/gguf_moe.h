@@ -1,5 +1,6 @@
-// The MoE blocks of a GGUF model as llama.cpp reads them, for the architectures hymoe knows: `llama` (Mixtral),
-// `qwen2moe`, `qwen3moe`, `olmoe`, `deepseek2` and `gpt-oss`. Reads the hyperparameters (with llama.cpp's exact key types
+// The MoE blocks of a GGUF model as llama.cpp reads them, for the architectures hymoe knows (one declaration each in
+// src/models/gguf_moe.cc): `llama` (Mixtral), `qwen2moe`, `qwen3moe`, `olmoe`, `deepseek2`, `gpt-oss`, `glm4moe`,
+// `dots1`, `bailingmoe2`, `qwen3vlmoe`, `hunyuan-moe` and `qwen3next`. Reads the hyperparameters (with llama.cpp's exact key types
 // and fallbacks), the routing settings each architecture fixes or reads, and finds and checks one block's
 // tensors (names, shapes, decodable types). Plain data over a GgufFile; nothing is read from the tensors here.
 #pragma once
@@ -25,8 +26,11 @@ struct GgufMoeConfig {
   uint32_t expert_hidden = 0;       // H of one routed expert
   std::string expert_hidden_from;   // the key (or fallback) H came from, for listings
   uint32_t shared_hidden = 0;       // hidden size of the shared expert; 0 when the architecture has none
-  bool shared_gate = false;         // qwen2moe: the shared expert's output is scaled by sigmoid(ffn_gate_inp_shexp . x)
-  uint32_t leading_dense_blocks = 0;  // deepseek2: blocks below this are dense
+  bool shared_optional = false;     // qwen3next: a block without ffn_gate_shexp has none
+  bool shared_gate = false;         // qwen2moe, qwen3next: the shared expert's output is scaled by
+                                    // sigmoid(ffn_gate_inp_shexp . x)
+  uint32_t leading_dense_blocks = 0;  // deepseek2, glm4moe, dots1, bailingmoe2: blocks below this are dense
+  bool selection_bias = false;      // the architecture reads exp_probs_b.bias where a block has it
   bool biases = false;              // gpt-oss: router and experts have biases (and the clamped SwiGLU, alpha 1.702,
                                     // limit 7, which llama.cpp's graph fixes)
   // Routing, as llama.cpp's build_moe_ffn runs it for the architecture.
@@ -54,11 +58,11 @@ struct GgufMoeBlock {
   const GgufTensorInfo* gate_exps = nullptr;  // ne [D, H, E]
   const GgufTensorInfo* up_exps = nullptr;    // ne [D, H, E]
   const GgufTensorInfo* down_exps = nullptr;  // ne [H, D, E]
-  const GgufTensorInfo* exp_probs_b = nullptr;     // deepseek2: selection-only bias, ne [E]
+  const GgufTensorInfo* exp_probs_b = nullptr;     // selection-only bias (GgufMoeConfig::selection_bias), ne [E]
   const GgufTensorInfo* gate_shexp = nullptr;      // ne [D, Hs]
   const GgufTensorInfo* up_shexp = nullptr;        // ne [D, Hs]
   const GgufTensorInfo* down_shexp = nullptr;      // ne [Hs, D]
-  const GgufTensorInfo* gate_inp_shexp = nullptr;  // qwen2moe: ne [D] or [D, 1]
+  const GgufTensorInfo* gate_inp_shexp = nullptr;  // qwen2moe, qwen3next: ne [D] or [D, 1]
   // The older split layout (early Mixtral files, architecture llama): expert e's ffn_gate.e (ne [D, H]), ffn_up.e
   // and ffn_down.e (ne [H, D]), one ggml type per projection as llama.cpp requires; then *_exps are null.
   std::vector<const GgufTensorInfo*> gate_split, up_split, down_split;

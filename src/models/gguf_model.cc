@@ -125,8 +125,8 @@ class GgufFamily final : public ModelFamily {
       s.shared.gate_name = "ffn_gate_shexp";
       s.shared.up_name = "ffn_up_shexp";
       s.shared.down_name = "ffn_down_shexp";
-      // qwen2moe's sigmoid(ffn_gate_inp_shexp . x); llama.cpp computes it as silu(z)/z, the same function except
-      // at z = 0, where llama.cpp gets NaN and hymoe 0.5.
+      // sigmoid(ffn_gate_inp_shexp . x) (qwen2moe, qwen3next); llama.cpp computes qwen2moe's as silu(z)/z, the same
+      // function except at z = 0, where llama.cpp gets NaN and hymoe 0.5.
       if (b.gate_inp_shexp) s.shared.gate_weight = b.gate_inp_shexp->name;
     }
     return s;

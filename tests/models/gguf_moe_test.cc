@@ -160,6 +160,76 @@ TEST(GgufMoe, DeepSeek2GatingFunc3) {
       << error_of(ds);
 }
 
+// The deepseek2-like architectures differ in what an absent expert_gating_func means: softmax (deepseek2's V2
+// files), sigmoid (glm4moe), or an error (dots1, bailingmoe2: llama.cpp's graph aborts on NONE); bailingmoe2's shared
+// experts are expert_shared_feed_forward_length wide when the key is there.
+TEST(GgufMoe, GatingWithoutTheKeyIsTheArchitectures) {
+  auto with_shared = [](const std::string& arch) {
+    FileSpec spec = moe_file(arch);
+    spec.kvs.push_back(kv_u32(arch + ".expert_shared_count", 1));
+    spec.tensors.push_back({"blk.1.ffn_gate_shexp.weight", 0, {D, H}});
+    spec.tensors.push_back({"blk.1.ffn_up_shexp.weight", 0, {D, H}});
+    spec.tensors.push_back({"blk.1.ffn_down_shexp.weight", 0, {H, D}});
+    return spec;
+  };
+  auto config = [](const FileSpec& spec) { return read_gguf_moe_config(GgufFile::from_bytes(build(spec), "m.gguf")); };
+  EXPECT_EQ(config(with_shared("deepseek2")).gating, GgufGating::kSoftmax);
+  EXPECT_EQ(config(with_shared("glm4moe")).gating, GgufGating::kSigmoid);
+  FileSpec glm_softmax = with_shared("glm4moe");
+  glm_softmax.kvs.push_back(kv_u32("glm4moe.expert_gating_func", 1));
+  EXPECT_EQ(config(glm_softmax).gating, GgufGating::kSoftmax);
+  for (const std::string arch : {"dots1", "bailingmoe2"}) {
+    FileSpec spec = with_shared(arch);
+    EXPECT_NE(error_of(spec).find("m.gguf: metadata key '" + arch + ".expert_gating_func' is missing; llama.cpp's " +
+                                  arch + " graph needs 1 (softmax), 2 (sigmoid) or 3"),
+              std::string::npos)
+        << error_of(spec);
+    spec.kvs.push_back(kv_u32(arch + ".expert_gating_func", 0));
+    EXPECT_NE(error_of(spec).find("is 0 (none)"), std::string::npos) << error_of(spec);
+    spec.kvs.back() = kv_u32(arch + ".expert_gating_func", 2);
+    EXPECT_EQ(config(spec).gating, GgufGating::kSigmoid);
+    EXPECT_EQ(config(spec).shared_hidden, H);
+  }
+  FileSpec bailing = with_shared("bailingmoe2");
+  bailing.kvs.push_back(kv_u32("bailingmoe2.expert_gating_func", 2));
+  bailing.kvs.push_back(kv_u32("bailingmoe2.expert_shared_feed_forward_length", 2 * H));
+  bailing.kvs[7] = kv_u32("bailingmoe2.expert_shared_count", 2);  // with_shared's count: 2 of 2H each now
+  EXPECT_EQ(config(bailing).shared_hidden, 4 * H);
+}
+
+// qwen3next's shared expert is there where the block has its tensors, with its sigmoid gate; hunyuan-moe's is
+// required and ungated; qwen3vlmoe has none.
+TEST(GgufMoe, SharedExpertRulesOfTheQwenAndHunyuanArchitectures) {
+  FileSpec next = moe_file("qwen3next");
+  next.kvs.push_back(kv_u32("qwen3next.expert_shared_feed_forward_length", 2 * H));
+  const auto bare = GgufFile::from_bytes(build(next), "n.gguf");
+  const GgufMoeConfig c = read_gguf_moe_config(bare);
+  EXPECT_TRUE(c.norm_weights);
+  EXPECT_EQ(c.shared_hidden, 2 * H);
+  EXPECT_EQ(find_gguf_moe_block(bare, c, 1).gate_shexp, nullptr);  // none in this block
+  next.tensors.push_back({"blk.1.ffn_gate_shexp.weight", 0, {D, 2 * H}});
+  EXPECT_NE(error_of(next).find("missing tensor 'blk.1.ffn_up_shexp.weight' of MoE block 1"), std::string::npos)
+      << error_of(next);
+  next.tensors.push_back({"blk.1.ffn_up_shexp.weight", 0, {D, 2 * H}});
+  next.tensors.push_back({"blk.1.ffn_down_shexp.weight", 0, {2 * H, D}});
+  EXPECT_NE(error_of(next).find("missing tensor 'blk.1.ffn_gate_inp_shexp.weight'"), std::string::npos)
+      << error_of(next);
+  next.tensors.push_back({"blk.1.ffn_gate_inp_shexp.weight", 0, {D}});
+  const auto full = GgufFile::from_bytes(build(next), "n.gguf");
+  const GgufMoeBlock b = find_gguf_moe_block(full, read_gguf_moe_config(full), 1);
+  ASSERT_NE(b.gate_inp_shexp, nullptr);
+  EXPECT_EQ(b.down_shexp->name, "blk.1.ffn_down_shexp.weight");
+  // hunyuan-moe: without expert_shared_feed_forward_length the shared expert is feed_forward_length wide, and required.
+  EXPECT_NE(error_of(moe_file("hunyuan-moe")).find("missing tensor 'blk.1.ffn_gate_shexp.weight'"), std::string::npos);
+  const GgufMoeConfig h = read_gguf_moe_config(GgufFile::from_bytes(build(moe_file("hunyuan-moe")), "h.gguf"));
+  EXPECT_EQ(h.shared_hidden, H);
+  EXPECT_FALSE(h.shared_gate);
+  EXPECT_TRUE(h.norm_weights);
+  const GgufMoeConfig v = read_gguf_moe_config(GgufFile::from_bytes(build(moe_file("qwen3vlmoe")), "v.gguf"));
+  EXPECT_EQ(v.shared_hidden, 0u);
+  EXPECT_TRUE(v.norm_weights);
+}
+
 TEST(GgufMoe, ConformanceCases) {
   const std::string root = test::data_dir() + "/conformance/gguf/";
   const auto q2 = GgufFile::open(root + "qwen2moe_q8_0/model.gguf");
@@ -260,7 +330,11 @@ TEST(GgufMoeRejects, NoArchitecture) {
 }
 
 TEST(GgufMoeRejects, UnknownArchitecture) {
-  EXPECT_NE(error_of(moe_file("gpt2")).find("m.gguf: architecture 'gpt2' is not one hymoe runs"), std::string::npos);
+  EXPECT_NE(error_of(moe_file("gpt2")).find("m.gguf: architecture 'gpt2' is not one hymoe runs (llama, qwen2moe, "
+                                            "qwen3moe, olmoe, deepseek2, gpt-oss, glm4moe, dots1, bailingmoe2, "
+                                            "qwen3vlmoe, hunyuan-moe, qwen3next)"),
+            std::string::npos)
+      << error_of(moe_file("gpt2"));
 }
 
 TEST(GgufMoeRejects, UnsupportedType) {

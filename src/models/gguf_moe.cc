@@ -1,0 +1,290 @@
+// llama.cpp's reading of a GGUF MoE model, per architecture: which keys it reads (with their exact types), which
+// settings its graph hard-codes, and the tensor names and shapes of a MoE block. Each architecture is one
+// declaration below (kArchitectures); the code reads whatever the declarations say. The facts are llama.cpp's
+// (0ce8cd11 for llama, qwen2moe, qwen3moe, olmoe, deepseek2, gpt-oss, as tests/data/conformance/gguf/README.md
+// records them; 0c1e57098, the peer harness's version, for the others: src/models/<arch>.cpp there).
+#include "hymoe/gguf_moe.h"
+
+#include <array>
+#include <optional>
+
+#include "hymoe/error.h"
+#include "hymoe/quant_formats.h"
+
+namespace hymoe {
+namespace {
+
+// Where the routed experts' hidden size H comes from.
+enum class HiddenRule {
+  kExpertKey,             // expert_feed_forward_length
+  kExpertKeyOrFfnOverK,   // that, else feed_forward_length / expert_used_count (qwen2moe, qwen3moe)
+  kFeedForwardLength,     // feed_forward_length (llama, olmoe)
+};
+// The shared expert: none, or its hidden size.
+enum class SharedRule {
+  kNone,
+  kSharedLength,            // expert_shared_feed_forward_length, else feed_forward_length
+  kCountTimesHidden,        // expert_shared_count * H (deepseek2, glm4moe, dots1)
+  kCountTimesSharedLength,  // expert_shared_count * (expert_shared_feed_forward_length, else H) (bailingmoe2)
+};
+// The gating function: fixed by the graph, or expert_gating_func (1 softmax, 2 sigmoid, 3 softmax over the
+// selected logits) with what an absent key (or 0, llama.cpp's NONE) means.
+enum class GatingRule {
+  kSoftmax,
+  kSoftmaxWeight,       // gpt-oss
+  kKeyOrSoftmax,        // deepseek2 (its V2 files have no key)
+  kKeyOrSigmoid,        // glm4moe
+  kKeyRequired,         // dots1, bailingmoe2: llama.cpp aborts on NONE
+};
+
+struct GgufArchitecture {
+  std::string_view name;
+  HiddenRule hidden = HiddenRule::kExpertKey;
+  SharedRule shared = SharedRule::kNone;
+  bool shared_optional = false;  // qwen3next: a block may have no shared expert tensors
+  bool shared_gate = false;      // sigmoid(ffn_gate_inp_shexp . x) scales the shared expert (qwen2moe, qwen3next)
+  GatingRule gating = GatingRule::kSoftmax;
+  std::optional<bool> norm_weights;  // fixed by the graph, or expert_weights_norm (default false)
+  bool reads_scale = false;          // expert_weights_scale (else no scale)
+  bool selection_bias = false;       // exp_probs_b.bias, optional: added to the scores for the selection only
+  bool leading_dense = false;        // leading_dense_block_count: blocks below it are dense
+  bool biases = false;               // gpt-oss: router and expert biases, clamped SwiGLU (alpha 1.702, limit 7)
+  std::string_view fixed;            // what the graph hard-codes, for listings
+};
+
+constexpr std::string_view kReadFromMetadata =
+    "gating, normalization and scale read from metadata; ungated shared expert";
+constexpr std::array<GgufArchitecture, 12> kArchitectures = {{
+    {.name = "llama", .hidden = HiddenRule::kFeedForwardLength, .norm_weights = true,
+     .fixed = "softmax gating, normalized weights, no scale, no shared expert"},
+    {.name = "qwen2moe", .hidden = HiddenRule::kExpertKeyOrFfnOverK, .shared = SharedRule::kSharedLength,
+     .shared_gate = true, .norm_weights = false,
+     .fixed = "softmax gating, weights not normalized, no scale, sigmoid-gated shared expert"},
+    {.name = "qwen3moe", .hidden = HiddenRule::kExpertKeyOrFfnOverK, .norm_weights = true,
+     .fixed = "softmax gating, normalized weights, no scale, no shared expert"},
+    {.name = "olmoe", .hidden = HiddenRule::kFeedForwardLength, .norm_weights = false,
+     .fixed = "softmax gating, weights not normalized, no scale, no shared expert"},
+    {.name = "deepseek2", .shared = SharedRule::kCountTimesHidden, .gating = GatingRule::kKeyOrSoftmax,
+     .reads_scale = true, .selection_bias = true, .leading_dense = true, .fixed = kReadFromMetadata},
+    {.name = "gpt-oss", .gating = GatingRule::kSoftmaxWeight, .norm_weights = false, .biases = true,
+     .fixed = "softmax over the top-k logits (SOFTMAX_WEIGHT), weights not normalized, no scale, router and expert "
+              "biases, clamped SwiGLU (alpha 1.702, limit 7), no shared expert"},
+    {.name = "glm4moe", .shared = SharedRule::kCountTimesHidden, .gating = GatingRule::kKeyOrSigmoid,
+     .reads_scale = true, .selection_bias = true, .leading_dense = true,
+     .fixed = "gating (sigmoid without the key), normalization and scale read from metadata; ungated shared expert"},
+    {.name = "dots1", .shared = SharedRule::kCountTimesHidden, .gating = GatingRule::kKeyRequired,
+     .reads_scale = true, .selection_bias = true, .leading_dense = true, .fixed = kReadFromMetadata},
+    {.name = "bailingmoe2", .shared = SharedRule::kCountTimesSharedLength, .gating = GatingRule::kKeyRequired,
+     .reads_scale = true, .selection_bias = true, .leading_dense = true, .fixed = kReadFromMetadata},
+    {.name = "qwen3vlmoe", .norm_weights = true,
+     .fixed = "softmax gating, normalized weights, no scale, no shared expert"},
+    {.name = "hunyuan-moe", .shared = SharedRule::kSharedLength, .norm_weights = true,
+     .fixed = "softmax gating, normalized weights, no scale, ungated shared expert"},
+    {.name = "qwen3next", .shared = SharedRule::kSharedLength, .shared_optional = true, .shared_gate = true,
+     .norm_weights = true,
+     .fixed = "softmax gating, normalized weights, no scale, sigmoid-gated shared expert where the block has one"},
+}};
+
+std::string key(const GgufMoeConfig& c, std::string_view name) { return c.architecture + "." + std::string(name); }
+
+std::string architecture_names() {
+  std::string names;
+  for (const auto& r : kArchitectures) names += (names.empty() ? "" : ", ") + std::string(r.name);
+  return names;
+}
+
+const GgufArchitecture* find_architecture(std::string_view name) {
+  for (const auto& r : kArchitectures)
+    if (r.name == name) return &r;
+  return nullptr;
+}
+
+}  // namespace
+
+GgufMoeConfig read_gguf_moe_config(const GgufFile& file) {
+  GgufMoeConfig c;
+  const auto arch = file.get_string("general.architecture");
+  if (!arch) fail(file.label(), ": missing metadata key 'general.architecture'");
+  c.architecture = *arch;
+  const GgufArchitecture* rules = find_architecture(c.architecture);
+  if (!rules)
+    fail(file.label(), ": architecture '", c.architecture, "' is not one hymoe runs (", architecture_names(), ")");
+  c.fixed_by_architecture = rules->fixed;
+  c.block_count = file.require_u32(key(c, "block_count"));
+  c.embedding_length = file.require_u32(key(c, "embedding_length"));
+  c.expert_count = file.get_u32(key(c, "expert_count")).value_or(0);
+  c.expert_used_count = file.get_u32(key(c, "expert_used_count")).value_or(0);
+  if (c.expert_count == 0) return c;  // a dense model: nothing more to read
+  if (c.expert_used_count == 0 || c.expert_used_count > c.expert_count)
+    fail(file.label(), ": metadata key '", key(c, "expert_used_count"), "' is ", c.expert_used_count,
+         ", expected 1 .. expert_count = ", c.expert_count);
+  const auto n_ff = file.get_u32(key(c, "feed_forward_length"));
+  const auto expert_ff = file.get_u32(key(c, "expert_feed_forward_length"));
+  if (rules->hidden == HiddenRule::kFeedForwardLength) {
+    if (!n_ff) fail(file.label(), ": missing metadata key '", key(c, "feed_forward_length"), "'");
+    c.expert_hidden = *n_ff;
+    c.expert_hidden_from = key(c, "feed_forward_length");
+  } else if (expert_ff) {
+    c.expert_hidden = *expert_ff;
+    c.expert_hidden_from = key(c, "expert_feed_forward_length");
+  } else if (rules->hidden == HiddenRule::kExpertKeyOrFfnOverK && n_ff) {
+    c.expert_hidden = *n_ff / c.expert_used_count;
+    c.expert_hidden_from = key(c, "feed_forward_length") + " / expert_used_count";
+  } else {
+    fail(file.label(), ": missing metadata key '", key(c, "expert_feed_forward_length"), "'");
+  }
+  const auto shared_ff = [&] { return file.get_u32(key(c, "expert_shared_feed_forward_length")); };
+  switch (rules->shared) {
+    case SharedRule::kNone: break;
+    case SharedRule::kSharedLength: c.shared_hidden = shared_ff().value_or(n_ff.value_or(0)); break;
+    case SharedRule::kCountTimesHidden:
+    case SharedRule::kCountTimesSharedLength: {
+      const uint32_t count = file.require_u32(key(c, "expert_shared_count"));
+      const uint32_t each = rules->shared == SharedRule::kCountTimesSharedLength ? shared_ff().value_or(c.expert_hidden)
+                                                                                 : c.expert_hidden;
+      const uint64_t hidden = uint64_t{each} * count;
+      if (hidden > UINT32_MAX) fail(file.label(), ": shared expert hidden size ", hidden, " is too large");
+      c.shared_hidden = static_cast<uint32_t>(hidden);
+      break;
+    }
+  }
+  c.shared_gate = rules->shared_gate;
+  c.shared_optional = rules->shared_optional;
+  c.selection_bias = rules->selection_bias;
+  if (rules->leading_dense) c.leading_dense_blocks = file.get_u32(key(c, "leading_dense_block_count")).value_or(0);
+  switch (rules->gating) {
+    case GatingRule::kSoftmax: c.gating = GgufGating::kSoftmax; break;
+    case GatingRule::kSoftmaxWeight: c.gating = GgufGating::kSoftmaxWeight; break;
+    case GatingRule::kKeyOrSoftmax:
+    case GatingRule::kKeyOrSigmoid:
+    case GatingRule::kKeyRequired: {
+      const std::optional<uint32_t> gating = file.get_u32(key(c, "expert_gating_func"));
+      if (rules->gating == GatingRule::kKeyRequired && gating.value_or(0) == 0)
+        fail(file.label(), ": metadata key '", key(c, "expert_gating_func"), "' is ",
+             gating ? "0 (none)" : "missing", "; llama.cpp's ", c.architecture,
+             " graph needs 1 (softmax), 2 (sigmoid) or 3 (softmax over the selected logits)");
+      const uint32_t g = gating.value_or(0) != 0 ? *gating : rules->gating == GatingRule::kKeyOrSigmoid ? 2 : 1;
+      if (g == 2) {
+        c.gating = GgufGating::kSigmoid;
+      } else if (g == 3) {
+        c.gating = GgufGating::kSoftmaxWeight;
+      } else if (g > 3) {
+        fail(file.label(), ": metadata key '", key(c, "expert_gating_func"), "' is ", g,
+             "; hymoe runs 1 (softmax), 2 (sigmoid) and 3 (softmax over the selected logits)");
+      }
+      break;
+    }
+  }
+  c.norm_weights = rules->norm_weights ? *rules->norm_weights
+                                       : file.get_bool(key(c, "expert_weights_norm")).value_or(false);
+  if (rules->reads_scale) c.weights_scale = file.get_f32(key(c, "expert_weights_scale")).value_or(0.0f);
+  c.biases = rules->biases;
+  c.group_count = file.get_u32(key(c, "expert_group_count")).value_or(0);
+  c.group_used_count = file.get_u32(key(c, "expert_group_used_count")).value_or(0);
+  if (c.group_count > 1) {
+    if (c.expert_count % c.group_count != 0 || c.group_count >= c.expert_count)
+      fail(file.label(), ": metadata key '", key(c, "expert_group_count"), "' is ", c.group_count,
+           ", which does not split expert_count = ", c.expert_count, " into groups");
+    if (c.group_used_count == 0 || c.group_used_count > c.group_count)
+      fail(file.label(), ": metadata key '", key(c, "expert_group_used_count"), "' is ", c.group_used_count,
+           ", expected 1 .. expert_group_count = ", c.group_count);
+  }
+  if (c.expert_hidden == 0) fail(file.label(), ": expert hidden size (", c.expert_hidden_from, ") is 0");
+  return c;
+}
+
+uint64_t GgufMoeBlock::expert_bytes(uint32_t expert_count) const {
+  if (split_experts()) return gate_split[0]->nbytes + up_split[0]->nbytes + down_split[0]->nbytes;
+  return (gate_exps->nbytes + up_exps->nbytes + down_exps->nbytes) / expert_count;
+}
+
+uint64_t GgufMoeBlock::total_bytes() const {
+  uint64_t total = 0;
+  for (const auto* split : {&gate_split, &up_split, &down_split})
+    for (const GgufTensorInfo* t : *split) total += t->nbytes;
+  for (const GgufTensorInfo* t : {router, gate_exps, up_exps, down_exps, exp_probs_b, gate_shexp, up_shexp, down_shexp,
+                                  gate_inp_shexp, router_bias, gate_exps_bias, up_exps_bias, down_exps_bias})
+    if (t) total += t->nbytes;
+  return total;
+}
+
+bool gguf_block_is_moe(const GgufFile& file, uint32_t block) {
+  return file.contains("blk." + std::to_string(block) + ".ffn_gate_inp.weight");
+}
+
+GgufMoeBlock find_gguf_moe_block(const GgufFile& file, const GgufMoeConfig& c, uint32_t block) {
+  if (c.expert_count == 0) fail(file.label(), ": the model has no experts ('", key(c, "expert_count"), "' absent or 0)");
+  if (block >= c.block_count)
+    fail(file.label(), ": block ", block, " does not exist (", key(c, "block_count"), " = ", c.block_count, ")");
+  if (block < c.leading_dense_blocks)
+    fail(file.label(), ": block ", block, " is dense (", key(c, "leading_dense_block_count"), " = ",
+         c.leading_dense_blocks, ")");
+  const std::string prefix = "blk." + std::to_string(block) + ".";
+  const uint64_t D = c.embedding_length, H = c.expert_hidden, E = c.expert_count, Hs = c.shared_hidden;
+  // A tensor with the expected ne (trailing 1s may be omitted, as ggml fills them) and a decodable type.
+  auto get = [&](const std::string& name, std::array<uint64_t, 4> ne, bool required) -> const GgufTensorInfo* {
+    const GgufTensorInfo* t = file.find_tensor(prefix + name);
+    if (!t) {
+      if (required) fail(file.label(), ": missing tensor '", prefix + name, "' of MoE block ", block);
+      return nullptr;
+    }
+    if (t->ne != ne) {
+      std::string want = "[";
+      uint32_t dims = 4;
+      while (dims > 1 && ne[dims - 1] == 1) --dims;
+      for (uint32_t d = 0; d < dims; ++d) want += (d ? ", " : "") + std::to_string(ne[d]);
+      fail(file.label(), ": tensor ", quote_for_message(t->name), " has ne = ", t->ne_text(), ", expected ", want, "] (D = ", D,
+           ", H = ", H, ", E = ", E, Hs ? ", shared H = " + std::to_string(Hs) : std::string(), ")");
+    }
+    if (!can_dequantize(t->type))
+      fail(file.label(), ": tensor ", quote_for_message(t->name), " has type ", ggml_type_name(t->type),
+           ", which hymoe does not decode (", decodable_type_names(), ")");
+    return t;
+  };
+  GgufMoeBlock b;
+  b.block = block;
+  b.router = get("ffn_gate_inp.weight", {D, E, 1, 1}, true);
+  if (!file.find_tensor(prefix + "ffn_gate_exps.weight") && file.find_tensor(prefix + "ffn_gate.0.weight")) {
+    // One tensor per expert, as llama.cpp's converter wrote early Mixtral files; llama.cpp merges each projection's
+    // tensors into one of the first expert's type, for its 'llama' architecture only.
+    if (c.architecture != "llama")
+      fail(file.label(), ": MoE block ", block, " stores one tensor per expert ('", prefix,
+           "ffn_gate.0.weight', ...), a layout llama.cpp reads for the 'llama' architecture only, not '",
+           c.architecture, "'");
+    auto split = [&](const char* projection, std::array<uint64_t, 4> ne, std::vector<const GgufTensorInfo*>& out) {
+      for (uint64_t e = 0; e < E; ++e) {
+        const GgufTensorInfo* t = get(std::string(projection) + "." + std::to_string(e) + ".weight", ne, true);
+        if (e > 0 && t->type != out[0]->type)
+          fail(file.label(), ": tensor ", quote_for_message(t->name), " has type ", ggml_type_name(t->type),
+               " but expert 0's has type ", ggml_type_name(out[0]->type),
+               ": llama.cpp merges a projection's split experts into one tensor of one type");
+        out.push_back(t);
+      }
+    };
+    split("ffn_gate", {D, H, 1, 1}, b.gate_split);
+    split("ffn_up", {D, H, 1, 1}, b.up_split);
+    split("ffn_down", {H, D, 1, 1}, b.down_split);
+  } else {
+    b.gate_exps = get("ffn_gate_exps.weight", {D, H, E, 1}, true);
+    b.up_exps = get("ffn_up_exps.weight", {D, H, E, 1}, true);
+    b.down_exps = get("ffn_down_exps.weight", {H, D, E, 1}, true);
+  }
+  if (c.selection_bias) b.exp_probs_b = get("exp_probs_b.bias", {E, 1, 1, 1}, false);
+  if (c.biases) {
+    b.router_bias = get("ffn_gate_inp.bias", {E, 1, 1, 1}, true);
+    b.gate_exps_bias = get("ffn_gate_exps.bias", {H, E, 1, 1}, true);
+    b.up_exps_bias = get("ffn_up_exps.bias", {H, E, 1, 1}, true);
+    b.down_exps_bias = get("ffn_down_exps.bias", {D, E, 1, 1}, true);
+  }
+  // A shared expert the architecture may leave out (qwen3next) is there when its gate projection is.
+  const bool shared = Hs > 0 && (!c.shared_optional || file.find_tensor(prefix + "ffn_gate_shexp.weight"));
+  if (shared) {
+    b.gate_shexp = get("ffn_gate_shexp.weight", {D, Hs, 1, 1}, true);
+    b.up_shexp = get("ffn_up_shexp.weight", {D, Hs, 1, 1}, true);
+    b.down_shexp = get("ffn_down_shexp.weight", {Hs, D, 1, 1}, true);
+    if (c.shared_gate) b.gate_inp_shexp = get("ffn_gate_inp_shexp.weight", {D, 1, 1, 1}, true);
+  }
+  return b;
+}
+
+}  // namespace hymoe
