@@ -27,6 +27,47 @@ from safetensors import safe_open
 MARGIN = 2e-4  # gaps of the biased sigmoid scores and group scores, float64, as the shared DeepSeek-V3 cases
 
 
+SMALL = dict(vocab_size=128, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4,
+             head_dim=16, max_position_embeddings=64)
+
+
+def qwen3_next_config():
+    # Qwen3-Next: Qwen2-MoE's block (softmax, a sigmoid-gated shared expert) with Qwen3NextConfig's defaults
+    # (norm_topk_prob true, taken from the class: the key is left out); layer 0 linear attention, layer 1 full.
+    return transformers.Qwen3NextConfig(
+        intermediate_size=96, moe_intermediate_size=32, num_experts=16, num_experts_per_tok=4,
+        shared_expert_intermediate_size=48, decoder_sparse_step=1, layer_types=["linear_attention", "full_attention"],
+        linear_num_value_heads=4, linear_num_key_heads=2, linear_key_head_dim=16, linear_value_head_dim=16, **SMALL)
+
+
+def flex_olmo_config():
+    # FlexOlmo: OLMoE's block, softmax top-k without renormalization (FlexOlmoConfig's default).
+    return transformers.FlexOlmoConfig(intermediate_size=32, num_experts=16, num_experts_per_tok=4, pad_token_id=1,
+                                       bos_token_id=2, eos_token_id=3, **SMALL)
+
+
+def minimax_m2_config():
+    # MiniMax-M2: sigmoid scores, e_score_correction_bias (the block's) for choosing, always renormalized, no groups,
+    # no scale, no shared expert.
+    return transformers.MiniMaxM2Config(intermediate_size=32, num_local_experts=16, num_experts_per_tok=4, **SMALL)
+
+
+def solar_open_config():
+    # Solar Open: DeepSeek-V3's router and shared expert on every layer, under SolarOpenConfig's defaults (n_group 1,
+    # routed_scaling_factor 1.0) but for two groups of which one is kept, so the group limit acts.
+    return transformers.SolarOpenConfig(
+        moe_intermediate_size=32, n_routed_experts=16, num_experts_per_tok=4, n_shared_experts=1, n_group=2,
+        topk_group=1, **SMALL)
+
+
+def exaone_moe_config():
+    # EXAONE-MoE: DeepSeek-V3's router under ExaoneMoeConfig's names (num_experts, num_shared_experts) and defaults
+    # (routed_scaling_factor 2.5, mlp_layer_types from first_k_dense_replace 1).
+    return transformers.ExaoneMoeConfig(
+        intermediate_size=96, moe_intermediate_size=32, num_experts=16, num_experts_per_tok=4, num_shared_experts=2,
+        **SMALL)
+
+
 def glm4_moe_config():
     # GLM-4.5/4.6's block: DeepSeek-V3's router and shared expert. n_group 4 > topk_group 2 makes the group
     # limit act; routed_scaling_factor is GLM's own default (1.0), which a port must not take from DeepSeek (2.5).
@@ -82,7 +123,54 @@ CASES = [
     dict(name="glm4_moe_lite_e16_k4", family="glm4_moe_lite", config=glm4_moe_lite_config,
          model_class="Glm4MoeLiteForCausalLM", description="GLM-4.7-Flash (glm4_moe_lite): V3's router, one group, "
          "routed_scaling_factor 1.8 (its default), 1 shared expert, layer 1 MoE by the derived mlp_layer_types"),
+    dict(name="qwen3_next_e16_k4", family="qwen3_next", config=qwen3_next_config, model_class="Qwen3NextForCausalLM",
+         router="softmax", shared="gated", description="Qwen3-Next (qwen3_next): softmax top-4, renormalized "
+         "(norm_topk_prob true by Qwen3NextConfig's default, the key absent from config.json), a 48-wide shared "
+         "expert scaled by sigmoid(shared_expert_gate x)", drop_keys=["norm_topk_prob"]),
+    dict(name="flex_olmo_e16_k4", family="flex_olmo", config=flex_olmo_config, model_class="FlexOlmoForCausalLM",
+         router="softmax", shared=None, description="FlexOlmo (flex_olmo): softmax top-4, not renormalized, "
+         "expert size intermediate_size"),
+    dict(name="minimax_m2_e16_k4", family="minimax_m2", config=minimax_m2_config, model_class="MiniMaxM2ForCausalLM",
+         router="v3", bias_of="block", shared=None, checkpoint_block="block_sparse_moe", checkpoint_down="w2",
+         description="MiniMax-M2 (minimax_m2): sigmoid scores, the block's e_score_correction_bias for choosing, "
+         "renormalized, no groups, no scale, no shared expert; saved under the released names (block_sparse_moe, "
+         "w1/w3/w2)"),
+    dict(name="solar_open_e16_g2_tg1_k4", family="solar_open", config=solar_open_config,
+         model_class="SolarOpenForCausalLM", description="Solar Open (solar_open): V3's router with 2 groups of "
+         "which 1 is kept, renormalized, scale 1.0, 1 shared expert, every layer MoE"),
+    dict(name="exaone_moe_e16_k4", family="exaone_moe", config=exaone_moe_config,
+         model_class="ExaoneMoeForCausalLM", description="EXAONE-MoE (exaone_moe): V3's router, one group, "
+         "renormalized, routed_scaling_factor 2.5 (its default), 2 shared experts (num_shared_experts), layer 1 MoE "
+         "by mlp_layer_types"),
 ]
+
+
+def softmax_route64(router, x, k, norm):
+    """Softmax top-k in float64: (indices in canonical order, weights, margins)."""
+    logits = x @ router.T
+    p = np.exp(logits - logits.max())
+    p /= p.sum()
+    order = np.argsort(-p, kind="stable")
+    idx = order[:k]
+    w = p[idx]
+    if norm:
+        w = w / w.sum()
+    srt = p[order]
+    cut = srt[k - 1] - srt[k] if len(srt) > k else np.inf
+    slot = np.min(np.diff(-srt[:k])) if k > 1 else np.inf
+    return idx, w, (cut, slot, np.inf), False, False
+
+
+def config_values(cfg):
+    """The routing settings of a config, whatever its class names them."""
+    E = getattr(cfg, "n_routed_experts", None) or getattr(cfg, "num_local_experts", None) or cfg.num_experts
+    H = getattr(cfg, "moe_intermediate_size", None) or cfg.intermediate_size
+    if type(cfg).__name__ in ("FlexOlmoConfig", "MiniMaxM2Config"):
+        H = cfg.intermediate_size
+    shared = getattr(cfg, "n_shared_experts", None) or getattr(cfg, "num_shared_experts", None) or 0
+    return dict(E=E, H=H, n_group=getattr(cfg, "n_group", 1), topk_group=getattr(cfg, "topk_group", 1),
+                norm=getattr(cfg, "norm_topk_prob", True), scale=getattr(cfg, "routed_scaling_factor", 1.0),
+                n_shared=shared)
 
 
 def route64(router, bias, x, n_group, topk_group, k, norm, scale):
@@ -116,47 +204,63 @@ def route64(router, bias, x, n_group, topk_group, k, norm, scale):
 
 def build_case(out_dir, spec):
     cfg = spec["config"]()
-    E, K, D, H = cfg.n_routed_experts, cfg.num_experts_per_tok, cfg.hidden_size, cfg.moe_intermediate_size
-    prefix = "model.layers.1.mlp."
+    v = config_values(cfg)
+    E, K, D, H = v["E"], cfg.num_experts_per_tok, cfg.hidden_size, v["H"]
+    softmax = spec.get("router", "v3") == "softmax"
+    shared_kind = spec.get("shared", "experts")
+    prefix = "model.layers.1." + spec.get("checkpoint_block", "mlp") + "."
     for seed in range(700000, 700000 + 1000):
         rng = np.random.default_rng(seed)
         router = (rng.standard_normal((E, D)) * 1.5 / np.sqrt(D)).astype(np.float32)
         bias = rng.uniform(-0.15, 0.15, E).astype(np.float32)
         x = rng.standard_normal((2, 5, D)).astype(np.float32)
         xs = x.reshape(-1, D).astype(np.float64)
-        routes = [route64(router.astype(np.float64), bias.astype(np.float64), t, cfg.n_group, cfg.topk_group, K,
-                          cfg.norm_topk_prob, cfg.routed_scaling_factor) for t in xs]
+        if softmax:
+            routes = [softmax_route64(router.astype(np.float64), t, K, v["norm"]) for t in xs]
+        else:
+            routes = [route64(router.astype(np.float64), bias.astype(np.float64), t, v["n_group"], v["topk_group"], K,
+                              v["norm"], v["scale"]) for t in xs]
         margins = np.min([r[2] for r in routes], axis=0)
         by_groups = sum(r[3] for r in routes)
         by_bias = sum(r[4] for r in routes)
-        groups_act = cfg.n_group > cfg.topk_group
-        if margins.min() >= MARGIN and (by_groups >= 2 or not groups_act) and by_bias >= 2:
+        groups_act = v["n_group"] > v["topk_group"]
+        if margins.min() >= MARGIN and (by_groups >= 2 or not groups_act) and (by_bias >= 2 or softmax):
             break
     else:
         raise SystemExit(f"{spec['name']}: no seed gives margins >= {MARGIN}")
     gate = (rng.standard_normal((E, H, D)) / np.sqrt(D)).astype(np.float32)
     up = (rng.standard_normal((E, H, D)) / np.sqrt(D)).astype(np.float32)
     down = (rng.standard_normal((E, D, H)) / np.sqrt(H)).astype(np.float32)
-    Hs = H * cfg.n_shared_experts
+    Hs = {"experts": H * v["n_shared"], "gated": getattr(cfg, "shared_expert_intermediate_size", 0), None: 0}[shared_kind]
     shared = {n: (rng.standard_normal(s) / np.sqrt(s[1])).astype(np.float32)
-              for n, s in (("gate_proj", (Hs, D)), ("up_proj", (Hs, D)), ("down_proj", (D, Hs)))}
+              for n, s in (("gate_proj", (Hs, D)), ("up_proj", (Hs, D)), ("down_proj", (D, Hs)))} if Hs else {}
+    shared_gate = (rng.standard_normal((1, D)) / np.sqrt(D)).astype(np.float32) if shared_kind == "gated" else None
 
     torch.manual_seed(0)
     model = getattr(transformers, spec["model_class"])(cfg).eval()
     block = model.model.layers[1].mlp
     with torch.no_grad():
         block.gate.weight.copy_(torch.from_numpy(router))
-        block.gate.e_score_correction_bias.copy_(torch.from_numpy(bias))
+        if not softmax:
+            owner = block if spec.get("bias_of") == "block" else block.gate
+            owner.e_score_correction_bias.copy_(torch.from_numpy(bias))
         block.experts.gate_up_proj.copy_(torch.from_numpy(np.concatenate([gate, up], axis=1)))
         block.experts.down_proj.copy_(torch.from_numpy(down))
-        for n, v in shared.items():
-            getattr(block.shared_experts, n).weight.copy_(torch.from_numpy(v))
+        shared_module = block.shared_expert if shared_kind == "gated" else getattr(block, "shared_experts", None)
+        for n, w in shared.items():
+            getattr(shared_module, n).weight.copy_(torch.from_numpy(w))
+        if shared_gate is not None:
+            block.shared_expert_gate.weight.copy_(torch.from_numpy(shared_gate))
 
     os.makedirs(out_dir, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         model.save_pretrained(tmp)
         with open(os.path.join(tmp, "config.json")) as f:
             config = json.load(f)
+        for key in spec.get("drop_keys", []):  # left to the config class's default, as a release might
+            config.pop(key, None)
+        with open(os.path.join(tmp, "config.json"), "w") as f:
+            json.dump(config, f)
         weights = {}
         with safe_open(os.path.join(tmp, "model.safetensors"), "np") as f:
             for n in f.keys():
@@ -168,13 +272,15 @@ def build_case(out_dir, spec):
         json.dump(config, f, indent=2, sort_keys=True)
         f.write("\n")
     save_file(weights, os.path.join(out_dir, "weights.safetensors"), metadata={"format": "pt"})
-    assert f"{prefix}experts.{E - 1}.down_proj.weight" in weights, sorted(weights)[:8]
+    down_name = spec.get("checkpoint_down", "down_proj")
+    assert f"{prefix}experts.{E - 1}.{down_name}.weight" in weights, sorted(weights)[:8]
 
     lblock = loaded.model.layers[1].mlp
     with torch.no_grad():
         xt = torch.from_numpy(x)
         y = lblock(xt).numpy()
-        _, tw, ti = lblock.gate(xt.reshape(-1, D))
+        gate_args = (lblock.e_score_correction_bias,) if spec.get("bias_of") == "block" else ()
+        _, tw, ti = lblock.gate(xt.reshape(-1, D), *gate_args)
     indices = np.stack([r[0] for r in routes]).astype(np.int64)
     # Canonical slot order (descending biased score): transformers' topk(sorted=False) may differ, its set may not.
     tw, ti = tw.numpy(), ti.numpy()
@@ -191,8 +297,12 @@ def build_case(out_dir, spec):
         for e, w in zip(routes[t][0], routes[t][1]):
             h = silu(gate[e].astype(np.float64) @ xs[t]) * (up[e].astype(np.float64) @ xs[t])
             y64[t] += w * (down[e].astype(np.float64) @ h)
-        hs = silu(shared["gate_proj"].astype(np.float64) @ xs[t]) * (shared["up_proj"].astype(np.float64) @ xs[t])
-        y64[t] += shared["down_proj"].astype(np.float64) @ hs
+        if shared:
+            hs = silu(shared["gate_proj"].astype(np.float64) @ xs[t]) * (shared["up_proj"].astype(np.float64) @ xs[t])
+            out = shared["down_proj"].astype(np.float64) @ hs
+            if shared_gate is not None:
+                out = out / (1.0 + np.exp(-(shared_gate[0].astype(np.float64) @ xs[t])))
+            y64[t] += out
     y_err = float(np.abs(y.reshape(-1, D) - y64).max())
     w_err = float(np.abs(weights_canonical - np.stack([r[1] for r in routes])).max())
     y_max = float(np.abs(y).max())
@@ -206,7 +316,8 @@ def build_case(out_dir, spec):
         "torch_version": torch.__version__, "numpy_version": np.__version__, "config_class": type(cfg).__name__,
         "model_class": spec["model_class"], "checkpoint_prefix": prefix, "layer": 1, "dtype": "float32",
         "input_shape": list(x.shape), "token_order": "t = b*L + l", "experts_implementation": "eager",
-        "seed": seed, "rank_space": "biased sigmoid score", "margin_threshold": MARGIN,
+        "seed": seed, "rank_space": "softmax probability" if softmax else "biased sigmoid score",
+        "margin_threshold": MARGIN,
         "margins": {"topk_cut": float(margins[0]), "between_selected_slots": float(margins[1]),
                     "group_cut": float(margins[2]) if np.isfinite(margins[2]) else None},
         "stats": {"tokens_where_group_limit_changes_selection": int(by_groups),
@@ -226,9 +337,11 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "tests", "data", "conformance",
                                                   "hf-extra"))
+    ap.add_argument("--case", action="append", help="write only this case (repeatable); default: every case")
     args = ap.parse_args()
     for spec in CASES:
-        build_case(os.path.join(args.out, spec["name"]), spec)
+        if not args.case or spec["name"] in args.case:
+            build_case(os.path.join(args.out, spec["name"]), spec)
 
 
 if __name__ == "__main__":

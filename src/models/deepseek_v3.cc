@@ -12,6 +12,10 @@
 // cannot build the block without it, so hymoe requires it). DeepSeek-V3.2 (deepseek_v32) and GLM-4.7-Flash
 // (glm4_moe_lite) run the same block, a layer being MoE where mlp_layer_types says "sparse" (their configs fill the
 // list from first_k_dense_replace, or as ["dense"] + ["sparse"] * (n - 1) for glm4_moe_lite, when it is absent).
+// Solar Open (solar_open) is V3's block on every layer (SolarOpenConfig has no dense-layer rule) under its defaults
+// (n_group 1, topk_group 1, routed_scaling_factor 1.0); EXAONE-MoE (exaone_moe) under ExaoneMoeConfig's
+// (num_experts and num_shared_experts for the counts, mlp_layer_types from first_k_dense_replace 1, scale 2.5), its
+// checkpoints holding the bias as mlp.e_score_correction_bias.
 #include "models/families.h"
 #include "models/family_common.h"
 
@@ -22,26 +26,32 @@ namespace {
 
 using namespace family_detail;
 
-// The config class's defaults for keys a config.json may leave out.
+// The config class's defaults for keys a config.json may leave out, and the keys it names differently.
 struct V3Defaults {
   const char* family;
-  int64_t first_k_dense_replace, n_group, topk_group;
+  int64_t first_k_dense_replace, n_group, topk_group;  // first_k_dense_replace -1: every layer MoE, key not read
   double routed_scaling_factor;
   bool norm_topk_prob;
   int64_t n_shared_experts;  // -1: required
   bool mlp_layer_types;      // the layer rule is the config's mlp_layer_types, "dense" or "sparse" per layer
+  const char* experts_key = "n_routed_experts";
+  const char* shared_key = "n_shared_experts";
+  const char* bias_name = "gate.e_score_correction_bias";  // under the layer's mlp., as the checkpoints name it
 };
 constexpr V3Defaults kDeepseekV3{"deepseek_v3", 3, 8, 4, 2.5, true, 1, false};
 constexpr V3Defaults kGlm4Moe{"glm4_moe", 1, 1, 1, 1.0, true, 1, false};
 constexpr V3Defaults kDots1{"dots1", 0, 1, 1, 1.0, false, -1, false};
 constexpr V3Defaults kDeepseekV32{"deepseek_v32", 3, 8, 4, 2.5, true, 1, true};
 constexpr V3Defaults kGlm4MoeLite{"glm4_moe_lite", 1, 1, 1, 1.8, true, 1, true};
+constexpr V3Defaults kSolarOpen{"solar_open", -1, 1, 1, 1.0, true, 1, false};
+constexpr V3Defaults kExaoneMoe{"exaone_moe", 1, 1, 1, 2.5, true, 1, true, "num_experts", "num_shared_experts",
+                                "e_score_correction_bias"};
 
 class DeepseekV3 final : public FamilyBase {
  public:
   DeepseekV3(const HfConfig& c, const V3Defaults& d)
       : FamilyBase(c, d.family, read_common_fields(c)), d_(d),
-        first_moe_(c.integer_or({"first_k_dense_replace"}, d.first_k_dense_replace)) {
+        first_moe_(d.first_k_dense_replace < 0 ? 0 : c.integer_or({"first_k_dense_replace"}, d.first_k_dense_replace)) {
     if (!d.mlp_layer_types) return;
     const int64_t n = c.integer({"num_hidden_layers"});
     std::vector<std::string> fallback;
@@ -60,11 +70,11 @@ class DeepseekV3 final : public FamilyBase {
       return layer >= 0 && layer < static_cast<int64_t>(layer_types_.size()) && layer_types_[layer] == "sparse"
                  ? ""
                  : "mlp_layer_types[" + std::to_string(layer) + "] is not \"sparse\"";
-    return layer >= first_moe_ ? "" : "first_k_dense_replace=" + std::to_string(first_moe_);
+    return layer >= first_moe_ ? "" : "first_k_dense_replace=" + std::to_string(first_moe_);  // 0 for solar_open
   }
   void fill(int64_t layer, MoELayerSpec& s) const override {
     s.hidden = c_.integer({"moe_intermediate_size"});
-    s.num_experts = c_.integer({"n_routed_experts"});
+    s.num_experts = c_.integer({d_.experts_key});
     RouterOptions& r = s.router;
     r.scoring = RouterScoring::kSigmoid;
     r.selection_bias = true;
@@ -79,10 +89,10 @@ class DeepseekV3 final : public FamilyBase {
     s.activation = read_hidden_act(c_);
     const std::string p = layer_prefix(layer) + "mlp.";
     s.router_weight = p + "gate.weight";
-    s.selection_bias = p + "gate.e_score_correction_bias";
+    s.selection_bias = p + d_.bias_name;
     s.experts_prefix = p + "experts.";
-    s.shared.hidden = s.hidden * (d_.n_shared_experts < 0 ? c_.integer({"n_shared_experts"})
-                                                           : c_.integer_or({"n_shared_experts"}, d_.n_shared_experts));
+    s.shared.hidden = s.hidden * (d_.n_shared_experts < 0 ? c_.integer({d_.shared_key})
+                                                           : c_.integer_or({d_.shared_key}, d_.n_shared_experts));
     s.shared.prefix = p + "shared_experts.";
   }
 
@@ -95,6 +105,12 @@ class DeepseekV3 final : public FamilyBase {
 
 std::unique_ptr<ModelFamily> make_deepseek_v3_family(const HfConfig& config) {
   return std::make_unique<DeepseekV3>(config, kDeepseekV3);
+}
+std::unique_ptr<ModelFamily> make_solar_open_family(const HfConfig& config) {
+  return std::make_unique<DeepseekV3>(config, kSolarOpen);
+}
+std::unique_ptr<ModelFamily> make_exaone_moe_family(const HfConfig& config) {
+  return std::make_unique<DeepseekV3>(config, kExaoneMoe);
 }
 std::unique_ptr<ModelFamily> make_glm4_moe_family(const HfConfig& config) {
   return std::make_unique<DeepseekV3>(config, kGlm4Moe);

@@ -20,6 +20,11 @@ std::unique_ptr<ModelFamily> make_dots1_family(const HfConfig& config);     // d
 std::unique_ptr<ModelFamily> make_deepseek_v32_family(const HfConfig& config);   // deepseek_v3.cc: the same block
 std::unique_ptr<ModelFamily> make_glm4_moe_lite_family(const HfConfig& config);  // deepseek_v3.cc: the same block
 std::unique_ptr<ModelFamily> make_gpt_oss_family(const HfConfig& config);
+std::unique_ptr<ModelFamily> make_qwen3_next_family(const HfConfig& config);   // qwen2_moe.cc: the same block
+std::unique_ptr<ModelFamily> make_flex_olmo_family(const HfConfig& config);    // olmoe.cc: the same block
+std::unique_ptr<ModelFamily> make_solar_open_family(const HfConfig& config);   // deepseek_v3.cc: the same block
+std::unique_ptr<ModelFamily> make_exaone_moe_family(const HfConfig& config);   // deepseek_v3.cc: the same block
+std::unique_ptr<ModelFamily> make_minimax_m2_family(const HfConfig& config);
 
 // A GGUF file's family (llama.cpp's semantics for its general.architecture) and its tensors, sharing one mapping.
 struct GgufModelParts {

@@ -31,9 +31,9 @@ ExpertActivation read_hidden_act(const HfConfig& c);
 // (i + 1) % decoder_sparse_step == 0. Returns "" for MoE, else the rule that makes it dense.
 std::string qwen_dense_reason(const HfConfig& c, int64_t layer, int64_t num_experts);
 
-// The routed half of a Qwen2/3-MoE layer: softmax router, norm_topk_prob (default off), hidden_act, the gate and
-// experts under model.layers.<layer>.mlp.
-void fill_qwen_routed(const HfConfig& c, int64_t layer, int64_t num_experts, MoELayerSpec& s);
+// The routed half of a Qwen2/3-MoE layer: softmax router, norm_topk_prob (default `norm_default`), hidden_act,
+// the gate and experts under model.layers.<layer>.mlp.
+void fill_qwen_routed(const HfConfig& c, int64_t layer, int64_t num_experts, MoELayerSpec& s, bool norm_default = false);
 
 // "model.layers.<layer>."
 std::string layer_prefix(int64_t layer);

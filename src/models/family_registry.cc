@@ -22,7 +22,9 @@ struct FamilyRegistry {
       {"deepseek_v2", make_deepseek_v2_family}, {"deepseek_v3", make_deepseek_v3_family},
       {"gpt_oss", make_gpt_oss_family},         {"glm4_moe", make_glm4_moe_family},
       {"dots1", make_dots1_family},             {"deepseek_v32", make_deepseek_v32_family},
-      {"glm4_moe_lite", make_glm4_moe_lite_family},
+      {"glm4_moe_lite", make_glm4_moe_lite_family}, {"qwen3_next", make_qwen3_next_family},
+      {"flex_olmo", make_flex_olmo_family},       {"solar_open", make_solar_open_family},
+      {"exaone_moe", make_exaone_moe_family},     {"minimax_m2", make_minimax_m2_family},
       // Kimi-K2 is the DeepSeek-V3 architecture under its own model_type (its config.json says "kimi_k2").
       {"kimi_k2", make_deepseek_v3_family}};
 };
@@ -138,11 +140,11 @@ std::string qwen_dense_reason(const HfConfig& c, int64_t layer, int64_t num_expe
   return "";
 }
 
-void fill_qwen_routed(const HfConfig& c, int64_t layer, int64_t num_experts, MoELayerSpec& s) {
+void fill_qwen_routed(const HfConfig& c, int64_t layer, int64_t num_experts, MoELayerSpec& s, bool norm_default) {
   s.hidden = c.integer({"moe_intermediate_size"});
   s.num_experts = num_experts;
   s.router.scoring = RouterScoring::kSoftmax;
-  s.router.normalize = c.boolean_or({"norm_topk_prob"}, false);
+  s.router.normalize = c.boolean_or({"norm_topk_prob"}, norm_default);
   s.activation = read_hidden_act(c);
   const std::string p = layer_prefix(layer) + "mlp.";
   s.router_weight = p + "gate.weight";

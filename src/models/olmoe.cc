@@ -1,5 +1,7 @@
 // OLMoE (OLMoE-1B-7B): every layer MoE; softmax top-k, renormalized only with norm_topk_prob (false in the
-// release); expert size is intermediate_size; experts run act(gate x) * up x with act = hidden_act.
+// release); expert size is intermediate_size; experts run act(gate x) * up x with act = hidden_act. FlexOlmo
+// (flex_olmo) is the same block (FlexOlmoSparseMoeBlock) under FlexOlmoConfig's defaults, which leave no MoE key
+// different (norm_topk_prob false).
 #include "models/families.h"
 #include "models/family_common.h"
 
@@ -10,7 +12,7 @@ using namespace family_detail;
 
 class Olmoe final : public FamilyBase {
  public:
-  explicit Olmoe(const HfConfig& c) : FamilyBase(c, "olmoe", read_common_fields(c)) {}
+  Olmoe(const HfConfig& c, const char* family) : FamilyBase(c, family, read_common_fields(c)) {}
 
  private:
   void fill(int64_t layer, MoELayerSpec& s) const override {
@@ -27,6 +29,9 @@ class Olmoe final : public FamilyBase {
 
 }  // namespace
 
-std::unique_ptr<ModelFamily> make_olmoe_family(const HfConfig& config) { return std::make_unique<Olmoe>(config); }
+std::unique_ptr<ModelFamily> make_olmoe_family(const HfConfig& config) { return std::make_unique<Olmoe>(config, "olmoe"); }
+std::unique_ptr<ModelFamily> make_flex_olmo_family(const HfConfig& config) {
+  return std::make_unique<Olmoe>(config, "flex_olmo");
+}
 
 }  // namespace hymoe

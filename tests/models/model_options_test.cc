@@ -265,5 +265,51 @@ TEST(ModelFamilies, LayerRulesAndKeySpellings) {
   EXPECT_EQ(lite->moe_layer(1).router.n_group, 1);
 }
 
+// The families that are another's block under their own config class: its defaults and key names.
+TEST(ModelFamilies, BlocksOfOtherFamiliesUnderTheirOwnDefaults) {
+  auto family = [](const std::string& text) { return make_model_family(HfConfig::parse(text, "config.json")); };
+  // Qwen3-Next: Qwen2-MoE's block, norm_topk_prob true and a 512-wide shared expert by default.
+  const auto next = family(R"({"model_type": "qwen3_next", "hidden_size": 8, "num_hidden_layers": 2,
+      "num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 4})");
+  const MoELayerSpec n = next->moe_layer(1);
+  EXPECT_TRUE(n.router.normalize);
+  EXPECT_EQ(n.shared.hidden, 512);
+  EXPECT_EQ(n.shared.gate_weight, "model.layers.1.mlp.shared_expert_gate.weight");
+  EXPECT_FALSE(family(R"({"model_type": "qwen2_moe", "hidden_size": 8, "num_hidden_layers": 2, "num_experts": 8,
+      "num_experts_per_tok": 2, "moe_intermediate_size": 4})")->moe_layer(1).router.normalize);
+  // FlexOlmo: OLMoE's block.
+  const MoELayerSpec f = family(R"({"model_type": "flex_olmo", "hidden_size": 8, "num_hidden_layers": 2,
+      "num_experts": 8, "num_experts_per_tok": 2, "intermediate_size": 4})")->moe_layer(0);
+  EXPECT_FALSE(f.router.normalize);
+  EXPECT_EQ(f.hidden, 4);
+  // Solar Open: V3's block on every layer (a stray first_k_dense_replace is not read, as transformers does not).
+  const auto solar = family(R"({"model_type": "solar_open", "hidden_size": 8, "num_hidden_layers": 2,
+      "n_routed_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 4, "first_k_dense_replace": 1})");
+  EXPECT_TRUE(solar->is_moe_layer(0));
+  EXPECT_DOUBLE_EQ(solar->moe_layer(0).router.scaling_factor, 1.0);
+  EXPECT_EQ(solar->moe_layer(0).shared.hidden, 4);
+  // EXAONE-MoE: num_experts, num_shared_experts, scale 2.5, mlp_layer_types from first_k_dense_replace 1, the bias
+  // under the block.
+  const auto exaone = family(R"({"model_type": "exaone_moe", "hidden_size": 8, "num_hidden_layers": 2,
+      "num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 4, "num_shared_experts": 3})");
+  EXPECT_FALSE(exaone->is_moe_layer(0));
+  const MoELayerSpec e = exaone->moe_layer(1);
+  EXPECT_EQ(e.num_experts, 8);
+  EXPECT_EQ(e.shared.hidden, 12);
+  EXPECT_DOUBLE_EQ(e.router.scaling_factor, 2.5);
+  EXPECT_EQ(e.selection_bias, "model.layers.1.mlp.e_score_correction_bias");
+  // MiniMax-M2: sigmoid with the block's correction bias, always renormalized, no groups, no scale, Mixtral's names.
+  const MoELayerSpec m = family(R"({"model_type": "minimax_m2", "hidden_size": 8, "num_hidden_layers": 2,
+      "num_local_experts": 8, "num_experts_per_tok": 2, "intermediate_size": 4, "norm_topk_prob": false})")
+                             ->moe_layer(1);
+  EXPECT_EQ(m.router.scoring, RouterScoring::kSigmoid);
+  EXPECT_TRUE(m.router.selection_bias);
+  EXPECT_TRUE(m.router.normalize);
+  EXPECT_FALSE(m.router.group_limited);
+  EXPECT_DOUBLE_EQ(m.router.scaling_factor, 1.0);
+  EXPECT_EQ(m.selection_bias, "model.layers.1.block_sparse_moe.e_score_correction_bias");
+  EXPECT_EQ(m.down_name, "w2");
+}
+
 }  // namespace
 }  // namespace hymoe
