@@ -3,8 +3,8 @@
 
 #include <benchmark/benchmark.h>
 
-#include "kernels/gemm_kernels.h"
-#include "kernels/isa.h"
+#include "kernels/formats/gemm_kernels.h"
+#include "kernels/isa/isa.h"
 
 namespace hymoe::kernels {
 

@@ -23,10 +23,10 @@
 #include "bench_isa.h"
 #include "hymoe/dtype.h"
 #include "hymoe/threads.h"
-#include "kernels/gemm_driver.h"
-#include "kernels/gemm_kernels.h"
-#include "kernels/isa.h"
-#include "kernels/thread_pool.h"
+#include "kernels/driver/gemm_driver.h"
+#include "kernels/formats/gemm_kernels.h"
+#include "kernels/isa/isa.h"
+#include "kernels/driver/thread_pool.h"
 
 namespace hymoe::kernels {
 namespace {

@@ -8,8 +8,8 @@
 
 #include "bench_isa.h"
 #include "hymoe/threads.h"
-#include "kernels/gemm_kernels.h"
-#include "kernels/grouped_ffn.h"
+#include "kernels/formats/gemm_kernels.h"
+#include "kernels/ffn/grouped_ffn.h"
 
 namespace hymoe::kernels {
 namespace {

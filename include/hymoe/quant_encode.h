@@ -1,4 +1,4 @@
-// Simple encoders of GGUF's block weight formats (every type of src/kernels/gguf_formats.inc): they write valid blocks with a
+// Simple encoders of GGUF's block weight formats (every type of src/kernels/formats/gguf_formats.inc): they write valid blocks with a
 // plain round-to-nearest choice of scales, for benchmarks and tests that need GGUF weights without a GGUF file.
 // Not llama.cpp's quantizers (no error search, no importance weights): a file written by llama.cpp decodes to
 // other values. Decoding is quant_formats.h's.

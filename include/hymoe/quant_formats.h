@@ -104,7 +104,7 @@ void dequantize_block_mxfp4_ref(const std::byte* block, float* out);
 uint8_t mxfp4_block_code_pairs(const std::byte* block, uint8_t pairs[16]);
 
 // Whether dequantize_row_ref decodes type id `type`: F32, F16, BF16, MXFP4 and every block type of the kernels'
-// registry (src/kernels/gguf_formats.inc).
+// registry (src/kernels/formats/gguf_formats.inc).
 bool can_dequantize(uint32_t type);
 // The types can_dequantize takes, for messages: "F32, F16, BF16, Q8_0, ..., MXFP4".
 std::string decodable_type_names();
@@ -112,7 +112,7 @@ std::string decodable_type_names();
 // `out`. The caller checks can_dequantize and the sizes (HYMOE_CHECK here).
 void dequantize_row_ref(uint32_t type, const std::byte* src, float* out, int64_t n);
 
-// A block of a registry type (src/kernels/gguf_formats.inc) taken apart into small integer codes and
+// A block of a registry type (src/kernels/formats/gguf_formats.inc) taken apart into small integer codes and
 // per-sub-block f32 factors, the decomposition the compact panel formats store (docs/kernels.md, "Formats"):
 // value i is exactly
 //   scale[i / sub] * code[i]                         for Q8_0, Q4_0 (code = nibble - 8), Q5_0 (q - 16), Q6_K (q - 32)

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "hymoe/model.h"
-#include "kernels/grouped_ffn.h"
+#include "kernels/ffn/grouped_ffn.h"
 
 namespace hymoe {
 

@@ -5,7 +5,7 @@
 
 #include "hymoe/error.h"
 #include "hymoe/model.h"
-#include "kernels/grouped_ffn.h"
+#include "kernels/ffn/grouped_ffn.h"
 #include "models/expert_loader.h"
 #include "models/model_router.h"
 #include "moe/dispatch.h"

@@ -6,7 +6,7 @@
 #include <cstring>
 
 #include "hymoe/error.h"
-#include "kernels/thread_pool.h"
+#include "kernels/driver/thread_pool.h"
 
 namespace hymoe {
 

@@ -1,12 +1,12 @@
 // The backward pass of G expert MLPs over a ragged grouped batch (the forward is kernels::GroupedFfn): every
-// GEMM is one grouped call over exactly each group's rows (kernels/grouped_gemm.h), so an empty group costs
+// GEMM is one grouped call over exactly each group's rows (kernels/driver/grouped_gemm.h), so an empty group costs
 // nothing. Used for the routed experts and, as a single group, for the shared expert. Knows nothing of routing:
 // the row scales and the gradient rows come from the caller.
 #pragma once
 
 #include <cstdint>
 
-#include "kernels/grouped_ffn.h"
+#include "kernels/ffn/grouped_ffn.h"
 
 namespace hymoe {
 

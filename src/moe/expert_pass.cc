@@ -1,7 +1,7 @@
 // The shared expert half of the MoE forward (see expert_pass.h).
 #include "moe/expert_pass.h"
 
-#include "kernels/workspace.h"
+#include "kernels/driver/workspace.h"
 
 namespace hymoe {
 

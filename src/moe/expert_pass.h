@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <functional>
 
-#include "kernels/grouped_ffn.h"
+#include "kernels/ffn/grouped_ffn.h"
 #include "moe/dispatch.h"
 
 namespace hymoe {

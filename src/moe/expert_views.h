@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "hymoe/moe.h"
-#include "kernels/grouped_ffn.h"
+#include "kernels/ffn/grouped_ffn.h"
 
 namespace hymoe {
 

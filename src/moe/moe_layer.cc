@@ -12,7 +12,7 @@
 
 #include "hymoe/error.h"
 #include "hymoe/moe.h"
-#include "kernels/workspace.h"
+#include "kernels/driver/workspace.h"
 #include "moe/dispatch.h"
 #include "moe/expert_backward.h"
 #include "moe/expert_pass.h"

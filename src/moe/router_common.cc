@@ -7,7 +7,7 @@
 #include <numeric>
 
 #include "hymoe/error.h"
-#include "kernels/grouped_gemm.h"
+#include "kernels/driver/grouped_gemm.h"
 
 namespace hymoe {
 

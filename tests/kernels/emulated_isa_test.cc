@@ -16,8 +16,8 @@
 #include "fast_kernel_test_util.h"
 #include "fp8_test_util.h"
 #include "gguf_test_util.h"
-#include "kernels/gemm_driver.h"
-#include "kernels/gemm_kernels.h"
+#include "kernels/driver/gemm_driver.h"
+#include "kernels/formats/gemm_kernels.h"
 #include "hymoe/quant_decode.h"
 
 namespace hymoe::kernels {
@@ -211,9 +211,9 @@ constexpr int kQ8Mr = 6;
 constexpr int kIntMr = 4;
 constexpr int kFp8Mr = 10;
 
-#include "kernels/gemm_microkernel-inl.h"
-#include "kernels/gemm_gguf_int8-inl.h"
-#include "kernels/gemm_fp8_dot-inl.h"
+#include "kernels/isa/gemm_microkernel-inl.h"
+#include "kernels/isa/gemm_gguf_int8-inl.h"
+#include "kernels/isa/gemm_fp8_dot-inl.h"
 
 const GemmFormat kBf16Dot{WeightFormat::kBf16Dot, "gemm_bf16w_bf16_12x32__model", kMr, kNr, pack_activations_bf16_pairs,
                           gemm_format_bf16_dot<>, gemm_format_bf16_dot_few<>, 3};
@@ -232,7 +232,7 @@ const GemmFormat kFp8Dot{WeightFormat::kFp8Block128Dot, "gemm_fp8w_bf16_10x32__m
       WeightFormat::kGgml##T##I8, "gemm_" #t "w_" #act "_4x32__model", kIntMr, kNr,                             \
       int8_pack_a<WeightFormat::kGgml##T##I8>(), gemm_format_gguf_int8<WeightFormat::kGgml##T##I8>,             \
       gemm_format_gguf_int8_few<WeightFormat::kGgml##T##I8>, 1};
-#include "kernels/gguf_formats.inc"
+#include "kernels/formats/gguf_formats.inc"
 #undef HYMOE_GGUF_BLOCK
 const GemmFormat gemm_mxfp4w_q8_0_4x32__model{WeightFormat::kMxfp4Block32I8, "gemm_mxfp4w_q8_0_4x32__model", kIntMr, kNr,
                                               int8_pack_a<WeightFormat::kMxfp4Block32I8>(),
@@ -240,7 +240,7 @@ const GemmFormat gemm_mxfp4w_q8_0_4x32__model{WeightFormat::kMxfp4Block32I8, "ge
                                               gemm_format_gguf_int8_few<WeightFormat::kMxfp4Block32I8>, 1};
 constexpr const GemmFormat* kModelInt8Formats[] = {
 #define HYMOE_GGUF_BLOCK(T, t, type, unit, bits, bias, int8_bias, offsets, act, values) &gemm_##t##w_##act##_4x32__model,
-#include "kernels/gguf_formats.inc"
+#include "kernels/formats/gguf_formats.inc"
 #undef HYMOE_GGUF_BLOCK
     &gemm_mxfp4w_q8_0_4x32__model};
 

@@ -16,7 +16,7 @@
 #include <fstream>
 #include <string>
 
-#include "kernels/isa.h"
+#include "kernels/isa/isa.h"
 
 namespace {
 

@@ -11,10 +11,10 @@
 
 #include "hymoe/dtype.h"
 #include "hymoe/rng.h"
-#include "kernels/gemm_driver.h"
-#include "kernels/gemm_kernels.h"
-#include "kernels/grouped_ffn.h"
-#include "kernels/isa.h"
+#include "kernels/driver/gemm_driver.h"
+#include "kernels/formats/gemm_kernels.h"
+#include "kernels/ffn/grouped_ffn.h"
+#include "kernels/isa/isa.h"
 
 namespace hymoe::test {
 

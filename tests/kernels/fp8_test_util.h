@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "fast_kernel_test_util.h"
-#include "kernels/gemm_quantized.h"
+#include "kernels/formats/gemm_quantized.h"
 
 namespace hymoe::test::fp8 {
 

@@ -10,9 +10,9 @@
 
 #include "fast_kernel_test_util.h"
 #include "hymoe/threads.h"
-#include "kernels/gemm_driver.h"
-#include "kernels/gemm_kernels.h"
-#include "kernels/grouped_ffn_impl.h"
+#include "kernels/driver/gemm_driver.h"
+#include "kernels/formats/gemm_kernels.h"
+#include "kernels/ffn/grouped_ffn_impl.h"
 
 namespace hymoe::kernels {
 namespace {

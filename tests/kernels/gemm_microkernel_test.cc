@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "fast_kernel_test_util.h"
-#include "kernels/gemm_kernels.h"
+#include "kernels/formats/gemm_kernels.h"
 
 namespace hymoe::kernels {
 namespace {

@@ -17,8 +17,8 @@
 #include "hymoe/error.h"
 #include "hymoe/quant_decode.h"
 #include "hymoe/threads.h"
-#include "kernels/gemm_quantized.h"
-#include "kernels/grouped_ffn_impl.h"
+#include "kernels/formats/gemm_quantized.h"
+#include "kernels/ffn/grouped_ffn_impl.h"
 
 namespace hymoe::kernels {
 namespace {

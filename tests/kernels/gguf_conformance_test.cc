@@ -12,8 +12,8 @@
 
 #include "hymoe/gguf.h"
 #include "hymoe/safetensors.h"
-#include "kernels/grouped_ffn.h"
-#include "kernels/isa.h"
+#include "kernels/ffn/grouped_ffn.h"
+#include "kernels/isa/isa.h"
 #include "test_util.h"
 
 namespace hymoe::kernels {

@@ -23,9 +23,9 @@
 #include "hymoe/quant_encode.h"
 #include "hymoe/quant_formats.h"
 #include "hymoe/threads.h"
-#include "kernels/activation.h"
-#include "kernels/gemm_kernels.h"
-#include "kernels/grouped_ffn_impl.h"
+#include "kernels/ffn/activation.h"
+#include "kernels/formats/gemm_kernels.h"
+#include "kernels/ffn/grouped_ffn_impl.h"
 
 namespace hymoe::kernels {
 namespace {

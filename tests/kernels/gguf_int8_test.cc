@@ -16,8 +16,8 @@
 #include "gguf_test_util.h"
 #include "hymoe/compute.h"
 #include "hymoe/threads.h"
-#include "kernels/gemm_kernels.h"
-#include "kernels/grouped_ffn_impl.h"
+#include "kernels/formats/gemm_kernels.h"
+#include "kernels/ffn/grouped_ffn_impl.h"
 
 namespace hymoe::kernels {
 namespace {

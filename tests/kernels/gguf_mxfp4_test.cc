@@ -15,9 +15,9 @@
 #include "hymoe/compute.h"
 #include "hymoe/error.h"
 #include "hymoe/quant_formats.h"
-#include "kernels/gemm_kernels.h"
-#include "kernels/gemm_quantized.h"
-#include "kernels/grouped_ffn_impl.h"
+#include "kernels/formats/gemm_kernels.h"
+#include "kernels/formats/gemm_quantized.h"
+#include "kernels/ffn/grouped_ffn_impl.h"
 
 namespace hymoe::kernels {
 namespace {

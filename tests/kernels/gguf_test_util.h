@@ -15,8 +15,8 @@
 #include "hymoe/ggml_type.h"
 #include "hymoe/quant_formats.h"
 #include "hymoe/rng.h"
-#include "kernels/gemm_kernels.h"
-#include "kernels/grouped_ffn.h"
+#include "kernels/formats/gemm_kernels.h"
+#include "kernels/ffn/grouped_ffn.h"
 #include "fast_kernel_test_util.h"
 #include "hymoe/threads.h"
 

@@ -12,10 +12,10 @@
 #include "hymoe/error.h"
 #include "hymoe/threads.h"
 #include "fast_kernel_test_util.h"
-#include "kernels/gemm_driver.h"
-#include "kernels/gemm_kernels.h"
-#include "kernels/grouped_ffn_impl.h"
-#include "kernels/grouped_gemm_impl.h"
+#include "kernels/driver/gemm_driver.h"
+#include "kernels/formats/gemm_kernels.h"
+#include "kernels/ffn/grouped_ffn_impl.h"
+#include "kernels/driver/grouped_gemm_impl.h"
 
 namespace hymoe::kernels {
 namespace {

@@ -7,7 +7,7 @@
 #include <functional>
 #include <tuple>
 
-#include "kernels/grouped_ffn_impl.h"
+#include "kernels/ffn/grouped_ffn_impl.h"
 #include "kernels/kernel_test_util.h"
 
 namespace hymoe::kernels {

@@ -1,6 +1,6 @@
 // The backward's grouped GEMM forms: dispatched implementation against the reference, ragged groups of awkward
 // sizes, both layouts, f32 and bf16 B, overwrite and accumulate.
-#include "kernels/grouped_gemm.h"
+#include "kernels/driver/grouped_gemm.h"
 
 #include <gtest/gtest.h>
 

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "hymoe/rng.h"
-#include "kernels/grouped_ffn.h"
+#include "kernels/ffn/grouped_ffn.h"
 
 namespace hymoe::kernels::test {
 

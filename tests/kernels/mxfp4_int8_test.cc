@@ -15,8 +15,8 @@
 #include "hymoe/compute.h"
 #include "hymoe/error.h"
 #include "hymoe/quant_decode.h"
-#include "kernels/gemm_kernels.h"
-#include "kernels/grouped_ffn_impl.h"
+#include "kernels/formats/gemm_kernels.h"
+#include "kernels/ffn/grouped_ffn_impl.h"
 
 namespace hymoe::kernels {
 namespace {

@@ -8,7 +8,7 @@
 #include "hymoe/dtype.h"
 #include "hymoe/ggml_type.h"
 #include "hymoe/quant_formats.h"
-#include "kernels/grouped_ffn.h"
+#include "kernels/ffn/grouped_ffn.h"
 
 namespace hymoe::kernels {
 namespace {

@@ -1,5 +1,5 @@
 // The workspace arena: stack-wise scopes, alignment, reuse without allocating once grown, and the lending pool.
-#include "kernels/workspace.h"
+#include "kernels/driver/workspace.h"
 
 #include <gtest/gtest.h>
 

@@ -17,8 +17,8 @@
 #include "hymoe/gguf_moe.h"
 #include "hymoe/model.h"
 #include "hymoe/safetensors.h"
-#include "kernels/gemm_kernels.h"
-#include "kernels/isa.h"
+#include "kernels/formats/gemm_kernels.h"
+#include "kernels/isa/isa.h"
 #include "models/model_router.h"
 #include "test_util.h"
 

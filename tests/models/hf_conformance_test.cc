@@ -17,7 +17,7 @@
 #include "hymoe/compute.h"
 #include "hymoe/model.h"
 #include "hymoe/safetensors.h"
-#include "kernels/grouped_ffn.h"
+#include "kernels/ffn/grouped_ffn.h"
 #include "models/model_test_util.h"
 #include "test_util.h"
 

@@ -9,7 +9,7 @@
 
 #include "hymoe/error.h"
 #include "hymoe/model.h"
-#include "kernels/grouped_ffn.h"
+#include "kernels/ffn/grouped_ffn.h"
 #include "models/model_router.h"
 
 namespace hymoe {

@@ -19,7 +19,7 @@
 #include "hymoe/rng.h"
 #include "hymoe/runtime.h"
 #include "hymoe/threads.h"
-#include "kernels/grouped_ffn.h"
+#include "kernels/ffn/grouped_ffn.h"
 #include "models/model_test_util.h"
 #include "moe/dispatch.h"
 #include "moe/expert_pass.h"

@@ -8,7 +8,7 @@
 #include <deque>
 #include <vector>
 
-#include "kernels/grouped_ffn.h"
+#include "kernels/ffn/grouped_ffn.h"
 
 namespace hymoe::tool {
 

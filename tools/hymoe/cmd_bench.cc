@@ -29,12 +29,12 @@
 #include "hymoe/quant_encode.h"
 #include "hymoe/rng.h"
 #include "hymoe/threads.h"
-#include "kernels/gemm_driver.h"
-#include "kernels/gemm_kernels.h"
-#include "kernels/grouped_ffn.h"
-#include "kernels/grouped_ffn_impl.h"
-#include "kernels/thread_pool.h"
-#include "kernels/workspace.h"
+#include "kernels/driver/gemm_driver.h"
+#include "kernels/formats/gemm_kernels.h"
+#include "kernels/ffn/grouped_ffn.h"
+#include "kernels/ffn/grouped_ffn_impl.h"
+#include "kernels/driver/thread_pool.h"
+#include "kernels/driver/workspace.h"
 #include "moe/dispatch.h"
 
 #ifdef HYMOE_HAVE_OPENBLAS

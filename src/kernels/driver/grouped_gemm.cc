@@ -1,0 +1,124 @@
+// The fast grouped GEMM forms of the backward pass, on the same micro-kernels and driver as the forward's grouped
+// FFN, the router's logits on the ISA's dot kernel, and their dispatch by the active ISA.
+#include <algorithm>
+#include <memory>
+#include <vector>
+
+#include "hymoe/error.h"
+#include "kernels/driver/gemm_driver.h"
+#include "kernels/driver/grouped_gemm_impl.h"
+
+namespace hymoe::kernels {
+
+void grouped_rows_gemm_packed(const GroupedRowsGemm& p, Isa isa) {
+  const IsaKernels* ik = isa_kernels(isa);
+  HYMOE_CHECK(ik && p.offsets && p.offsets[0] == 0 && p.k > 0 && p.n > 0);
+  // Training changes the weights every step, so they are packed per call: into workspace memory (a fresh
+  // allocation costs a page fault per 4 KiB on every call) and as one parallel pass over the panels of every group.
+  const int64_t panels = (p.n + ik->nr - 1) / ik->nr, panel_elems = panels * p.k * ik->nr;
+  std::vector<GemmGroup> groups(static_cast<size_t>(p.num_groups));
+  std::vector<int64_t> busy;  // groups with rows
+  DType dtype = DType::kF32;
+  for (int64_t g = 0; g < p.num_groups; ++g) {
+    const int64_t rows = p.offsets[g + 1] - p.offsets[g];
+    HYMOE_CHECK(rows >= 0 && p.b[g].k == p.k && p.b[g].n == p.n);
+    if (rows == 0) continue;
+    if (!busy.empty() && p.b[g].dtype != dtype) return grouped_rows_gemm_portable(p);  // mixed dtypes: no packed kernel
+    dtype = p.b[g].dtype;
+    busy.push_back(g);
+  }
+  const WorkspaceLease ws;
+  const Workspace::Scope scope(*ws);
+  const int64_t elem_floats = dtype == DType::kBF16 ? 2 : 1;  // elements per float of workspace
+  float* const packed = ws->floats((static_cast<int64_t>(busy.size()) * panel_elems + elem_floats - 1) / elem_floats);
+  const auto packed_group = [&](size_t i) -> void* {
+    return reinterpret_cast<char*>(packed) + static_cast<int64_t>(i) * panel_elems * dtype_size(dtype);
+  };
+  parallel_for(static_cast<int64_t>(busy.size()) * panels, [&](int64_t t, int) {
+    const size_t i = static_cast<size_t>(t / panels);
+    const int64_t panel = t % panels;
+    pack_matrix_panel(p.b[busy[i]], ik->nr, panel,
+                      static_cast<char*>(packed_group(i)) + panel * p.k * ik->nr * dtype_size(dtype));
+  });
+  for (size_t i = 0; i < busy.size(); ++i) {
+    const int64_t g = busy[i];
+    groups[static_cast<size_t>(g)] = {p.a + p.offsets[g] * p.k, p.k, nullptr, p.offsets[g + 1] - p.offsets[g], p.k,
+                                      packed_group(i), panels};
+  }
+  const GemmFormat& format = *ik->format(dtype == DType::kBF16 ? WeightFormat::kBf16Widen : WeightFormat::kF32);
+  run_gemm_groups(format, groups, *ws, [&](const GemmTile& t, const float* c, int64_t ldc) {
+    const int64_t col0 = t.p0 * ik->nr, w = std::min<int64_t>(t.np * ik->nr, p.n - col0);
+    for (int64_t r = 0; r < t.rows; ++r) {
+      float* out = p.c + (p.offsets[t.group] + t.r0 + r) * p.n + col0;
+      const float* cr = c + r * ldc;
+      if (p.accumulate) for (int64_t i = 0; i < w; ++i) out[i] += cr[i];
+      else std::copy(cr, cr + w, out);
+    }
+  });
+}
+
+void grouped_weight_grad_gemm_packed(const GroupedWeightGradGemm& p, Isa isa) {
+  const IsaKernels* ik = isa_kernels(isa);
+  HYMOE_CHECK(ik && p.offsets && p.offsets[0] == 0 && p.k > 0 && p.n > 0);
+  const int64_t R = p.offsets[p.num_groups], K = p.k, N = p.n, nr = ik->nr;
+  // dW_g = A_g^T . G_g as a GEMM with M = K: A_g transposed to (K, rows_g), G_g packed as panels of (rows_g, NR).
+  const WorkspaceLease ws;
+  const Workspace::Scope scope(*ws);
+  float* const at = ws->floats(R * K);
+  const int64_t panels = (N + nr - 1) / nr;
+  float* const gp = ws->floats(R * panels * nr);
+  std::vector<GemmGroup> groups(static_cast<size_t>(p.num_groups));
+  for (int64_t g = 0; g < p.num_groups; ++g) {
+    const int64_t r0 = p.offsets[g], rows = p.offsets[g + 1] - r0;
+    HYMOE_CHECK(rows >= 0);
+    if (rows == 0) {  // an empty group's gradient is zero
+      if (!p.accumulate && p.dw[g]) std::fill(p.dw[g], p.dw[g] + K * N, 0.0f);
+      continue;
+    }
+    HYMOE_CHECK(p.dw[g]);
+    float* a_t = at + r0 * K;  // (K, rows)
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t i = 0; i < K; ++i) a_t[i * rows + r] = p.a[(r0 + r) * K + i];
+    float* g_packed = gp + r0 * panels * nr;
+    pack_rows_f32(p.g + r0 * N, N, rows, N, static_cast<int>(nr), g_packed);
+    groups[static_cast<size_t>(g)] = {a_t, rows, nullptr, K, rows, g_packed, panels};
+  }
+  run_gemm_groups(*ik->format(WeightFormat::kF32), groups, *ws, [&](const GemmTile& t, const float* c, int64_t ldc) {
+    float* dw = p.dw[t.group];
+    const int64_t col0 = t.p0 * nr, w = std::min<int64_t>(t.np * nr, N - col0);
+    for (int64_t r = 0; r < t.rows; ++r) {
+      const int64_t i = t.r0 + r;
+      for (int64_t j = 0; j < w; ++j) {
+        float& out = p.layout == WeightLayout::kOutIn ? dw[(col0 + j) * K + i] : dw[i * N + col0 + j];
+        out = (p.accumulate ? out : 0.0f) + c[r * ldc + j];
+      }
+    }
+  });
+}
+
+void dot_rows_gemm(int64_t T, int64_t K, int64_t N, const float* a, const float* w, float* c, Isa isa) {
+  HYMOE_CHECK(T >= 0 && K > 0 && N > 0);
+  const IsaKernels* ik = isa_kernels(isa);
+  if (!ik) return dot_rows_gemm_ref(T, K, N, a, w, c);
+  // Tasks of the kernel's most tokens x rows (16 x 32): 32 rows of a 2048-wide gate are 256 KiB, reused from L2
+  // by the tokens.
+  constexpr int64_t kTokens = kDotMaxTokens, kRows = kDotMaxRows;
+  const int64_t row_blocks = (N + kRows - 1) / kRows;
+  parallel_for((T + kTokens - 1) / kTokens * row_blocks, [&](int64_t task, int) {
+    const int64_t t0 = task / row_blocks * kTokens, n0 = task % row_blocks * kRows;
+    const int tokens = static_cast<int>(std::min(kTokens, T - t0)), n = static_cast<int>(std::min(kRows, N - n0));
+    ik->dot_rows(K, a + t0 * K, K, tokens, w + n0 * K, K, n, c + t0 * N + n0, N);
+  });
+}
+
+void grouped_rows_gemm(const GroupedRowsGemm& p) {
+  if (active_isa() == Isa::kScalar) return grouped_rows_gemm_portable(p);
+  grouped_rows_gemm_packed(p, active_isa());
+}
+
+void grouped_weight_grad_gemm(const GroupedWeightGradGemm& p) {
+  if (active_isa() == Isa::kScalar) return grouped_weight_grad_gemm_portable(p);
+  grouped_weight_grad_gemm_packed(p, active_isa());
+}
+
+}  // namespace hymoe::kernels

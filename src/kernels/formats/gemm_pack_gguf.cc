@@ -1,0 +1,213 @@
+// The GGUF panel formats' ISA-free parts (gemm_kernels.h, GgufPanelLayout, gguf_int8_layout): the repacking of a
+// kGgml weight view into compact panels (once, at load) for the exact and the integer-dot kernels, the exact
+// decoding of a panel's weight and the exact kernels' scalar reference. Built without ISA flags.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "hymoe/error.h"
+#include "hymoe/quant_formats.h"
+#include "kernels/formats/gemm_kernels.h"
+
+namespace hymoe::kernels {
+
+bool gguf_weight_format(uint32_t type, WeightFormat* format) {
+  if (type == static_cast<uint32_t>(GgmlType::kMXFP4)) {  // the Hugging Face MXFP4 panels (gemm_quantized.h)
+    *format = WeightFormat::kMxfp4Block32;
+    return true;
+  }
+  const GgufBlockFormat* b = gguf_block_format_of_type(type);
+  if (b) *format = b->exact;
+  return b != nullptr;
+}
+
+std::string gguf_runnable_type_names() {
+  std::string names;
+  for (const GgufBlockFormat& b : kGgufBlockFormats) names += std::string(b.type_name) + ", ";
+  return names + "MXFP4";
+}
+
+WeightFormat gguf_int8_twin(WeightFormat exact) {
+  if (exact == WeightFormat::kMxfp4Block32) return WeightFormat::kMxfp4Block32I8;
+  const GgufBlockFormat* b = gguf_block_format(exact);
+  HYMOE_CHECK(b && b->exact == exact, weight_format_operands(exact), " is not an exact GGUF or mxfp4 format");
+  return b->int8;
+}
+
+WeightFormat gguf_exact_twin(WeightFormat int8) {
+  if (int8 == WeightFormat::kMxfp4Block32I8) return WeightFormat::kMxfp4Block32;
+  const GgufBlockFormat* b = gguf_block_format(int8);
+  HYMOE_CHECK(b && b->int8 == int8, weight_format_operands(int8), " is not a GGUF int8 format");
+  return b->exact;
+}
+
+namespace {
+
+// Row `row` of a kGgml view (column `row` of B) taken apart: K codes and one scale (and offset) per sub-block.
+struct ColumnCodes {
+  std::vector<int8_t> code;
+  std::vector<float> scale, offset;
+};
+void split_column(const MatrixView& v, int64_t row, ColumnCodes& out) {
+  const uint32_t type = v.quant.ggml_type;
+  const GgmlTypeTraits& t = *ggml_type_traits(type);
+  const int64_t blocks = v.k / t.block_values, row_bytes = blocks * t.block_bytes;
+  const int sub = ggml_sub_block_values(type), subs = static_cast<int>(t.block_values) / sub;
+  out.code.resize(static_cast<size_t>(v.k));
+  out.scale.resize(static_cast<size_t>(v.k / sub));
+  out.offset.resize(static_cast<size_t>(v.k / sub));
+  const auto* base = static_cast<const std::byte*>(v.data) + row * row_bytes;
+  GgmlBlockCodes parts;
+  for (int64_t b = 0; b < blocks; ++b) {
+    split_block_ref(type, base + b * t.block_bytes, &parts);
+    std::copy(parts.code, parts.code + t.block_values, out.code.begin() + b * t.block_values);
+    std::copy(parts.scale, parts.scale + subs, out.scale.begin() + b * subs);
+    if (ggml_block_has_offsets(type)) std::copy(parts.offset, parts.offset + subs, out.offset.begin() + b * subs);
+  }
+}
+
+float load_f32(const uint8_t* p) {
+  float v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+// The loop both GGUF panel layouts share: column j of the panel (column_of(j), or a zero column), every unit's
+// stored codes (code + code_bias; the IQ4 types' index as it is) handed to put_code(unit, kk, j, stored), then the
+// unit's scale (and offset) of the column after the unit's code bytes.
+template <typename PutCode>
+void fill_panel_units(WeightFormat format, const GgufPanelLayout& l, int64_t k, int nr, uint8_t* panel,
+                      const std::function<std::pair<int, int64_t>(int)>& column_of, const MatrixView& gate,
+                      const MatrixView& up, PutCode put_code) {
+  HYMOE_CHECK(l.ggml_type != 0 && nr % 2 == 0);
+  const int64_t units = (k + l.k_unit - 1) / l.k_unit, unit_bytes = weight_unit_bytes(format, nr);
+  const int64_t code_bytes = int64_t{l.k_unit} * nr * l.code_bits / 8;
+  ColumnCodes col_codes;
+  const int store_bias = l.values ? 0 : l.code_bias;
+  // Padding columns store code 0 with scale 0; for the IQ4 types the index of value 1, so they decode to +0.
+  const int pad_code = l.values ? 8 : 0;
+  HYMOE_CHECK(!l.values || l.values[pad_code] == 1);
+  for (int j = 0; j < nr; ++j) {
+    const auto [which, col] = column_of(j);
+    if (col >= 0) {
+      const MatrixView& src = which == 0 ? gate : up;
+      HYMOE_CHECK(src.quant.scheme == QuantScheme::kGgml && src.quant.ggml_type == l.ggml_type && src.k == k);
+      split_column(src, col, col_codes);
+    }
+    for (int64_t u = 0; u < units; ++u) {
+      uint8_t* unit = panel + u * unit_bytes;
+      for (int kk = 0; kk < l.k_unit; ++kk)
+        put_code(unit, kk, j, (col >= 0 ? col_codes.code[static_cast<size_t>(u * l.k_unit + kk)] : pad_code) + store_bias);
+      const float scale = col >= 0 ? col_codes.scale[static_cast<size_t>(u)] : 0.0f;
+      std::memcpy(unit + code_bytes + 4 * j, &scale, sizeof scale);
+      if (l.offsets) {
+        const float offset = col >= 0 ? col_codes.offset[static_cast<size_t>(u)] : 0.0f;
+        std::memcpy(unit + code_bytes + 4 * (nr + j), &offset, sizeof offset);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void fill_gguf_panel(WeightFormat format, int64_t k, int nr, uint8_t* panel,
+                     const std::function<std::pair<int, int64_t>(int)>& column_of, const MatrixView& gate,
+                     const MatrixView& up) {
+  const GgufPanelLayout l = gguf_panel_layout(format);
+  const int64_t row_bytes = int64_t{nr} * l.code_bits / 8;
+  const int half = nr / 2, high_bits = l.code_bits - 4;
+  fill_panel_units(format, l, k, nr, panel, column_of, gate, up, [&](uint8_t* unit, int kk, int j, int stored) {
+    uint8_t* row = unit + kk * row_bytes;
+    if (l.code_bits == 8) {
+      row[j] = static_cast<uint8_t>(stored);
+      return;
+    }
+    if (j < half) row[j] = static_cast<uint8_t>((row[j] & 0xf0) | (stored & 15));
+    else row[j - half] = static_cast<uint8_t>((row[j - half] & 0x0f) | ((stored & 15) << 4));
+    const int bit = j * high_bits;  // the high plane after the nibbles
+    if (high_bits > 0) row[half + bit / 8] |= static_cast<uint8_t>((stored >> 4) << (bit % 8));
+  });
+}
+
+void fill_gguf_int8_panel(WeightFormat format, int64_t k, int nr, uint8_t* panel,
+                          const std::function<std::pair<int, int64_t>(int)>& column_of, const MatrixView& gate,
+                          const MatrixView& up) {
+  const GgufPanelLayout l = gguf_int8_layout(format);
+  HYMOE_CHECK(!l.mxfp4, "mxfp4 int8 panels are packed from kMxfp4 views (pack_quantized_matrix)");
+  const int groups = l.k_unit / 4, high_bits = l.code_bits - 4;
+  fill_panel_units(format, l, k, nr, panel, column_of, gate, up, [&](uint8_t* unit, int kk, int j, int stored) {
+    HYMOE_CHECK(stored >= 0 && stored < (1 << l.code_bits));
+    const int g = kk / 4, t = kk % 4;
+    if (l.code_bits == 8) {
+      unit[(g * nr + j) * 4 + t] = static_cast<uint8_t>(stored);
+      return;
+    }
+    const int h = g % (groups / 2), nibble_shift = g < groups / 2 ? 0 : 4;
+    unit[(h * nr + j) * 4 + t] |= static_cast<uint8_t>((stored & 15) << nibble_shift);
+    if (high_bits > 0) unit[(groups / 2 * nr + j) * 4 + t] |= static_cast<uint8_t>((stored >> 4) << (g * high_bits));
+  });
+}
+
+int gguf_int8_panel_code(WeightFormat format, const uint8_t* panel, int nr, int64_t kk, int j) {
+  const GgufPanelLayout l = gguf_int8_layout(format);
+  const uint8_t* unit = panel + kk / l.k_unit * weight_unit_bytes(format, nr);
+  const int in_unit = static_cast<int>(kk % l.k_unit), g = in_unit / 4, t = in_unit % 4;
+  if (l.code_bits == 8) return unit[(g * nr + j) * 4 + t];
+  const int groups = l.k_unit / 4, high_bits = l.code_bits - 4;
+  const int nibble = (unit[(g % (groups / 2) * nr + j) * 4 + t] >> (g < groups / 2 ? 0 : 4)) & 15;
+  const int high = high_bits > 0 ? (unit[(groups / 2 * nr + j) * 4 + t] >> (g * high_bits)) & ((1 << high_bits) - 1) : 0;
+  if (l.mxfp4) return kMxfp4Kvalues[nibble] + l.code_bias;
+  if (l.values) return l.values[nibble] + l.code_bias;
+  return nibble | (high << 4);
+}
+
+float gguf_int8_panel_scale(WeightFormat format, const uint8_t* unit, int nr, int j) {
+  const GgufPanelLayout l = gguf_int8_layout(format);
+  const uint8_t* factors = unit + int64_t{l.k_unit} * nr * l.code_bits / 8;
+  // E8M0 e halved: 2^(e - 128), subnormal for e = 0 and 1 (ldexp is exact there).
+  return l.mxfp4 ? std::ldexp(1.0f, factors[j] - 128) : load_f32(factors + 4 * j);
+}
+
+float gguf_panel_weight(WeightFormat format, const uint8_t* panel, int nr, int64_t kk, int j) {
+  if (is_gguf_int8_format(format)) {
+    const GgufPanelLayout l = gguf_int8_layout(format);
+    const uint8_t* unit = panel + kk / l.k_unit * weight_unit_bytes(format, nr);
+    const int64_t code_bytes = int64_t{l.k_unit} * nr * l.code_bits / 8;
+    const float scale = gguf_int8_panel_scale(format, unit, nr, j);
+    const float code = static_cast<float>(gguf_int8_panel_code(format, panel, nr, kk, j) - l.code_bias);
+    return l.offsets ? std::fma(scale, code, load_f32(unit + code_bytes + 4 * (nr + j))) : scale * code;
+  }
+  const GgufPanelLayout l = gguf_panel_layout(format);
+  const int64_t row_bytes = int64_t{nr} * l.code_bits / 8, code_bytes = l.k_unit * row_bytes;
+  const uint8_t* unit = panel + kk / l.k_unit * weight_unit_bytes(format, nr);
+  const uint8_t* row = unit + kk % l.k_unit * row_bytes;
+  int code;
+  if (l.code_bits == 8) {
+    code = static_cast<int8_t>(row[j]);
+  } else {
+    const int half = nr / 2, high_bits = l.code_bits - 4, bit = j * high_bits;
+    const int high = high_bits > 0 ? (row[half + bit / 8] >> (bit % 8)) & ((1 << high_bits) - 1) : 0;
+    const int stored = (j < half ? row[j] & 15 : row[j - half] >> 4) | (high << 4);
+    code = l.values ? l.values[stored] : stored - l.code_bias;
+  }
+  const float scale = load_f32(unit + code_bytes + 4 * j);
+  if (!l.offsets) return scale * static_cast<float>(code);
+  return std::fma(scale, static_cast<float>(code), load_f32(unit + code_bytes + 4 * (nr + j)));
+}
+
+void gemm_gguf_f32__ref(WeightFormat format, int m, int mr, int nr, int64_t kc, const void* a, const void* b, float* c,
+                        int64_t ldc, bool accumulate) {
+  const float* ap = static_cast<const float*>(a);
+  const uint8_t* bp = static_cast<const uint8_t*>(b);
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < nr; ++j) {
+      double acc = accumulate ? c[i * ldc + j] : 0.0;
+      for (int64_t kk = 0; kk < kc; ++kk)
+        acc += static_cast<double>(ap[kk * mr + i]) * gguf_panel_weight(format, bp, nr, kk, j);
+      c[i * ldc + j] = static_cast<float>(acc);
+    }
+}
+
+}  // namespace hymoe::kernels

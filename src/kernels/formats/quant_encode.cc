@@ -1,0 +1,262 @@
+// Simple encoders of GGUF blocks (quant_encode.h): per block, scales from the range of its values, codes by
+// round-to-nearest against the scales as stored (f16, 6- or 8-bit), clamped to the code range. One per type of the
+// kernels' registry (src/kernels/formats/gguf_formats.inc).
+#include "hymoe/quant_encode.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "hymoe/dtype.h"
+#include "hymoe/error.h"
+#include "hymoe/quant_formats.h"
+
+namespace hymoe {
+namespace {
+
+int round_clamp(float v, int lo, int hi) {
+  return static_cast<int>(std::clamp(std::nearbyint(v), static_cast<float>(lo), static_cast<float>(hi)));
+}
+float inverse_or_zero(float v) { return v != 0.0f ? 1.0f / v : 0.0f; }
+
+void encode_q8_0(const float* x, BlockQ8_0* b) {
+  float amax = 0.0f;
+  for (int i = 0; i < 32; ++i) amax = std::max(amax, std::abs(x[i]));
+  b->d = float_to_f16(amax / 127.0f);
+  const float inv = inverse_or_zero(f16_to_float(b->d));
+  for (int i = 0; i < 32; ++i) b->qs[i] = static_cast<int8_t>(round_clamp(x[i] * inv, -127, 127));
+}
+
+// As ggml: d = (the value of largest magnitude) / -8, so that value gets code 0 and d has either sign.
+void encode_q4_0(const float* x, BlockQ4_0* b) {
+  float max = 0.0f;
+  for (int i = 0; i < 32; ++i)
+    if (std::abs(x[i]) > std::abs(max)) max = x[i];
+  b->d = float_to_f16(max / -8.0f);
+  const float inv = inverse_or_zero(f16_to_float(b->d));
+  for (int j = 0; j < 16; ++j)
+    b->qs[j] = static_cast<uint8_t>(round_clamp(x[j] * inv + 8.0f, 0, 15) |
+                                    (round_clamp(x[j + 16] * inv + 8.0f, 0, 15) << 4));
+}
+
+// Q4_1 / Q5_1 (levels 15 or 31): x ~ d*q + m with m the block's minimum, as ggml's reference quantizer does.
+// Q5_0: as Q4_0 with d = max / -16. qh collects the fifth bits (bit i of value i).
+void encode_offset_block(const float* x, int levels, uint16_t* d_bits, uint16_t* m_bits, uint8_t* qs, uint8_t* qh) {
+  float lo = x[0], hi = x[0];
+  for (int i = 1; i < 32; ++i) {
+    lo = std::min(lo, x[i]);
+    hi = std::max(hi, x[i]);
+  }
+  *d_bits = float_to_f16((hi - lo) / static_cast<float>(levels));
+  *m_bits = float_to_f16(lo);
+  const float inv = inverse_or_zero(f16_to_float(*d_bits)), m = f16_to_float(*m_bits);
+  uint32_t high = 0;
+  std::memset(qs, 0, 16);
+  for (int i = 0; i < 32; ++i) {
+    const int q = round_clamp((x[i] - m) * inv, 0, levels);
+    qs[i % 16] |= static_cast<uint8_t>((q & 15) << (i < 16 ? 0 : 4));
+    high |= static_cast<uint32_t>(q >> 4) << i;
+  }
+  if (qh) std::memcpy(qh, &high, 4);
+}
+void encode_q5_0(const float* x, BlockQ5_0* b) {
+  float max = 0.0f;
+  for (int i = 0; i < 32; ++i)
+    if (std::abs(x[i]) > std::abs(max)) max = x[i];
+  b->d = float_to_f16(max / -16.0f);
+  const float inv = inverse_or_zero(f16_to_float(b->d));
+  uint32_t high = 0;
+  std::memset(b->qs, 0, sizeof b->qs);
+  for (int i = 0; i < 32; ++i) {
+    const int q = round_clamp(x[i] * inv + 16.0f, 0, 31);
+    b->qs[i % 16] |= static_cast<uint8_t>((q & 15) << (i < 16 ? 0 : 4));
+    high |= static_cast<uint32_t>(q >> 4) << i;
+  }
+  std::memcpy(b->qh, &high, 4);
+}
+
+// The IQ4 types: the index of the value nearest x / d (the first of two equally near).
+uint8_t nearest_iq4(float v) {
+  int best = 0;
+  for (int i = 1; i < 16; ++i)
+    if (std::abs(v - static_cast<float>(kIq4nlValues[i])) < std::abs(v - static_cast<float>(kIq4nlValues[best]))) best = i;
+  return static_cast<uint8_t>(best);
+}
+// 32 values against scale d: IQ4_NL's and each IQ4_XS sub-block's nibbles (value j low, j + 16 high).
+void encode_iq4_nibbles(const float* x, float d, uint8_t* qs) {
+  const float inv = inverse_or_zero(d);
+  for (int j = 0; j < 16; ++j) qs[j] = static_cast<uint8_t>(nearest_iq4(x[j] * inv) | nearest_iq4(x[j + 16] * inv) << 4);
+}
+// As ggml: d = (the value of largest magnitude) / -127, so that value gets the first table entry.
+float iq4_block_scale(const float* x) {
+  float max = 0.0f;
+  for (int i = 0; i < 32; ++i)
+    if (std::abs(x[i]) > std::abs(max)) max = x[i];
+  return max / -127.0f;
+}
+void encode_iq4_nl(const float* x, BlockIq4Nl* b) {
+  b->d = float_to_f16(iq4_block_scale(x));
+  encode_iq4_nibbles(x, f16_to_float(b->d), b->qs);
+}
+// IQ4_XS: d from the largest sub-block scale, ls = round(scale / d) + 32 in 0..63.
+void encode_iq4_xs(const float* x, BlockIq4Xs* b) {
+  float scale[8], amax = 0.0f;
+  for (int ib = 0; ib < 8; ++ib) {
+    scale[ib] = iq4_block_scale(x + 32 * ib);
+    amax = std::max(amax, std::abs(scale[ib]));
+  }
+  b->d = float_to_f16(amax / 31.0f);
+  const float d = f16_to_float(b->d);
+  b->scales_h = 0;
+  std::memset(b->scales_l, 0, sizeof b->scales_l);
+  for (int ib = 0; ib < 8; ++ib) {
+    const int ls = round_clamp(scale[ib] * inverse_or_zero(d), -32, 31) + 32;
+    b->scales_l[ib / 2] |= static_cast<uint8_t>((ls & 15) << 4 * (ib % 2));
+    b->scales_h |= static_cast<uint16_t>((ls >> 4) << 2 * ib);
+    encode_iq4_nibbles(x + 32 * ib, d * static_cast<float>(ls - 32), b->qs + 16 * ib);
+  }
+}
+
+// Q4_K / Q5_K (levels 15 or 31): x ~ d*sc*q - dmin*m per sub-block of 32, sc and m 6-bit.
+void encode_k(const float* x, int levels, uint16_t* d_bits, uint16_t* dmin_bits, uint8_t* scales, uint8_t* qs,
+              uint8_t* qh) {
+  float step[8], low[8];  // per sub-block: value step and -min (>= 0)
+  float max_step = 0.0f, max_low = 0.0f;
+  for (int j = 0; j < 8; ++j) {
+    float lo = 0.0f, hi = 0.0f;
+    for (int l = 0; l < 32; ++l) {
+      lo = std::min(lo, x[32 * j + l]);
+      hi = std::max(hi, x[32 * j + l]);
+    }
+    step[j] = (hi - lo) / static_cast<float>(levels);
+    low[j] = -lo;
+    max_step = std::max(max_step, step[j]);
+    max_low = std::max(max_low, low[j]);
+  }
+  *d_bits = float_to_f16(max_step / 63.0f);
+  *dmin_bits = float_to_f16(max_low / 63.0f);
+  const float d = f16_to_float(*d_bits), dmin = f16_to_float(*dmin_bits);
+  std::memset(scales, 0, 12);
+  std::memset(qs, 0, 128);
+  if (qh) std::memset(qh, 0, 32);
+  for (int j = 0; j < 8; ++j) {
+    const int sc = round_clamp(step[j] * inverse_or_zero(d), 0, 63), m = round_clamp(low[j] * inverse_or_zero(dmin), 0, 63);
+    if (j < 4) {
+      scales[j] = static_cast<uint8_t>(sc);
+      scales[j + 4] = static_cast<uint8_t>(m);
+    } else {  // low four bits in bytes 8-11, high two bits on top of bytes 0-7
+      scales[j + 4] = static_cast<uint8_t>((sc & 15) | ((m & 15) << 4));
+      scales[j - 4] |= static_cast<uint8_t>((sc >> 4) << 6);
+      scales[j] |= static_cast<uint8_t>((m >> 4) << 6);
+    }
+    const float scale = d * static_cast<float>(sc), min = dmin * static_cast<float>(m);
+    for (int l = 0; l < 32; ++l) {
+      const int q = round_clamp((x[32 * j + l] + min) * inverse_or_zero(scale), 0, levels);
+      const int i = 32 * j + l, chunk = i / 64;  // see quant_ref.cc's k_nibble
+      qs[32 * chunk + l] |= static_cast<uint8_t>((q & 15) << (j % 2 == 0 ? 0 : 4));
+      if (qh) qh[l] |= static_cast<uint8_t>(((q >> 4) & 1) << j);
+    }
+  }
+}
+
+// Q6_K: x ~ d*sc*(q - 32) per sub-block of 16, sc signed 8-bit.
+void encode_q6_k(const float* x, BlockQ6_K* b) {
+  float step[16], max_step = 0.0f;
+  for (int s = 0; s < 16; ++s) {
+    float amax = 0.0f;
+    for (int l = 0; l < 16; ++l) amax = std::max(amax, std::abs(x[16 * s + l]));
+    step[s] = amax / 31.0f;
+    max_step = std::max(max_step, step[s]);
+  }
+  b->d = float_to_f16(max_step / 127.0f);
+  const float d = f16_to_float(b->d);
+  std::memset(b->ql, 0, sizeof b->ql);
+  std::memset(b->qh, 0, sizeof b->qh);
+  for (int s = 0; s < 16; ++s) b->scales[s] = static_cast<int8_t>(round_clamp(step[s] * inverse_or_zero(d), -128, 127));
+  for (int i = 0; i < 256; ++i) {
+    const float scale = d * static_cast<float>(b->scales[i / 16]);
+    const int q = round_clamp(x[i] * inverse_or_zero(scale), -32, 31) + 32;
+    const int n = i / 128, k = (i % 128) / 32, l = i % 32;  // see quant_ref.cc's q6_k_code
+    b->ql[64 * n + 32 * (k & 1) + l] |= static_cast<uint8_t>((q & 15) << (k < 2 ? 0 : 4));
+    b->qh[32 * n + l] |= static_cast<uint8_t>((q >> 4) << (2 * k));
+  }
+}
+
+}  // namespace
+
+bool can_quantize_simple(uint32_t type) { return ggml_sub_block_values(type) > 0; }
+
+void quantize_row_simple(uint32_t type, const float* x, int64_t n, std::byte* out) {
+  HYMOE_CHECK(can_quantize_simple(type), "no encoder for ggml type ", ggml_type_name(type));
+  const GgmlTypeTraits& t = *ggml_type_traits(type);
+  HYMOE_CHECK(n % t.block_values == 0, n, " values of ", t.name);
+  for (int64_t b = 0; b < n / t.block_values; ++b) {
+    const float* xb = x + b * t.block_values;
+    std::byte* ob = out + b * t.block_bytes;
+    switch (static_cast<GgmlType>(type)) {
+      case GgmlType::kQ8_0: {
+        BlockQ8_0 blk;
+        encode_q8_0(xb, &blk);
+        std::memcpy(ob, &blk, sizeof blk);
+        break;
+      }
+      case GgmlType::kQ4_0: {
+        BlockQ4_0 blk;
+        encode_q4_0(xb, &blk);
+        std::memcpy(ob, &blk, sizeof blk);
+        break;
+      }
+      case GgmlType::kQ4_1: {
+        BlockQ4_1 blk;
+        encode_offset_block(xb, 15, &blk.d, &blk.m, blk.qs, nullptr);
+        std::memcpy(ob, &blk, sizeof blk);
+        break;
+      }
+      case GgmlType::kQ5_0: {
+        BlockQ5_0 blk;
+        encode_q5_0(xb, &blk);
+        std::memcpy(ob, &blk, sizeof blk);
+        break;
+      }
+      case GgmlType::kQ5_1: {
+        BlockQ5_1 blk;
+        encode_offset_block(xb, 31, &blk.d, &blk.m, blk.qs, blk.qh);
+        std::memcpy(ob, &blk, sizeof blk);
+        break;
+      }
+      case GgmlType::kQ4_K: {
+        BlockQ4_K blk;
+        encode_k(xb, 15, &blk.d, &blk.dmin, blk.scales, blk.qs, nullptr);
+        std::memcpy(ob, &blk, sizeof blk);
+        break;
+      }
+      case GgmlType::kQ5_K: {
+        BlockQ5_K blk;
+        encode_k(xb, 31, &blk.d, &blk.dmin, blk.scales, blk.qs, blk.qh);
+        std::memcpy(ob, &blk, sizeof blk);
+        break;
+      }
+      case GgmlType::kIQ4_NL: {
+        BlockIq4Nl blk;
+        encode_iq4_nl(xb, &blk);
+        std::memcpy(ob, &blk, sizeof blk);
+        break;
+      }
+      case GgmlType::kIQ4_XS: {
+        BlockIq4Xs blk;
+        encode_iq4_xs(xb, &blk);
+        std::memcpy(ob, &blk, sizeof blk);
+        break;
+      }
+      case GgmlType::kQ6_K: {
+        BlockQ6_K blk;
+        encode_q6_k(xb, &blk);
+        std::memcpy(ob, &blk, sizeof blk);
+        break;
+      }
+      default: HYMOE_CHECK(false, "the registry lists ggml type ", t.name, " without an encoder here");
+    }
+  }
+}
+
+}  // namespace hymoe
