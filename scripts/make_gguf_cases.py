@@ -281,8 +281,11 @@ def build_case(out_dir, spec, seed):
     w.add_expert_used_count(K)
     if arch not in ("llama", "olmoe"):
         w.add_expert_feed_forward_length(H)
-    if arch in ("qwen2moe", "hunyuan-moe", "qwen3next"):
+    if arch in ("qwen2moe", "hunyuan-moe", "qwen3next") or (arch == "ernie4_5-moe" and Hs):
         w.add_expert_shared_feed_forward_length(Hs)
+    if arch == "ernie4_5-moe":  # MoE blocks from the first past the dense ones, every one of them
+        w.add_leading_dense_block_count(1)
+        w.add_uint32(f"{arch}.interleave_moe_layer_step", 1)
     if arch in DEEPSEEK2_LIKE:  # shared experts of H each, gating, normalization and scale from the metadata
         w.add_leading_dense_block_count(1)
         w.add_expert_shared_count(Hs // H)
@@ -500,6 +503,13 @@ CASES = [
          types=dict(gate=Q.Q5_K, up=Q.Q5_K, down=Q.Q8_0, shared_gate=Q.Q5_K, shared_up=Q.Q5_K, shared_down=Q.Q8_0,
                     dense=Q.Q8_0),
          description="qwen3next: softmax, normalized, a sigmoid-gated shared expert"),
+    dict(case="ernie4_5_moe_bias_q8_0", arch="ernie4_5-moe", D=64, H=32, E=8, K=4, H_shared=64, n_ff=64,
+         gating="softmax", norm=True, w_scale=0.0, exp_probs_b=True, router_std=3.0,
+         types=dict(gate=Q.Q8_0, up=Q.Q8_0, down=Q.Q8_0, shared_gate=Q.Q8_0, shared_up=Q.Q8_0, shared_down=Q.Q8_0,
+                    dense=Q.Q8_0),
+         description="ernie4_5-moe: softmax, exp_probs_b for choosing (changes >= 2 tokens), normalized, an ungated "
+                     "shared expert of expert_shared_feed_forward_length, interleave_moe_layer_step 1 after one "
+                     "leading dense block"),
 ]
 
 

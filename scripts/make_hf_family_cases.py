@@ -68,6 +68,14 @@ def exaone_moe_config():
         **SMALL)
 
 
+def ernie4_5_moe_config():
+    # ERNIE-4.5-MoE: softmax, the choice on probabilities plus moe_statics' correction bias, weights the unbiased
+    # probabilities renormalized (clamped at moe_norm_min), one shared expert; MoE from moe_layer_start_index 1.
+    return transformers.Ernie4_5_MoeConfig(
+        intermediate_size=96, moe_intermediate_size=32, moe_num_experts=16, moe_k=4, moe_num_shared_experts=1,
+        moe_layer_start_index=1, **SMALL)
+
+
 def glm4_moe_config():
     # GLM-4.5/4.6's block: DeepSeek-V3's router and shared expert. n_group 4 > topk_group 2 makes the group
     # limit act; routed_scaling_factor is GLM's own default (1.0), which a port must not take from DeepSeek (2.5).
@@ -138,6 +146,10 @@ CASES = [
     dict(name="solar_open_e16_g2_tg1_k4", family="solar_open", config=solar_open_config,
          model_class="SolarOpenForCausalLM", description="Solar Open (solar_open): V3's router with 2 groups of "
          "which 1 is kept, renormalized, scale 1.0, 1 shared expert, every layer MoE"),
+    dict(name="ernie4_5_moe_e16_k4", family="ernie4_5_moe", config=ernie4_5_moe_config,
+         model_class="Ernie4_5_MoeForCausalLM", router="softmax_bias", description="ERNIE-4.5-MoE (ernie4_5_moe): "
+         "softmax, chosen on the probabilities plus moe_statics' (1, E) correction bias, unbiased weights "
+         "renormalized, one shared expert, MoE from layer 1"),
     dict(name="exaone_moe_e16_k4", family="exaone_moe", config=exaone_moe_config,
          model_class="ExaoneMoeForCausalLM", description="EXAONE-MoE (exaone_moe): V3's router, one group, "
          "renormalized, routed_scaling_factor 2.5 (its default), 2 shared experts (num_shared_experts), layer 1 MoE "
@@ -145,20 +157,23 @@ CASES = [
 ]
 
 
-def softmax_route64(router, x, k, norm):
-    """Softmax top-k in float64: (indices in canonical order, weights, margins)."""
+def softmax_route64(router, x, k, norm, bias=None, norm_min=0.0):
+    """Softmax top-k in float64, chosen on p + bias when there is one: (indices in canonical order, weights,
+    margins, False, whether the bias changed the choice)."""
     logits = x @ router.T
     p = np.exp(logits - logits.max())
     p /= p.sum()
-    order = np.argsort(-p, kind="stable")
+    c = p + bias if bias is not None else p
+    order = np.argsort(-c, kind="stable")
     idx = order[:k]
     w = p[idx]
     if norm:
-        w = w / w.sum()
-    srt = p[order]
+        w = w / max(w.sum(), norm_min)
+    srt = c[order]
     cut = srt[k - 1] - srt[k] if len(srt) > k else np.inf
     slot = np.min(np.diff(-srt[:k])) if k > 1 else np.inf
-    return idx, w, (cut, slot, np.inf), False, False
+    by_bias = bias is not None and set(np.argsort(-p, kind="stable")[:k]) != set(idx)
+    return idx, w, (cut, slot, np.inf), False, by_bias
 
 
 def config_values(cfg):
@@ -167,7 +182,8 @@ def config_values(cfg):
     H = getattr(cfg, "moe_intermediate_size", None) or cfg.intermediate_size
     if type(cfg).__name__ in ("FlexOlmoConfig", "MiniMaxM2Config"):
         H = cfg.intermediate_size
-    shared = getattr(cfg, "n_shared_experts", None) or getattr(cfg, "num_shared_experts", None) or 0
+    shared = (getattr(cfg, "n_shared_experts", None) or getattr(cfg, "num_shared_experts", None)
+              or getattr(cfg, "moe_num_shared_experts", None) or 0)
     return dict(E=E, H=H, n_group=getattr(cfg, "n_group", 1), topk_group=getattr(cfg, "topk_group", 1),
                 norm=getattr(cfg, "norm_topk_prob", True), scale=getattr(cfg, "routed_scaling_factor", 1.0),
                 n_shared=shared)
@@ -206,7 +222,8 @@ def build_case(out_dir, spec):
     cfg = spec["config"]()
     v = config_values(cfg)
     E, K, D, H = v["E"], cfg.num_experts_per_tok, cfg.hidden_size, v["H"]
-    softmax = spec.get("router", "v3") == "softmax"
+    softmax = spec.get("router", "v3") in ("softmax", "softmax_bias")
+    softmax_bias = spec.get("router") == "softmax_bias"
     shared_kind = spec.get("shared", "experts")
     prefix = "model.layers.1." + spec.get("checkpoint_block", "mlp") + "."
     for seed in range(700000, 700000 + 1000):
@@ -215,7 +232,11 @@ def build_case(out_dir, spec):
         bias = rng.uniform(-0.15, 0.15, E).astype(np.float32)
         x = rng.standard_normal((2, 5, D)).astype(np.float32)
         xs = x.reshape(-1, D).astype(np.float64)
-        if softmax:
+        if softmax_bias:  # ERNIE's correction bias is on the probabilities' scale: keep it small
+            bias = rng.uniform(-0.02, 0.02, E).astype(np.float32)
+            routes = [softmax_route64(router.astype(np.float64), t, K, True, bias.astype(np.float64),
+                                      getattr(cfg, "moe_norm_min", 0.0)) for t in xs]
+        elif softmax:
             routes = [softmax_route64(router.astype(np.float64), t, K, v["norm"]) for t in xs]
         else:
             routes = [route64(router.astype(np.float64), bias.astype(np.float64), t, v["n_group"], v["topk_group"], K,
@@ -224,7 +245,7 @@ def build_case(out_dir, spec):
         by_groups = sum(r[3] for r in routes)
         by_bias = sum(r[4] for r in routes)
         groups_act = v["n_group"] > v["topk_group"]
-        if margins.min() >= MARGIN and (by_groups >= 2 or not groups_act) and (by_bias >= 2 or softmax):
+        if margins.min() >= MARGIN and (by_groups >= 2 or not groups_act) and (by_bias >= 2 or (softmax and not softmax_bias)):
             break
     else:
         raise SystemExit(f"{spec['name']}: no seed gives margins >= {MARGIN}")
@@ -241,7 +262,9 @@ def build_case(out_dir, spec):
     block = model.model.layers[1].mlp
     with torch.no_grad():
         block.gate.weight.copy_(torch.from_numpy(router))
-        if not softmax:
+        if softmax_bias:
+            block.gate.moe_statics.e_score_correction_bias.copy_(torch.from_numpy(bias).reshape(1, E))
+        elif not softmax:
             owner = block if spec.get("bias_of") == "block" else block.gate
             owner.e_score_correction_bias.copy_(torch.from_numpy(bias))
         block.experts.gate_up_proj.copy_(torch.from_numpy(np.concatenate([gate, up], axis=1)))
@@ -316,7 +339,8 @@ def build_case(out_dir, spec):
         "torch_version": torch.__version__, "numpy_version": np.__version__, "config_class": type(cfg).__name__,
         "model_class": spec["model_class"], "checkpoint_prefix": prefix, "layer": 1, "dtype": "float32",
         "input_shape": list(x.shape), "token_order": "t = b*L + l", "experts_implementation": "eager",
-        "seed": seed, "rank_space": "softmax probability" if softmax else "biased sigmoid score",
+        "seed": seed, "rank_space": ("biased softmax probability" if softmax_bias else "softmax probability") if softmax
+        else "biased sigmoid score",
         "margin_threshold": MARGIN,
         "margins": {"topk_cut": float(margins[0]), "between_selected_slots": float(margins[1]),
                     "group_cut": float(margins[2]) if np.isfinite(margins[2]) else None},

@@ -1,6 +1,6 @@
 // The MoE blocks of a GGUF model as llama.cpp reads them, for the architectures hymoe knows (one declaration each in
 // src/models/gguf_moe.cc): `llama` (Mixtral), `qwen2moe`, `qwen3moe`, `olmoe`, `deepseek2`, `gpt-oss`, `glm4moe`,
-// `dots1`, `bailingmoe2`, `qwen3vlmoe`, `hunyuan-moe` and `qwen3next`. Reads the hyperparameters (with llama.cpp's exact key types
+// `dots1`, `bailingmoe2`, `qwen3vlmoe`, `hunyuan-moe`, `qwen3next` and `ernie4_5-moe`. Reads the hyperparameters (with llama.cpp's exact key types
 // and fallbacks), the routing settings each architecture fixes or reads, and finds and checks one block's
 // tensors (names, shapes, decodable types). Plain data over a GgufFile; nothing is read from the tensors here.
 #pragma once
@@ -31,6 +31,7 @@ struct GgufMoeConfig {
                                     // sigmoid(ffn_gate_inp_shexp . x)
   uint32_t leading_dense_blocks = 0;  // deepseek2, glm4moe, dots1, bailingmoe2: blocks below this are dense
   bool selection_bias = false;      // the architecture reads exp_probs_b.bias where a block has it
+  uint32_t moe_layer_step = 1;      // ernie4_5-moe: block b is MoE iff (b + 1) % moe_layer_step == 0
   bool biases = false;              // gpt-oss: router and experts have biases (and the clamped SwiGLU, alpha 1.702,
                                     // limit 7, which llama.cpp's graph fixes)
   // Routing, as llama.cpp's build_moe_ffn runs it for the architecture.

@@ -80,7 +80,7 @@ class GgufFamily final : public ModelFamily {
   bool is_moe_layer(int64_t layer) const override {
     check_block(layer);
     return config_.expert_count > 0 && layer >= config_.leading_dense_blocks &&
-           gguf_block_is_moe(*file_, static_cast<uint32_t>(layer));
+           (layer + 1) % config_.moe_layer_step == 0 && gguf_block_is_moe(*file_, static_cast<uint32_t>(layer));
   }
 
   MoELayerSpec moe_layer(int64_t layer) const override {

@@ -26,6 +26,7 @@ enum class SharedRule {
   kSharedLength,            // expert_shared_feed_forward_length, else feed_forward_length
   kCountTimesHidden,        // expert_shared_count * H (deepseek2, glm4moe, dots1)
   kCountTimesSharedLength,  // expert_shared_count * (expert_shared_feed_forward_length, else H) (bailingmoe2)
+  kSharedLengthOrNone,      // expert_shared_feed_forward_length; none where it is absent or 0 (ernie4_5-moe)
 };
 // The gating function: fixed by the graph, or expert_gating_func (1 softmax, 2 sigmoid, 3 softmax over the
 // selected logits) with what an absent key (or 0, llama.cpp's NONE) means.
@@ -48,13 +49,14 @@ struct GgufArchitecture {
   bool reads_scale = false;          // expert_weights_scale (else no scale)
   bool selection_bias = false;       // exp_probs_b.bias, optional: added to the scores for the selection only
   bool leading_dense = false;        // leading_dense_block_count: blocks below it are dense
+  bool moe_layer_step = false;       // interleave_moe_layer_step (required): block b is MoE iff (b + 1) % step == 0
   bool biases = false;               // gpt-oss: router and expert biases, clamped SwiGLU (alpha 1.702, limit 7)
   std::string_view fixed;            // what the graph hard-codes, for listings
 };
 
 constexpr std::string_view kReadFromMetadata =
     "gating, normalization and scale read from metadata; ungated shared expert";
-constexpr std::array<GgufArchitecture, 12> kArchitectures = {{
+constexpr std::array<GgufArchitecture, 13> kArchitectures = {{
     {.name = "llama", .hidden = HiddenRule::kFeedForwardLength, .norm_weights = true,
      .fixed = "softmax gating, normalized weights, no scale, no shared expert"},
     {.name = "qwen2moe", .hidden = HiddenRule::kExpertKeyOrFfnOverK, .shared = SharedRule::kSharedLength,
@@ -83,6 +85,9 @@ constexpr std::array<GgufArchitecture, 12> kArchitectures = {{
     {.name = "qwen3next", .shared = SharedRule::kSharedLength, .shared_optional = true, .shared_gate = true,
      .norm_weights = true,
      .fixed = "softmax gating, normalized weights, no scale, sigmoid-gated shared expert where the block has one"},
+    {.name = "ernie4_5-moe", .shared = SharedRule::kSharedLengthOrNone, .norm_weights = true, .selection_bias = true,
+     .leading_dense = true, .moe_layer_step = true,
+     .fixed = "softmax gating, normalized weights, no scale, ungated shared expert where the metadata sizes one"},
 }};
 
 std::string key(const GgufMoeConfig& c, std::string_view name) { return c.architecture + "." + std::string(name); }
@@ -137,6 +142,7 @@ GgufMoeConfig read_gguf_moe_config(const GgufFile& file) {
   switch (rules->shared) {
     case SharedRule::kNone: break;
     case SharedRule::kSharedLength: c.shared_hidden = shared_ff().value_or(n_ff.value_or(0)); break;
+    case SharedRule::kSharedLengthOrNone: c.shared_hidden = shared_ff().value_or(0); break;
     case SharedRule::kCountTimesHidden:
     case SharedRule::kCountTimesSharedLength: {
       const uint32_t count = file.require_u32(key(c, "expert_shared_count"));
@@ -152,6 +158,10 @@ GgufMoeConfig read_gguf_moe_config(const GgufFile& file) {
   c.shared_optional = rules->shared_optional;
   c.selection_bias = rules->selection_bias;
   if (rules->leading_dense) c.leading_dense_blocks = file.get_u32(key(c, "leading_dense_block_count")).value_or(0);
+  if (rules->moe_layer_step) {
+    c.moe_layer_step = file.require_u32(key(c, "interleave_moe_layer_step"));
+    if (c.moe_layer_step == 0) fail(file.label(), ": metadata key '", key(c, "interleave_moe_layer_step"), "' is 0");
+  }
   switch (rules->gating) {
     case GatingRule::kSoftmax: c.gating = GgufGating::kSoftmax; break;
     case GatingRule::kSoftmaxWeight: c.gating = GgufGating::kSoftmaxWeight; break;
@@ -219,6 +229,9 @@ GgufMoeBlock find_gguf_moe_block(const GgufFile& file, const GgufMoeConfig& c, u
   if (block < c.leading_dense_blocks)
     fail(file.label(), ": block ", block, " is dense (", key(c, "leading_dense_block_count"), " = ",
          c.leading_dense_blocks, ")");
+  if ((block + 1) % c.moe_layer_step != 0)
+    fail(file.label(), ": block ", block, " is dense (", key(c, "interleave_moe_layer_step"), " = ", c.moe_layer_step,
+         ": blocks b with (b + 1) % step == 0 are MoE)");
   const std::string prefix = "blk." + std::to_string(block) + ".";
   const uint64_t D = c.embedding_length, H = c.expert_hidden, E = c.expert_count, Hs = c.shared_hidden;
   // A tensor with the expected ne (trailing 1s may be omitted, as ggml fills them) and a decodable type.

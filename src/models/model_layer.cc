@@ -49,7 +49,11 @@ ModelMoELayer ModelMoELayer::load(const TensorSource& source, const MoELayerSpec
   const std::string router_why = "num_experts=" + std::to_string(E) + ", hidden_size=" + std::to_string(D);
   impl->router.weight = Tensor(Shape{E, D}, load_f32(source, spec.router_weight, {E, D}, router_why));
   if (spec.router.logit_bias) impl->router.logit_bias = load_f32(source, spec.router_bias, {E}, router_why);
-  if (spec.router.selection_bias) impl->router.selection_bias = load_f32(source, spec.selection_bias, {E}, router_why);
+  if (spec.router.selection_bias) {
+    // (E), or (1, E) as ERNIE-4.5's moe_statics stores it.
+    const bool row = source.tensor(spec.selection_bias).shape == Shape{1, E};
+    impl->router.selection_bias = load_f32(source, spec.selection_bias, row ? Shape{1, E} : Shape{E}, router_why);
+  }
   for (float f : impl->router.weight.values())
     if (!std::isfinite(f)) fail(source.label(), ": tensor '", spec.router_weight, "' has a non-finite value");
   int64_t bytes = static_cast<int64_t>((impl->router.weight.numel() + impl->router.logit_bias.size() +

@@ -230,6 +230,25 @@ TEST(GgufMoe, SharedExpertRulesOfTheQwenAndHunyuanArchitectures) {
   EXPECT_TRUE(v.norm_weights);
 }
 
+// ernie4_5-moe: MoE blocks every interleave_moe_layer_step (required) past the leading dense ones; a shared expert
+// only where expert_shared_feed_forward_length sizes one.
+TEST(GgufMoe, ErnieLayerStepAndOptionalSharedExpert) {
+  FileSpec spec = moe_file("ernie4_5-moe");
+  EXPECT_NE(error_of(spec).find("missing metadata key 'ernie4_5-moe.interleave_moe_layer_step'"), std::string::npos)
+      << error_of(spec);
+  spec.kvs.push_back(kv_u32("ernie4_5-moe.interleave_moe_layer_step", 2));
+  const auto f = GgufFile::from_bytes(build(spec), "e.gguf");
+  const GgufMoeConfig c = read_gguf_moe_config(f);
+  EXPECT_EQ(c.shared_hidden, 0u);
+  EXPECT_TRUE(c.norm_weights);
+  EXPECT_TRUE(c.selection_bias);
+  EXPECT_EQ(find_gguf_moe_block(f, c, 1).gate_shexp, nullptr);  // (1 + 1) % 2 == 0: MoE
+  spec.kvs.back() = kv_u32("ernie4_5-moe.interleave_moe_layer_step", 3);
+  EXPECT_NE(error_of(spec).find("m.gguf: block 1 is dense (ernie4_5-moe.interleave_moe_layer_step = 3"),
+            std::string::npos)
+      << error_of(spec);
+}
+
 TEST(GgufMoe, ConformanceCases) {
   const std::string root = test::data_dir() + "/conformance/gguf/";
   const auto q2 = GgufFile::open(root + "qwen2moe_q8_0/model.gguf");
@@ -332,7 +351,7 @@ TEST(GgufMoeRejects, NoArchitecture) {
 TEST(GgufMoeRejects, UnknownArchitecture) {
   EXPECT_NE(error_of(moe_file("gpt2")).find("m.gguf: architecture 'gpt2' is not one hymoe runs (llama, qwen2moe, "
                                             "qwen3moe, olmoe, deepseek2, gpt-oss, glm4moe, dots1, bailingmoe2, "
-                                            "qwen3vlmoe, hunyuan-moe, qwen3next)"),
+                                            "qwen3vlmoe, hunyuan-moe, qwen3next, ernie4_5-moe)"),
             std::string::npos)
       << error_of(moe_file("gpt2"));
 }

@@ -309,6 +309,25 @@ TEST(ModelFamilies, BlocksOfOtherFamiliesUnderTheirOwnDefaults) {
   EXPECT_DOUBLE_EQ(m.router.scaling_factor, 1.0);
   EXPECT_EQ(m.selection_bias, "model.layers.1.block_sparse_moe.e_score_correction_bias");
   EXPECT_EQ(m.down_name, "w2");
+  // ERNIE-4.5-MoE: its own count keys with defaults, MoE every moe_layer_interval layers from the start index up
+  // to the end index (-1: the last), the sum clamped at moe_norm_min, use_bias refused with shared experts.
+  const std::string ernie_text = R"({"model_type": "ernie4_5_moe", "hidden_size": 8, "num_hidden_layers": 6,
+      "moe_intermediate_size": 4, "moe_layer_interval": 2, "moe_layer_end_index": 4)";
+  const auto ernie = family(ernie_text + "}");
+  EXPECT_FALSE(ernie->is_moe_layer(0));  // start index 1 by default; (0 + 1) % 2 != 0 too
+  EXPECT_TRUE(ernie->is_moe_layer(1));
+  EXPECT_FALSE(ernie->is_moe_layer(2));
+  EXPECT_TRUE(ernie->is_moe_layer(3));
+  EXPECT_FALSE(ernie->is_moe_layer(5));  // past moe_layer_end_index
+  const MoELayerSpec r = ernie->moe_layer(3);
+  EXPECT_EQ(r.num_experts, 64);
+  EXPECT_EQ(r.top_k, 6);
+  EXPECT_EQ(r.shared.hidden, 8);  // 2 shared experts of 4
+  EXPECT_TRUE(r.router.selection_bias);
+  EXPECT_DOUBLE_EQ(r.router.normalize_min_sum, 1e-12);
+  EXPECT_EQ(r.selection_bias, "model.layers.3.mlp.moe_statics.e_score_correction_bias");
+  EXPECT_THROW(family(ernie_text + R"(, "use_bias": true})")->moe_layer(1), Error);
+  EXPECT_EQ(family(ernie_text + R"(, "use_bias": true, "moe_num_shared_experts": 0})")->moe_layer(1).shared.hidden, 0);
 }
 
 }  // namespace
