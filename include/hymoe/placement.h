@@ -8,3 +8,4 @@
 #include "hymoe/placement/evaluate.h"
 #include "hymoe/placement/decode_policy.h"
 #include "hymoe/placement/heatmap.h"
+#include "hymoe/placement/replicas.h"

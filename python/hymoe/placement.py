@@ -248,6 +248,22 @@ def trace_counts(trace, begin=0, end=None):
     return _core.placement_trace_counts(_trace(trace), int(begin), _optional_int(end))
 
 
+def plan_replicas(counts, num_ranks, slots_per_rank):
+    """Replicated hot experts for expert parallelism (EPLB): each layer's experts on ``num_ranks`` ranks of
+    ``slots_per_rank`` slots, the spare slots holding extra replicas of the hottest experts (docs/placement.md,
+    "Replicas"). Returns numpy arrays in vLLM's vocabulary: ``physical_to_logical`` (L, R * S),
+    ``logical_to_physical_map`` (L, E, max replicas, padded with -1), ``logical_replica_count`` (L, E), and
+    ``rank_load`` (L, R), ``imbalance`` (max / mean rank load per layer), ``num_ranks``, ``slots_per_rank``. A token
+    t's pair with expert e goes to replica ``t % logical_replica_count[l, e]``."""
+    return _core.placement_plan_replicas(_counts_array(counts, "counts"), int(num_ranks), int(slots_per_rank))
+
+
+def rebalance_replicas(placement, counts):
+    """``placement`` (from :func:`plan_replicas`) re-balanced for new statistics: the same result keys plus
+    ``moved``, the slots per layer whose expert changed, the fewest the new replica counts allow."""
+    return _core.placement_rebalance_replicas(dict(placement), _counts_array(counts, "counts"))
+
+
 def summarize(counts):
     """How skewed a count table is, as `hymoe stats` prints it: per layer `total`, `top10_share`,
     `top25_share`, `top50_share` (share of the routed tokens taken by the hottest 10/25/50% of experts), `gini`,

@@ -239,9 +239,79 @@ py::dict replay_dict(ReplayResult&& r, int64_t layers, int64_t experts) {
   return d;
 }
 
+// A replica placement as numpy arrays: physical_to_logical (L, R * S), logical_to_physical_map (L, E, W) padded
+// with -1, logical_replica_count (L, E), rank_load (L, R), imbalance (L), and the sizes.
+py::dict replicas_dict(const ReplicaPlacement& p) {
+  const auto L = static_cast<py::ssize_t>(p.layers.size()), R = p.num_ranks, S = p.slots_per_rank, E = p.num_experts;
+  const auto W = static_cast<py::ssize_t>(p.max_replicas());
+  py::array_t<int64_t> p2l({L, static_cast<py::ssize_t>(R * S)}), counts({L, static_cast<py::ssize_t>(E)});
+  py::array_t<double> load({L, static_cast<py::ssize_t>(R)});
+  for (py::ssize_t l = 0; l < L; ++l) {
+    const LayerReplicas& r = p.layers[static_cast<size_t>(l)];
+    std::copy(r.physical_to_logical.begin(), r.physical_to_logical.end(), p2l.mutable_data(l, 0));
+    std::copy(r.logical_replica_count.begin(), r.logical_replica_count.end(), counts.mutable_data(l, 0));
+    std::copy(r.rank_load.begin(), r.rank_load.end(), load.mutable_data(l, 0));
+  }
+  const std::vector<int64_t> map = p.logical_to_physical_map();
+  py::array_t<int64_t> l2p({L, static_cast<py::ssize_t>(E), W});
+  std::copy(map.begin(), map.end(), l2p.mutable_data());
+  py::dict d;
+  d["num_ranks"] = p.num_ranks;
+  d["slots_per_rank"] = p.slots_per_rank;
+  d["physical_to_logical"] = p2l;
+  d["logical_to_physical_map"] = l2p;
+  d["logical_replica_count"] = counts;
+  d["rank_load"] = load;
+  d["imbalance"] = rank_imbalance(p);
+  return d;
+}
+
+// The placement a dict of replicas_dict describes (its physical_to_logical and sizes), checked.
+ReplicaPlacement replicas_from(const py::dict& d, int64_t num_experts) {
+  ReplicaPlacement p;
+  p.num_ranks = d["num_ranks"].cast<int64_t>();
+  p.slots_per_rank = d["slots_per_rank"].cast<int64_t>();
+  p.num_experts = num_experts;
+  const auto p2l = py::array_t<int64_t, py::array::c_style | py::array::forcecast>::ensure(d["physical_to_logical"]);
+  if (!p2l || p2l.ndim() != 2 || p2l.shape(1) != p.num_ranks * p.slots_per_rank)
+    fail("placement['physical_to_logical'] must be (layers, num_ranks * slots_per_rank) = (L, ",
+         p.num_ranks * p.slots_per_rank, ")");
+  for (py::ssize_t l = 0; l < p2l.shape(0); ++l) {
+    LayerReplicas r;
+    r.physical_to_logical.assign(p2l.data(l, 0), p2l.data(l, 0) + p2l.shape(1));
+    for (int64_t e : r.physical_to_logical)
+      if (e < 0 || e >= num_experts)
+        fail("placement['physical_to_logical'] holds expert ", e, "; the statistics have ", num_experts, " experts");
+    p.layers.push_back(std::move(r));
+  }
+  return p;
+}
+
 }  // namespace
 
 void register_placement(py::module_& m) {
+  m.def("placement_plan_replicas", [](const py::array& counts, int64_t num_ranks, int64_t slots_per_rank) {
+    const CountTable t = table_from(counts, "counts");
+    ReplicaPlacement p;
+    {
+      py::gil_scoped_release unlocked;
+      p = plan_replicas(t, num_ranks, slots_per_rank);
+    }
+    return replicas_dict(p);
+  });
+  m.def("placement_rebalance_replicas", [](const py::dict& current, const py::array& counts) {
+    const CountTable t = table_from(counts, "counts");
+    const ReplicaPlacement p = replicas_from(current, t.num_experts);
+    ReplicaPlacement q;
+    std::vector<int64_t> moved;
+    {
+      py::gil_scoped_release unlocked;
+      q = rebalance_replicas(p, t, &moved);
+    }
+    py::dict d = replicas_dict(q);
+    d["moved"] = moved;
+    return d;
+  });
   m.def("placement_strategy_names", &strategy_names);
   m.def("placement_plan", &plan, py::arg("scores"), py::arg("num_gpu_experts"), py::arg("strategy"),
         py::arg("min_experts_per_layer"), py::arg("max_experts_per_layer"), py::arg("previous_scores"),
