@@ -18,6 +18,8 @@
 
 #include <chrono>
 #include <cstdint>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "bench_isa.h"
@@ -222,12 +224,20 @@ void decode_form(benchmark::State& state, WeightFormat format, DecodePass pass) 
   state.SetBytesProcessed(state.iterations() * panels_read * w.panel_bytes);
   set_num_threads(default_num_threads());
 }
-void BM_Int8StreamQ4_0(benchmark::State& s) { decode_form(s, WeightFormat::kGgmlQ4_0I8, DecodePass::kCold); }
+// Every GGUF type's int8 form, cold and hot, from the format registry (gguf_formats.inc): BM_Int8Stream<TYPE>,
+// BM_Int8Hot<TYPE>.
+const bool kGgufDecodeFormsRegistered = [] {
+  for (const kernels::GgufBlockFormat& b : kernels::kGgufBlockFormats)
+    for (const auto& [pass, what] : {std::pair{DecodePass::kCold, "Stream"}, std::pair{DecodePass::kHot, "Hot"}})
+      benchmark::RegisterBenchmark((std::string("BM_Int8") + what + b.type_name).c_str(),  // the name is copied
+                                   [format = b.int8, pass](benchmark::State& s) { decode_form(s, format, pass); })
+          ->Arg(1)
+          ->Arg(2)
+          ->Unit(benchmark::kMillisecond)
+          ->UseRealTime();
+  return true;
+}();
 void BM_Int8StreamMxfp4(benchmark::State& s) { decode_form(s, WeightFormat::kMxfp4Block32I8, DecodePass::kCold); }
-void BM_Int8StreamQ8_0(benchmark::State& s) { decode_form(s, WeightFormat::kGgmlQ8_0I8, DecodePass::kCold); }
-void BM_Int8StreamQ4_K(benchmark::State& s) { decode_form(s, WeightFormat::kGgmlQ4_KI8, DecodePass::kCold); }
-void BM_Int8StreamQ5_K(benchmark::State& s) { decode_form(s, WeightFormat::kGgmlQ5_KI8, DecodePass::kCold); }
-void BM_Int8StreamQ6_K(benchmark::State& s) { decode_form(s, WeightFormat::kGgmlQ6_KI8, DecodePass::kCold); }
 void BM_Fp8Stream(benchmark::State& s) { decode_form(s, WeightFormat::kFp8Block128, DecodePass::kCold); }
 void BM_Fp8Hot(benchmark::State& s) { decode_form(s, WeightFormat::kFp8Block128, DecodePass::kHot); }
 void BM_Fp8DotStream(benchmark::State& s) { decode_form(s, WeightFormat::kFp8Block128Dot, DecodePass::kCold); }
@@ -239,9 +249,7 @@ void BM_Mxfp4ExactHot(benchmark::State& s) { decode_form(s, WeightFormat::kMxfp4
 void BM_Int8StreamLoadsOnlyQ4_0(benchmark::State& s) {
   decode_form(s, WeightFormat::kGgmlQ4_0I8, DecodePass::kLoadsOnly);
 }
-void BM_Int8HotQ4_0(benchmark::State& s) { decode_form(s, WeightFormat::kGgmlQ4_0I8, DecodePass::kHot); }
 void BM_Int8HotMxfp4(benchmark::State& s) { decode_form(s, WeightFormat::kMxfp4Block32I8, DecodePass::kHot); }
-void BM_Int8HotQ8_0(benchmark::State& s) { decode_form(s, WeightFormat::kGgmlQ8_0I8, DecodePass::kHot); }
 
 // Keeps the calling thread busy for `us` microseconds (serial work of the caller, or a task's).
 void busy_wait_us(int64_t us) {
@@ -295,12 +303,7 @@ DECODE_STREAM(BM_DecodeStreamF32Plus16VectorAdds);
 DECODE_STREAM(BM_DecodeStreamF32Plus16ScalarAdds);
 DECODE_STREAM(BM_DecodeStreamF32Plus40VectorAdds);
 DECODE_STREAM(BM_DecodeStreamF32Plus8L1Loads);
-DECODE_STREAM(BM_Int8StreamQ4_0);
 DECODE_STREAM(BM_Int8StreamMxfp4);
-DECODE_STREAM(BM_Int8StreamQ8_0);
-DECODE_STREAM(BM_Int8StreamQ4_K);
-DECODE_STREAM(BM_Int8StreamQ5_K);
-DECODE_STREAM(BM_Int8StreamQ6_K);
 DECODE_STREAM(BM_Fp8Stream);
 DECODE_STREAM(BM_Fp8Hot);
 DECODE_STREAM(BM_Fp8DotStream);
@@ -310,9 +313,7 @@ DECODE_STREAM(BM_Bf16DotHot);
 DECODE_STREAM(BM_Mxfp4ExactStream);
 DECODE_STREAM(BM_Mxfp4ExactHot);
 DECODE_STREAM(BM_Int8StreamLoadsOnlyQ4_0);
-DECODE_STREAM(BM_Int8HotQ4_0);
 DECODE_STREAM(BM_Int8HotMxfp4);
-DECODE_STREAM(BM_Int8HotQ8_0);
 
 }  // namespace
 }  // namespace hymoe::kernels
