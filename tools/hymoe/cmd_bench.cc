@@ -2,9 +2,10 @@
 // measured in the same run, and against the OpenBLAS-per-expert baseline. Medians of repeated runs; --json
 // writes one object per line per measurement (docs/performance.md describes the method and the fields).
 //
-// The timed layer calls the library's stages in MoELayer::forward's order (router, dispatch/gather, routed
-// grouped FFN, combine, shared expert) but takes its routing from the benchmark (uniform or Zipf) so every
-// configuration routes the same way whatever the random router weights say; the router still runs in full.
+// The timed layer is MoELayer::forward's: the router, the dispatch, then run_expert_pass (the expert half every
+// forward runs: routed grouped FFN with the gather fused, combine, shared expert), but with its routing taken from
+// the benchmark (uniform or Zipf) so every configuration routes the same way whatever the random router weights
+// say; the router still runs in full.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -36,6 +37,7 @@
 #include "kernels/driver/thread_pool.h"
 #include "kernels/driver/workspace.h"
 #include "moe/dispatch.h"
+#include "moe/expert_pass.h"
 
 #ifdef HYMOE_HAVE_OPENBLAS
 #include <cblas.h>
@@ -325,7 +327,8 @@ double tune_zipf(const BenchShape& s) {
 
 // ---- the timed layer ---------------------------------------------------------------------------------------------
 
-// Runs the routed and shared expert MLPs of one layer: (tokens' rows x, dispatch, scale) -> sorted rows out.
+// The OpenBLAS baseline's expert MLPs of one layer: (tokens' rows x, dispatch, scale) -> sorted rows out, and the
+// shared MLP on every token.
 struct ExpertStep {
   std::function<void(const Dispatch&, const float* x, const float* scale, float* out)> routed;
   std::function<void(int64_t T, const float* x, float* out)> shared;  // empty when the shape has none
@@ -335,8 +338,16 @@ struct LayerTimes {
   double layer_ms = 0, expert_ms = 0;
 };
 
+// What the timed layer runs after routing: hymoe's kernels through run_expert_pass, the expert half of every
+// forward (MoELayer's and ModelMoELayer's), or the baseline's own assembly.
+struct ExpertHalf {
+  const kernels::GroupedFfn* routed = nullptr;  // hymoe
+  const kernels::GroupedFfn* shared = nullptr;
+  const ExpertStep* baseline = nullptr;         // or the OpenBLAS baseline
+};
+
 LayerTimes run_layer(Router& router, const Tensor& x2, const std::vector<int32_t>& indices, int64_t K,
-                     const ExpertStep& step, Tensor& y) {
+                     const ExpertHalf& half, Tensor& y) {
   const int64_t T = x2.dim(0), D = x2.dim(1);
   LayerTimes lt;
   const auto t0 = Clock::now();
@@ -348,7 +359,30 @@ LayerTimes run_layer(Router& router, const Tensor& x2, const std::vector<int32_t
   std::vector<float> scale(static_cast<size_t>(dispatch.rows()));
   for (int64_t r = 0; r < dispatch.rows(); ++r)
     scale[static_cast<size_t>(r)] = routing.weights[static_cast<size_t>(dispatch.row_token[static_cast<size_t>(r)] * K + dispatch.row_slot[static_cast<size_t>(r)])];
-  const kernels::WorkspaceLease ws;  // as MoELayer::forward takes its temporaries
+  if (half.routed) {
+    // The expert time is read off the pass's stage boundaries: its start to the routed experts' output, and the
+    // combined output to the shared expert's.
+    ExpertPassArgs a;
+    a.routed = half.routed;
+    a.shared = half.shared;
+    a.x = x2.data();
+    a.num_tokens = T;
+    a.top_k = K;
+    a.dispatch = &dispatch;
+    a.row_scale = scale.data();
+    a.y = y.data();
+    auto stage_start = Clock::now();
+    a.check_stage = [&](const char* stage, const float*, int64_t, int64_t, const char*) {
+      const std::string_view s = stage;
+      if (s == "routed expert outputs" || s == "shared expert outputs") lt.expert_ms += ms_since(stage_start);
+      if (s == "combined routed outputs") stage_start = Clock::now();
+    };
+    run_expert_pass(a);
+    lt.layer_ms = ms_since(t0);
+    return lt;
+  }
+  const ExpertStep& step = *half.baseline;
+  const kernels::WorkspaceLease ws;  // the temporaries as run_expert_pass takes them
   const kernels::Workspace::Scope scope(*ws);
   float* const out = ws->floats(dispatch.rows() * D);
   auto te = Clock::now();
@@ -364,29 +398,6 @@ LayerTimes run_layer(Router& router, const Tensor& x2, const std::vector<int32_t
   }
   lt.layer_ms = ms_since(t0);
   return lt;
-}
-
-ExpertStep hymoe_step(const kernels::GroupedFfn& routed, const kernels::GroupedFfn* shared) {
-  ExpertStep s;
-  s.routed = [&routed](const Dispatch& d, const float* x, const float* scale, float* out) {
-    kernels::GroupedFfnArgs a;
-    a.offsets = d.offsets.data();
-    a.x = x;
-    a.x_rows = d.row_token.data();  // the gather fused into the kernel's packing, as in MoELayer::forward
-    a.scale = scale;
-    a.y = out;
-    if (d.rows() > 0) routed.run(a);
-  };
-  if (shared)
-    s.shared = [shared](int64_t T, const float* x, float* out) {
-      const int64_t offsets[2] = {0, T};
-      kernels::GroupedFfnArgs a;
-      a.offsets = offsets;
-      a.x = x;
-      a.y = out;
-      shared->run(a);
-    };
-  return s;
 }
 
 #ifdef HYMOE_HAVE_OPENBLAS
@@ -591,7 +602,7 @@ void bench_shape(const BenchOptions& o, const BenchShape& s, const Limits& lim, 
     gguf.reset();
     routed_q = {};
     shared_q = {};
-    const ExpertStep fast = hymoe_step(*routed_ffn, shared_ffn.get());
+    const ExpertHalf fast{routed_ffn.get(), shared_ffn.get(), nullptr};
 
     for (int64_t T : o.tokens) {
       const int repeats = o.repeats > 0 ? o.repeats : (T <= 32 ? 9 : 5);
@@ -645,7 +656,7 @@ void bench_shape(const BenchOptions& o, const BenchShape& s, const Limits& lim, 
           read_probe.push_back(o.weights == "cold" ? evictor.read_gbps(4) : lim.read_gbps);
           const std::vector<int32_t>& indices = v.routings[static_cast<size_t>(r)];
 #ifdef HYMOE_HAVE_OPENBLAS
-          const LayerTimes lt = run_layer(*router, x, indices, K, v.baseline ? blas : fast, y);
+          const LayerTimes lt = run_layer(*router, x, indices, K, v.baseline ? ExpertHalf{nullptr, nullptr, &blas} : fast, y);
 #else
           const LayerTimes lt = run_layer(*router, x, indices, K, fast, y);
 #endif
