@@ -76,6 +76,12 @@ def ernie4_5_moe_config():
         moe_layer_start_index=1, **SMALL)
 
 
+def hunyuan_v1_moe_config():
+    # Hunyuan-A13B: softmax top-k always renormalized, experts and an ungated shared MLP of intermediate_size; the
+    # top-k given per layer, as its releases give it.
+    return transformers.HunYuanMoEV1Config(intermediate_size=32, num_experts=16, moe_topk=[4, 4], **SMALL)
+
+
 def glm4_moe_config():
     # GLM-4.5/4.6's block: DeepSeek-V3's router and shared expert. n_group 4 > topk_group 2 makes the group
     # limit act; routed_scaling_factor is GLM's own default (1.0), which a port must not take from DeepSeek (2.5).
@@ -150,6 +156,10 @@ CASES = [
          model_class="Ernie4_5_MoeForCausalLM", router="softmax_bias", description="ERNIE-4.5-MoE (ernie4_5_moe): "
          "softmax, chosen on the probabilities plus moe_statics' (1, E) correction bias, unbiased weights "
          "renormalized, one shared expert, MoE from layer 1"),
+    dict(name="hunyuan_v1_moe_e16_k4", family="hunyuan_v1_moe", config=hunyuan_v1_moe_config,
+         model_class="HunYuanMoEV1ForCausalLM", router="softmax", shared="shared_mlp", description="Hunyuan-A13B "
+         "(hunyuan_v1_moe): softmax top-4 (moe_topk given per layer), renormalized, an ungated shared MLP of "
+         "intermediate_size"),
     dict(name="exaone_moe_e16_k4", family="exaone_moe", config=exaone_moe_config,
          model_class="ExaoneMoeForCausalLM", description="EXAONE-MoE (exaone_moe): V3's router, one group, "
          "renormalized, routed_scaling_factor 2.5 (its default), 2 shared experts (num_shared_experts), layer 1 MoE "
@@ -180,7 +190,7 @@ def config_values(cfg):
     """The routing settings of a config, whatever its class names them."""
     E = getattr(cfg, "n_routed_experts", None) or getattr(cfg, "num_local_experts", None) or cfg.num_experts
     H = getattr(cfg, "moe_intermediate_size", None) or cfg.intermediate_size
-    if type(cfg).__name__ in ("FlexOlmoConfig", "MiniMaxM2Config"):
+    if type(cfg).__name__ in ("FlexOlmoConfig", "MiniMaxM2Config", "HunYuanMoEV1Config"):
         H = cfg.intermediate_size
     shared = (getattr(cfg, "n_shared_experts", None) or getattr(cfg, "num_shared_experts", None)
               or getattr(cfg, "moe_num_shared_experts", None) or 0)
@@ -222,6 +232,8 @@ def build_case(out_dir, spec):
     cfg = spec["config"]()
     v = config_values(cfg)
     E, K, D, H = v["E"], cfg.num_experts_per_tok, cfg.hidden_size, v["H"]
+    if isinstance(K, list):  # one per layer (Hunyuan): layer 1's
+        K = K[1]
     softmax = spec.get("router", "v3") in ("softmax", "softmax_bias")
     softmax_bias = spec.get("router") == "softmax_bias"
     shared_kind = spec.get("shared", "experts")
@@ -252,7 +264,8 @@ def build_case(out_dir, spec):
     gate = (rng.standard_normal((E, H, D)) / np.sqrt(D)).astype(np.float32)
     up = (rng.standard_normal((E, H, D)) / np.sqrt(D)).astype(np.float32)
     down = (rng.standard_normal((E, D, H)) / np.sqrt(H)).astype(np.float32)
-    Hs = {"experts": H * v["n_shared"], "gated": getattr(cfg, "shared_expert_intermediate_size", 0), None: 0}[shared_kind]
+    Hs = {"experts": H * v["n_shared"], "gated": getattr(cfg, "shared_expert_intermediate_size", 0),
+          "shared_mlp": cfg.intermediate_size, None: 0}[shared_kind]
     shared = {n: (rng.standard_normal(s) / np.sqrt(s[1])).astype(np.float32)
               for n, s in (("gate_proj", (Hs, D)), ("up_proj", (Hs, D)), ("down_proj", (D, Hs)))} if Hs else {}
     shared_gate = (rng.standard_normal((1, D)) / np.sqrt(D)).astype(np.float32) if shared_kind == "gated" else None
@@ -261,7 +274,7 @@ def build_case(out_dir, spec):
     model = getattr(transformers, spec["model_class"])(cfg).eval()
     block = model.model.layers[1].mlp
     with torch.no_grad():
-        block.gate.weight.copy_(torch.from_numpy(router))
+        (block.gate.wg if hasattr(block.gate, "wg") else block.gate).weight.copy_(torch.from_numpy(router))
         if softmax_bias:
             block.gate.moe_statics.e_score_correction_bias.copy_(torch.from_numpy(bias).reshape(1, E))
         elif not softmax:
@@ -269,7 +282,9 @@ def build_case(out_dir, spec):
             owner.e_score_correction_bias.copy_(torch.from_numpy(bias))
         block.experts.gate_up_proj.copy_(torch.from_numpy(np.concatenate([gate, up], axis=1)))
         block.experts.down_proj.copy_(torch.from_numpy(down))
-        shared_module = block.shared_expert if shared_kind == "gated" else getattr(block, "shared_experts", None)
+        shared_module = {"gated": getattr(block, "shared_expert", None),
+                         "shared_mlp": getattr(block, "shared_mlp", None)}.get(shared_kind,
+                                                                               getattr(block, "shared_experts", None))
         for n, w in shared.items():
             getattr(shared_module, n).weight.copy_(torch.from_numpy(w))
         if shared_gate is not None:

@@ -91,6 +91,8 @@ class HfConfig {
   std::string string_or(std::initializer_list<const char*> keys, const std::string& fallback) const;
   bool boolean_or(std::initializer_list<const char*> keys, bool fallback) const;
   std::vector<int64_t> integer_list_or(const char* key, std::vector<int64_t> fallback) const;
+  // A key that is an integer or one integer per layer (HunYuan's moe_topk): the value for `layer`.
+  int64_t integer_per_layer_or(const char* key, int64_t layer, int64_t fallback) const;
   std::vector<std::string> string_list_or(const char* key, std::vector<std::string> fallback) const;
   std::optional<HfConfig> object(const char* key) const;
   // An object of strings (the index's weight_map), in key order; an error when absent or of another kind.

@@ -116,6 +116,16 @@ std::vector<int64_t> HfConfig::integer_list_or(const char* key, std::vector<int6
   return out;
 }
 
+int64_t HfConfig::integer_per_layer_or(const char* key, int64_t layer, int64_t fallback) const {
+  auto it = json_->value.find(key);
+  if (it == json_->value.end() || it->is_null()) return fallback;
+  if (it->is_number_integer()) return it->get<int64_t>();
+  const std::vector<int64_t> list = integer_list_or(key, {});  // names the key if it is neither
+  if (layer < 0 || layer >= static_cast<int64_t>(list.size()))
+    fail(label_, ": '", key, "' lists ", list.size(), " values, none for layer ", layer);
+  return list[static_cast<size_t>(layer)];
+}
+
 std::vector<std::string> HfConfig::string_list_or(const char* key, std::vector<std::string> fallback) const {
   auto it = json_->value.find(key);
   if (it == json_->value.end() || it->is_null()) return fallback;

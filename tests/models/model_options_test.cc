@@ -328,6 +328,16 @@ TEST(ModelFamilies, BlocksOfOtherFamiliesUnderTheirOwnDefaults) {
   EXPECT_EQ(r.selection_bias, "model.layers.3.mlp.moe_statics.e_score_correction_bias");
   EXPECT_THROW(family(ernie_text + R"(, "use_bias": true})")->moe_layer(1), Error);
   EXPECT_EQ(family(ernie_text + R"(, "use_bias": true, "moe_num_shared_experts": 0})")->moe_layer(1).shared.hidden, 0);
+  // Hunyuan-A13B: moe_topk an integer or one per layer; the shared MLP as wide as the experts.
+  const std::string hunyuan_text = R"({"model_type": "hunyuan_v1_moe", "hidden_size": 8, "num_hidden_layers": 2,
+      "num_experts": 8, "intermediate_size": 4)";
+  const auto hy = family(hunyuan_text + R"(, "moe_topk": [2, 3]})");
+  EXPECT_EQ(hy->moe_layer(0).top_k, 2);
+  EXPECT_EQ(hy->moe_layer(1).top_k, 3);
+  EXPECT_EQ(hy->moe_layer(1).shared.hidden, 4);
+  EXPECT_EQ(hy->moe_layer(1).router_weight, "model.layers.1.mlp.gate.wg.weight");
+  EXPECT_EQ(family(hunyuan_text + R"(, "moe_topk": 3})")->moe_layer(0).top_k, 3);
+  EXPECT_THROW(family(hunyuan_text + R"(, "moe_topk": [2]})")->moe_layer(1), Error);
 }
 
 }  // namespace
