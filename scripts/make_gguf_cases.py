@@ -30,6 +30,9 @@ T = 7
 MARGIN = 2e-3
 # Architectures whose MoE metadata is deepseek2's (llama.cpp reads the same keys; glm4moe's gating defaults to sigmoid).
 DEEPSEEK2_LIKE = ("deepseek2", "glm4moe", "dots1", "bailingmoe2")
+# Architectures whose graph fixes softmax but reads the shared-expert count, leading dense blocks and (some) the
+# normalization and scale as deepseek2 does.
+SOFTMAX_SHARED_COUNT = ("deepseek", "bailingmoe")
 NORM_FLOOR = 6.103515625e-5
 
 # Byte offsets of the f16 scale fields (d, and dmin where present) inside one block.
@@ -273,16 +276,22 @@ def build_case(out_dir, spec, seed):
     w.add_block_count(2)
     w.add_context_length(4096)
     w.add_embedding_length(D)
-    w.add_feed_forward_length(H if arch in ("llama", "olmoe") else n_ff)
+    w.add_feed_forward_length(H if arch in ("llama", "olmoe", "granitemoe") else n_ff)
     w.add_head_count(4)
     w.add_head_count_kv(2)
     w.add_layer_norm_rms_eps(1e-6)
     w.add_expert_count(E)
     w.add_expert_used_count(K)
-    if arch not in ("llama", "olmoe"):
+    if arch not in ("llama", "olmoe", "granitemoe"):
         w.add_expert_feed_forward_length(H)
-    if arch in ("qwen2moe", "hunyuan-moe", "qwen3next") or (arch == "ernie4_5-moe" and Hs):
+    if arch in ("qwen2moe", "hunyuan-moe", "qwen3next") or (arch in ("ernie4_5-moe", "granitemoe") and Hs):
         w.add_expert_shared_feed_forward_length(Hs)
+    if arch in SOFTMAX_SHARED_COUNT:
+        w.add_leading_dense_block_count(1)
+        w.add_expert_shared_count(Hs // H)
+        if arch == "bailingmoe":
+            w.add_expert_weights_norm(spec["norm"])
+        w.add_expert_weights_scale(spec["w_scale"])
     if arch == "ernie4_5-moe":  # MoE blocks from the first past the dense ones, every one of them
         w.add_leading_dense_block_count(1)
         w.add_uint32(f"{arch}.interleave_moe_layer_step", 1)
@@ -510,6 +519,24 @@ CASES = [
          description="ernie4_5-moe: softmax, exp_probs_b for choosing (changes >= 2 tokens), normalized, an ungated "
                      "shared expert of expert_shared_feed_forward_length, interleave_moe_layer_step 1 after one "
                      "leading dense block"),
+    dict(case="deepseek_v1_q8_0", arch="deepseek", D=64, H=32, E=8, K=2, H_shared=64, n_ff=64, gating="softmax",
+         norm=False, w_scale=1.5, types=dict(gate=Q.Q8_0, up=Q.Q8_0, down=Q.Q8_0, shared_gate=Q.Q8_0,
+                                              shared_up=Q.Q8_0, shared_down=Q.Q8_0, dense=Q.Q8_0),
+         description="deepseek (DeepSeek-MoE 16B, V1): softmax, not normalized, expert_weights_scale 1.5 read, two "
+                     "shared experts, a leading dense block"),
+    dict(case="bailingmoe_q4_k", arch="bailingmoe", D=256, H=32, E=8, K=2, H_shared=32, n_ff=64, gating="softmax",
+         norm=True, w_scale=0.0, types=dict(gate=Q.Q4_K, up=Q.Q4_K, down=Q.Q8_0, shared_gate=Q.Q4_K,
+                                             shared_up=Q.Q4_K, shared_down=Q.Q8_0, dense=Q.Q8_0),
+         description="bailingmoe (Ling 1): softmax, expert_weights_norm true read, one shared expert, a leading "
+                     "dense block"),
+    dict(case="llada_moe_q4_0", arch="llada-moe", D=64, H=32, E=8, K=4, n_ff=64, gating="softmax", norm=False,
+         w_scale=0.0, types=dict(gate=Q.Q4_0, up=Q.Q4_0, down=Q.Q4_0, dense=Q.Q8_0),
+         description="llada-moe (LLaDA-MoE): softmax, not normalized, no shared expert"),
+    dict(case="granitemoe_shared_q8_0", arch="granitemoe", D=64, H=64, E=8, K=2, H_shared=32, n_ff=64,
+         gating="softmax", norm=True, w_scale=0.0, types=dict(gate=Q.Q8_0, up=Q.Q8_0, down=Q.Q8_0, shared_gate=Q.Q8_0,
+                                                              shared_up=Q.Q8_0, shared_down=Q.Q8_0, dense=Q.Q8_0),
+         description="granitemoe (Granite MoE, with the Granite-MoE-Shared expert): softmax, normalized, experts "
+                     "feed_forward_length wide, a shared expert of expert_shared_feed_forward_length"),
 ]
 
 

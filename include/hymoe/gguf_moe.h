@@ -1,6 +1,7 @@
 // The MoE blocks of a GGUF model as llama.cpp reads them, for the architectures hymoe knows (one declaration each in
 // src/models/gguf_moe.cc): `llama` (Mixtral), `qwen2moe`, `qwen3moe`, `olmoe`, `deepseek2`, `gpt-oss`, `glm4moe`,
-// `dots1`, `bailingmoe2`, `qwen3vlmoe`, `hunyuan-moe`, `qwen3next` and `ernie4_5-moe`. Reads the hyperparameters (with llama.cpp's exact key types
+// `dots1`, `bailingmoe2`, `qwen3vlmoe`, `hunyuan-moe`, `qwen3next`, `ernie4_5-moe`, `deepseek`, `bailingmoe`,
+// `llada-moe` and `granitemoe`. Reads the hyperparameters (with llama.cpp's exact key types
 // and fallbacks), the routing settings each architecture fixes or reads, and finds and checks one block's
 // tensors (names, shapes, decodable types). Plain data over a GgufFile; nothing is read from the tensors here.
 #pragma once

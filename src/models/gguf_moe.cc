@@ -56,7 +56,7 @@ struct GgufArchitecture {
 
 constexpr std::string_view kReadFromMetadata =
     "gating, normalization and scale read from metadata; ungated shared expert";
-constexpr std::array<GgufArchitecture, 13> kArchitectures = {{
+constexpr std::array<GgufArchitecture, 17> kArchitectures = {{
     {.name = "llama", .hidden = HiddenRule::kFeedForwardLength, .norm_weights = true,
      .fixed = "softmax gating, normalized weights, no scale, no shared expert"},
     {.name = "qwen2moe", .hidden = HiddenRule::kExpertKeyOrFfnOverK, .shared = SharedRule::kSharedLength,
@@ -87,6 +87,15 @@ constexpr std::array<GgufArchitecture, 13> kArchitectures = {{
      .fixed = "softmax gating, normalized weights, no scale, sigmoid-gated shared expert where the block has one"},
     {.name = "ernie4_5-moe", .shared = SharedRule::kSharedLengthOrNone, .norm_weights = true, .selection_bias = true,
      .leading_dense = true, .moe_layer_step = true,
+     .fixed = "softmax gating, normalized weights, no scale, ungated shared expert where the metadata sizes one"},
+    {.name = "deepseek", .shared = SharedRule::kCountTimesHidden, .norm_weights = false, .reads_scale = true,
+     .leading_dense = true, .fixed = "softmax gating, weights not normalized, scale read; ungated shared expert"},
+    {.name = "bailingmoe", .shared = SharedRule::kCountTimesHidden, .reads_scale = true, .leading_dense = true,
+     .fixed = "softmax gating; normalization and scale read from metadata; ungated shared expert"},
+    {.name = "llada-moe", .hidden = HiddenRule::kExpertKeyOrFfnOverK, .norm_weights = false,
+     .fixed = "softmax gating, weights not normalized, no scale, no shared expert"},
+    {.name = "granitemoe", .hidden = HiddenRule::kFeedForwardLength, .shared = SharedRule::kSharedLengthOrNone,
+     .norm_weights = true,
      .fixed = "softmax gating, normalized weights, no scale, ungated shared expert where the metadata sizes one"},
 }};
 
