@@ -284,7 +284,7 @@ def build_case(out_dir, spec, seed):
     w.add_expert_used_count(K)
     if arch not in ("llama", "olmoe", "granitemoe"):
         w.add_expert_feed_forward_length(H)
-    if arch in ("qwen2moe", "hunyuan-moe", "qwen3next") or (arch in ("ernie4_5-moe", "granitemoe") and Hs):
+    if arch in ("qwen2moe", "hunyuan-moe", "qwen3next", "qwen35moe") or (arch in ("ernie4_5-moe", "granitemoe") and Hs):
         w.add_expert_shared_feed_forward_length(Hs)
     if arch in SOFTMAX_SHARED_COUNT:
         w.add_leading_dense_block_count(1)
@@ -331,6 +331,11 @@ def build_case(out_dir, spec, seed):
         if spec.get("split_experts"):  # early Mixtral files: blk.N.ffn_gate.E.weight, one (out, in) tensor each
             for e in range(E):
                 add_typed(f"blk.1.ffn_{k}.{e}.weight", (experts[k][0][e], experts[k][1]))
+        elif spec.get("merged_gate_up") and k in ("gate", "up"):
+            if k == "gate":  # ffn_gate_up_exps: each expert's gate rows, then its up rows (llama.cpp's converter)
+                merged = np.concatenate([experts["gate"][0], experts["up"][0]], axis=1)
+                assert experts["gate"][1] == experts["up"][1]
+                add_typed("blk.1.ffn_gate_up_exps.weight", (merged, experts["gate"][1]))
         else:
             add_typed(f"blk.1.ffn_{k}_exps.weight", experts[k])
     if shared is not None:
@@ -537,6 +542,12 @@ CASES = [
                                                               shared_up=Q.Q8_0, shared_down=Q.Q8_0, dense=Q.Q8_0),
          description="granitemoe (Granite MoE, with the Granite-MoE-Shared expert): softmax, normalized, experts "
                      "feed_forward_length wide, a shared expert of expert_shared_feed_forward_length"),
+    dict(case="qwen35moe_merged_q8_0", arch="qwen35moe", D=64, H=32, E=8, K=4, H_shared=64, n_ff=64,
+         gating="softmax", norm=True, w_scale=0.0, shared_gate=True, merged_gate_up=True,
+         types=dict(gate=Q.Q8_0, up=Q.Q8_0, down=Q.Q8_0, shared_gate=Q.Q8_0, shared_up=Q.Q8_0, shared_down=Q.Q8_0,
+                    dense=Q.Q8_0),
+         description="qwen35moe (Qwen3.5-MoE): softmax, normalized, a sigmoid-gated shared expert, gate and up merged "
+                     "into ffn_gate_up_exps (ne [D, 2H, E]) as llama.cpp's converter writes them when it fuses"),
 ]
 
 

@@ -1,7 +1,7 @@
 // The MoE blocks of a GGUF model as llama.cpp reads them, for the architectures hymoe knows (one declaration each in
 // src/models/gguf_moe.cc): `llama` (Mixtral), `qwen2moe`, `qwen3moe`, `olmoe`, `deepseek2`, `gpt-oss`, `glm4moe`,
 // `dots1`, `bailingmoe2`, `qwen3vlmoe`, `hunyuan-moe`, `qwen3next`, `ernie4_5-moe`, `deepseek`, `bailingmoe`,
-// `llada-moe` and `granitemoe`. Reads the hyperparameters (with llama.cpp's exact key types
+// `llada-moe`, `granitemoe` and `qwen35moe`. Reads the hyperparameters (with llama.cpp's exact key types
 // and fallbacks), the routing settings each architecture fixes or reads, and finds and checks one block's
 // tensors (names, shapes, decodable types). Plain data over a GgufFile; nothing is read from the tensors here.
 #pragma once
@@ -33,6 +33,8 @@ struct GgufMoeConfig {
   uint32_t leading_dense_blocks = 0;  // deepseek2, glm4moe, dots1, bailingmoe2: blocks below this are dense
   bool selection_bias = false;      // the architecture reads exp_probs_b.bias where a block has it
   uint32_t moe_layer_step = 1;      // ernie4_5-moe: block b is MoE iff (b + 1) % moe_layer_step == 0
+  bool merged_gate_up = false;      // deepseek2, qwen3next, qwen35moe: llama.cpp reads ffn_gate_up_exps in place
+                                    // of ffn_gate_exps and ffn_up_exps where a block has it
   bool biases = false;              // gpt-oss: router and experts have biases (and the clamped SwiGLU, alpha 1.702,
                                     // limit 7, which llama.cpp's graph fixes)
   // Routing, as llama.cpp's build_moe_ffn runs it for the architecture.
@@ -58,6 +60,8 @@ struct GgufMoeBlock {
   const GgufTensorInfo* up_exps_bias = nullptr;    // gpt-oss: ne [H, E]
   const GgufTensorInfo* down_exps_bias = nullptr;  // gpt-oss: ne [D, E]
   const GgufTensorInfo* gate_exps = nullptr;  // ne [D, H, E]
+  const GgufTensorInfo* gate_up_exps = nullptr;  // merged: ne [D, 2H, E], each expert's gate rows then its up rows;
+                                                 // then gate_exps and up_exps are null
   const GgufTensorInfo* up_exps = nullptr;    // ne [D, H, E]
   const GgufTensorInfo* down_exps = nullptr;  // ne [H, D, E]
   const GgufTensorInfo* exp_probs_b = nullptr;     // selection-only bias (GgufMoeConfig::selection_bias), ne [E]

@@ -239,16 +239,19 @@ ExpertWeights load_fused_experts(const TensorSource& src, const MoELayerSpec& sp
 ExpertWeights load_fused_out_in_experts(const TensorSource& src, const MoELayerSpec& spec, const std::string& why) {
   const int64_t E = spec.num_experts, D = spec.dim, H = spec.hidden;
   const std::string& p = spec.experts_prefix;
-  const TensorRef gate = checked_tensor(src, p + spec.gate_name + ".weight", {E, H, D}, why);
-  const TensorRef up = checked_tensor(src, p + spec.up_name + ".weight", {E, H, D}, why);
+  // Gate and up in tensors of their own, or merged into one (E, 2H, D) with each expert's gate rows before its up.
+  const bool merged = spec.storage == ExpertStorage::kFusedGateUpOutIn;
+  const TensorRef gate = checked_tensor(src, p + spec.gate_name + ".weight", {E, merged ? 2 * H : H, D}, why);
+  const TensorRef up = merged ? gate : checked_tensor(src, p + spec.up_name + ".weight", {E, H, D}, why);
   const TensorRef down = checked_tensor(src, p + spec.down_name + ".weight", {E, D, H}, why);
   for (const TensorRef* t : {&gate, &up, &down})
     if (!t->ggml_type) fail(t->file, ": tensor '", t->name, "': fused (E, out, in) experts are read from GGUF files only");
+  HYMOE_CHECK(!merged || !spec.expert_biases, "merged gate/up experts have no biases");
   ExpertWeights w;
   for (int64_t e = 0; e < E; ++e) {
     kernels::MlpWeightsView v;
-    v.gate = ggml_rows_view(gate, e * H, H, D, w);
-    v.up = ggml_rows_view(up, e * H, H, D, w);
+    v.gate = ggml_rows_view(gate, merged ? 2 * e * H : e * H, H, D, w);
+    v.up = ggml_rows_view(up, merged ? 2 * e * H + H : e * H, H, D, w);
     v.down = ggml_rows_view(down, e * D, D, H, w);
     w.views.push_back(v);
   }
@@ -321,7 +324,8 @@ ExpertWeights load_routed_experts(const TensorSource& source, const MoELayerSpec
   if (spec.storage == ExpertStorage::kFusedInterleavedInOut) return load_fused_experts(source, spec, quant);
   const std::string why = std::to_string(spec.num_experts) + " experts, hidden_size=" + std::to_string(spec.dim) +
                           ", expert intermediate size " + std::to_string(spec.hidden);
-  if (spec.storage == ExpertStorage::kFusedOutIn) return load_fused_out_in_experts(source, spec, why);
+  if (spec.storage == ExpertStorage::kFusedOutIn || spec.storage == ExpertStorage::kFusedGateUpOutIn)
+    return load_fused_out_in_experts(source, spec, why);
   if (quant.method == Quantization::Method::kMxfp4)
     fail(source.label(), ": quant_method mxfp4 is only known for gpt-oss's fused experts, not ", spec.family);
   // kPerExpertLinear, or GGUF's split layout (each expert's tensor viewed in place like a row range of the fused one)

@@ -113,6 +113,10 @@ class GgufFamily final : public ModelFamily {
       s.gate_name = "ffn_gate";
       s.up_name = "ffn_up";
       s.down_name = "ffn_down";
+    } else if (b.gate_up_exps) {  // ffn_gate_up_exps: gate and up merged, as converters may write them
+      s.storage = ExpertStorage::kFusedGateUpOutIn;
+      s.gate_name = "ffn_gate_up_exps";
+      s.down_name = "ffn_down_exps";
     } else {
       s.storage = ExpertStorage::kFusedOutIn;
       s.gate_name = "ffn_gate_exps";

@@ -50,13 +50,14 @@ struct GgufArchitecture {
   bool selection_bias = false;       // exp_probs_b.bias, optional: added to the scores for the selection only
   bool leading_dense = false;        // leading_dense_block_count: blocks below it are dense
   bool moe_layer_step = false;       // interleave_moe_layer_step (required): block b is MoE iff (b + 1) % step == 0
+  bool merged_gate_up = false;       // ffn_gate_up_exps read in place of ffn_gate_exps and ffn_up_exps where present
   bool biases = false;               // gpt-oss: router and expert biases, clamped SwiGLU (alpha 1.702, limit 7)
   std::string_view fixed;            // what the graph hard-codes, for listings
 };
 
 constexpr std::string_view kReadFromMetadata =
     "gating, normalization and scale read from metadata; ungated shared expert";
-constexpr std::array<GgufArchitecture, 17> kArchitectures = {{
+constexpr std::array<GgufArchitecture, 18> kArchitectures = {{
     {.name = "llama", .hidden = HiddenRule::kFeedForwardLength, .norm_weights = true,
      .fixed = "softmax gating, normalized weights, no scale, no shared expert"},
     {.name = "qwen2moe", .hidden = HiddenRule::kExpertKeyOrFfnOverK, .shared = SharedRule::kSharedLength,
@@ -67,7 +68,8 @@ constexpr std::array<GgufArchitecture, 17> kArchitectures = {{
     {.name = "olmoe", .hidden = HiddenRule::kFeedForwardLength, .norm_weights = false,
      .fixed = "softmax gating, weights not normalized, no scale, no shared expert"},
     {.name = "deepseek2", .shared = SharedRule::kCountTimesHidden, .gating = GatingRule::kKeyOrSoftmax,
-     .reads_scale = true, .selection_bias = true, .leading_dense = true, .fixed = kReadFromMetadata},
+     .reads_scale = true, .selection_bias = true, .leading_dense = true, .merged_gate_up = true,
+     .fixed = kReadFromMetadata},
     {.name = "gpt-oss", .gating = GatingRule::kSoftmaxWeight, .norm_weights = false, .biases = true,
      .fixed = "softmax over the top-k logits (SOFTMAX_WEIGHT), weights not normalized, no scale, router and expert "
               "biases, clamped SwiGLU (alpha 1.702, limit 7), no shared expert"},
@@ -83,7 +85,7 @@ constexpr std::array<GgufArchitecture, 17> kArchitectures = {{
     {.name = "hunyuan-moe", .shared = SharedRule::kSharedLength, .norm_weights = true,
      .fixed = "softmax gating, normalized weights, no scale, ungated shared expert"},
     {.name = "qwen3next", .shared = SharedRule::kSharedLength, .shared_optional = true, .shared_gate = true,
-     .norm_weights = true,
+     .norm_weights = true, .merged_gate_up = true,
      .fixed = "softmax gating, normalized weights, no scale, sigmoid-gated shared expert where the block has one"},
     {.name = "ernie4_5-moe", .shared = SharedRule::kSharedLengthOrNone, .norm_weights = true, .selection_bias = true,
      .leading_dense = true, .moe_layer_step = true,
@@ -97,6 +99,9 @@ constexpr std::array<GgufArchitecture, 17> kArchitectures = {{
     {.name = "granitemoe", .hidden = HiddenRule::kFeedForwardLength, .shared = SharedRule::kSharedLengthOrNone,
      .norm_weights = true,
      .fixed = "softmax gating, normalized weights, no scale, ungated shared expert where the metadata sizes one"},
+    {.name = "qwen35moe", .hidden = HiddenRule::kExpertKeyOrFfnOverK, .shared = SharedRule::kSharedLength,
+     .shared_gate = true, .norm_weights = true, .merged_gate_up = true,
+     .fixed = "softmax gating, normalized weights, no scale, sigmoid-gated shared expert"},
 }};
 
 std::string key(const GgufMoeConfig& c, std::string_view name) { return c.architecture + "." + std::string(name); }
@@ -166,6 +171,7 @@ GgufMoeConfig read_gguf_moe_config(const GgufFile& file) {
   c.shared_gate = rules->shared_gate;
   c.shared_optional = rules->shared_optional;
   c.selection_bias = rules->selection_bias;
+  c.merged_gate_up = rules->merged_gate_up;
   if (rules->leading_dense) c.leading_dense_blocks = file.get_u32(key(c, "leading_dense_block_count")).value_or(0);
   if (rules->moe_layer_step) {
     c.moe_layer_step = file.require_u32(key(c, "interleave_moe_layer_step"));
@@ -214,6 +220,7 @@ GgufMoeConfig read_gguf_moe_config(const GgufFile& file) {
 
 uint64_t GgufMoeBlock::expert_bytes(uint32_t expert_count) const {
   if (split_experts()) return gate_split[0]->nbytes + up_split[0]->nbytes + down_split[0]->nbytes;
+  if (gate_up_exps) return (gate_up_exps->nbytes + down_exps->nbytes) / expert_count;
   return (gate_exps->nbytes + up_exps->nbytes + down_exps->nbytes) / expert_count;
 }
 
@@ -221,7 +228,7 @@ uint64_t GgufMoeBlock::total_bytes() const {
   uint64_t total = 0;
   for (const auto* split : {&gate_split, &up_split, &down_split})
     for (const GgufTensorInfo* t : *split) total += t->nbytes;
-  for (const GgufTensorInfo* t : {router, gate_exps, up_exps, down_exps, exp_probs_b, gate_shexp, up_shexp, down_shexp,
+  for (const GgufTensorInfo* t : {router, gate_exps, up_exps, gate_up_exps, down_exps, exp_probs_b, gate_shexp, up_shexp, down_shexp,
                                   gate_inp_shexp, router_bias, gate_exps_bias, up_exps_bias, down_exps_bias})
     if (t) total += t->nbytes;
   return total;
@@ -286,6 +293,9 @@ GgufMoeBlock find_gguf_moe_block(const GgufFile& file, const GgufMoeConfig& c, u
     split("ffn_gate", {D, H, 1, 1}, b.gate_split);
     split("ffn_up", {D, H, 1, 1}, b.up_split);
     split("ffn_down", {H, D, 1, 1}, b.down_split);
+  } else if (c.merged_gate_up && file.find_tensor(prefix + "ffn_gate_up_exps.weight")) {
+    b.gate_up_exps = get("ffn_gate_up_exps.weight", {D, 2 * H, E, 1}, true);
+    b.down_exps = get("ffn_down_exps.weight", {H, D, E, 1}, true);
   } else {
     b.gate_exps = get("ffn_gate_exps.weight", {D, H, E, 1}, true);
     b.up_exps = get("ffn_up_exps.weight", {D, H, E, 1}, true);

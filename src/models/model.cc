@@ -87,6 +87,9 @@ std::vector<std::string> Model::layer_tensor_names(int64_t layer) const {
       if (s.expert_biases)
         for (const std::string* n : {&s.gate_name, &s.up_name, &s.down_name}) names.push_back(s.experts_prefix + *n + ".bias");
       break;
+    case ExpertStorage::kFusedGateUpOutIn:
+      for (const std::string* n : {&s.gate_name, &s.down_name}) names.push_back(s.experts_prefix + *n + ".weight");
+      break;
     case ExpertStorage::kFusedInterleavedInOut:
       for (const char* n : {"gate_up_proj_bias", "down_proj_bias"}) names.push_back(s.experts_prefix + n);
       if (quant_.method == Quantization::Method::kMxfp4)

@@ -249,6 +249,31 @@ TEST(GgufMoe, ErnieLayerStepAndOptionalSharedExpert) {
       << error_of(spec);
 }
 
+// ffn_gate_up_exps (ne [D, 2H, E]) in place of the separate gate and up tensors, for the architectures whose
+// llama.cpp loader reads it (deepseek2, qwen3next, qwen35moe); elsewhere the separate tensors are required.
+TEST(GgufMoe, MergedGateUpWhereTheArchitectureReadsIt) {
+  auto merged = [](const std::string& arch) {
+    FileSpec spec = moe_file(arch);
+    spec.tensors[1] = {"blk.1.ffn_gate_up_exps.weight", 0, {D, 2 * H, E}};
+    spec.tensors.erase(spec.tensors.begin() + 2);  // ffn_up_exps
+    return spec;
+  };
+  FileSpec ds = merged("deepseek2");
+  ds.kvs.push_back(kv_u32("deepseek2.expert_shared_count", 0));
+  const auto f = GgufFile::from_bytes(build(ds), "d.gguf");
+  const GgufMoeBlock b = find_gguf_moe_block(f, read_gguf_moe_config(f), 1);
+  ASSERT_NE(b.gate_up_exps, nullptr);
+  EXPECT_EQ(b.gate_exps, nullptr);
+  EXPECT_EQ(b.expert_bytes(E), (2 * D * H + H * D) * 4);
+  EXPECT_NE(error_of(merged("qwen3moe")).find("missing tensor 'blk.1.ffn_gate_exps.weight' of MoE block 1"),
+            std::string::npos);
+  FileSpec wrong = merged("qwen3next");
+  wrong.tensors[1].ne = {D, H, E};
+  EXPECT_NE(error_of(wrong).find("'blk.1.ffn_gate_up_exps.weight' has ne = [32, 32, 4], expected [32, 64, 4]"),
+            std::string::npos)
+      << error_of(wrong);
+}
+
 TEST(GgufMoe, ConformanceCases) {
   const std::string root = test::data_dir() + "/conformance/gguf/";
   const auto q2 = GgufFile::open(root + "qwen2moe_q8_0/model.gguf");
@@ -352,7 +377,7 @@ TEST(GgufMoeRejects, UnknownArchitecture) {
   EXPECT_NE(error_of(moe_file("gpt2")).find("m.gguf: architecture 'gpt2' is not one hymoe runs (llama, qwen2moe, "
                                             "qwen3moe, olmoe, deepseek2, gpt-oss, glm4moe, dots1, bailingmoe2, "
                                             "qwen3vlmoe, hunyuan-moe, qwen3next, ernie4_5-moe, deepseek, "
-                                            "bailingmoe, llada-moe, granitemoe)"),
+                                            "bailingmoe, llada-moe, granitemoe, qwen35moe)"),
             std::string::npos)
       << error_of(moe_file("gpt2"));
 }

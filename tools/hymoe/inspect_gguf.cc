@@ -81,10 +81,11 @@ void print_model(const GgufFile& file) {
         continue;
       }
       const bool split = m.split_experts();
+      const GgufTensorInfo* gate = split ? m.gate_split[0] : m.gate_up_exps ? m.gate_up_exps : m.gate_exps;
+      const GgufTensorInfo* up = split ? m.up_split[0] : m.gate_up_exps ? m.gate_up_exps : m.up_exps;
       fmt::print("  block {:>3}  MoE    experts {}{} (gate {}, up {}, down {}), {} bytes per expert; router {}", b,
-                 c.expert_count, split ? ", one tensor each" : "",
-                 ggml_type_name((split ? m.gate_split[0] : m.gate_exps)->type),
-                 ggml_type_name((split ? m.up_split[0] : m.up_exps)->type),
+                 c.expert_count, split ? ", one tensor each" : m.gate_up_exps ? ", gate and up merged" : "",
+                 ggml_type_name(gate->type), ggml_type_name(up->type),
                  ggml_type_name((split ? m.down_split[0] : m.down_exps)->type), m.expert_bytes(c.expert_count),
                  ggml_type_name(m.router->type));
       if (m.gate_shexp) fmt::print("; shared {}", types_of({m.gate_shexp, m.up_shexp, m.down_shexp}));
