@@ -76,6 +76,15 @@ def ernie4_5_moe_config():
         moe_layer_start_index=1, **SMALL)
 
 
+def qwen3_vl_moe_config():
+    # Qwen3-VL-MoE: the language model's keys in text_config, softmax always renormalized, the fused experts.
+    text = dict(intermediate_size=96, moe_intermediate_size=16, num_experts=16, num_experts_per_tok=4,
+                decoder_sparse_step=1, rope_scaling={"rope_type": "default", "mrope_section": [2, 3, 3]}, **SMALL)
+    vision = dict(depth=1, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=64, patch_size=4,
+                  spatial_merge_size=2, temporal_patch_size=1, deepstack_visual_indexes=[])
+    return transformers.Qwen3VLMoeConfig(text_config=text, vision_config=vision)
+
+
 def hunyuan_v1_moe_config():
     # Hunyuan-A13B: softmax top-k always renormalized, experts and an ungated shared MLP of intermediate_size; the
     # top-k given per layer, as its releases give it.
@@ -160,6 +169,13 @@ CASES = [
          model_class="HunYuanMoEV1ForCausalLM", router="softmax", shared="shared_mlp", description="Hunyuan-A13B "
          "(hunyuan_v1_moe): softmax top-4 (moe_topk given per layer), renormalized, an ungated shared MLP of "
          "intermediate_size"),
+    dict(name="qwen3_vl_moe_e16_k4", family="qwen3_vl_moe", config=qwen3_vl_moe_config,
+         model_class="Qwen3VLMoeForConditionalGeneration", router="softmax", shared=None, text_config=True,
+         checkpoint_layers="model.language_model.layers.", released_transposed=["mlp.experts.gate_up_proj",
+                                                                                "mlp.experts.down_proj"],
+         description="Qwen3-VL-MoE (qwen3_vl_moe): the language model's keys under text_config, softmax top-4 always "
+         "renormalized, the experts fused and stored as released (gate_up_proj (E, D, 2I) gate columns first, "
+         "down_proj (E, I, D)), which transformers transposes on load"),
     dict(name="exaone_moe_e16_k4", family="exaone_moe", config=exaone_moe_config,
          model_class="ExaoneMoeForCausalLM", description="EXAONE-MoE (exaone_moe): V3's router, one group, "
          "renormalized, routed_scaling_factor 2.5 (its default), 2 shared experts (num_shared_experts), layer 1 MoE "
@@ -228,8 +244,27 @@ def route64(router, bias, x, n_group, topk_group, k, norm, scale):
     return idx, w, (cut, slot, group_cut), set(unlimited) != set(idx), set(unbiased) != set(idx)
 
 
+def language_model(model):
+    """The decoder a model's layers sit in: model.model, or model.model.language_model for a multimodal one."""
+    return getattr(model.model, "language_model", model.model)
+
+
+def released_experts(path, transposed):
+    """Rewrites the fused experts of a saved checkpoint in the layout its releases store (transformers transposes
+    them on load: Qwen3-VL-MoE's gate_up_proj (E, D, 2I), down_proj (E, I, D))."""
+    from safetensors.numpy import load_file
+    tensors = load_file(path)
+    for n in list(tensors):
+        if any(n.endswith(t) for t in transposed):
+            tensors[n] = np.ascontiguousarray(np.swapaxes(tensors[n], 1, 2))
+    save_file(tensors, path, metadata={"format": "pt"})
+
+
 def build_case(out_dir, spec):
     cfg = spec["config"]()
+    full_cfg = cfg
+    if hasattr(cfg, "text_config") and spec.get("text_config"):  # the language model's keys
+        cfg = cfg.text_config
     v = config_values(cfg)
     E, K, D, H = v["E"], cfg.num_experts_per_tok, cfg.hidden_size, v["H"]
     if isinstance(K, list):  # one per layer (Hunyuan): layer 1's
@@ -237,7 +272,7 @@ def build_case(out_dir, spec):
     softmax = spec.get("router", "v3") in ("softmax", "softmax_bias")
     softmax_bias = spec.get("router") == "softmax_bias"
     shared_kind = spec.get("shared", "experts")
-    prefix = "model.layers.1." + spec.get("checkpoint_block", "mlp") + "."
+    prefix = spec.get("checkpoint_layers", "model.layers.") + "1." + spec.get("checkpoint_block", "mlp") + "."
     for seed in range(700000, 700000 + 1000):
         rng = np.random.default_rng(seed)
         router = (rng.standard_normal((E, D)) * 1.5 / np.sqrt(D)).astype(np.float32)
@@ -271,8 +306,8 @@ def build_case(out_dir, spec):
     shared_gate = (rng.standard_normal((1, D)) / np.sqrt(D)).astype(np.float32) if shared_kind == "gated" else None
 
     torch.manual_seed(0)
-    model = getattr(transformers, spec["model_class"])(cfg).eval()
-    block = model.model.layers[1].mlp
+    model = getattr(transformers, spec["model_class"])(full_cfg).eval()
+    block = language_model(model).layers[1].mlp
     with torch.no_grad():
         (block.gate.wg if hasattr(block.gate, "wg") else block.gate).weight.copy_(torch.from_numpy(router))
         if softmax_bias:
@@ -299,6 +334,8 @@ def build_case(out_dir, spec):
             config.pop(key, None)
         with open(os.path.join(tmp, "config.json"), "w") as f:
             json.dump(config, f)
+        if spec.get("released_transposed"):  # as the releases store them; the reload below reads that layout
+            released_experts(os.path.join(tmp, "model.safetensors"), spec["released_transposed"])
         weights = {}
         with safe_open(os.path.join(tmp, "model.safetensors"), "np") as f:
             for n in f.keys():
@@ -311,9 +348,10 @@ def build_case(out_dir, spec):
         f.write("\n")
     save_file(weights, os.path.join(out_dir, "weights.safetensors"), metadata={"format": "pt"})
     down_name = spec.get("checkpoint_down", "down_proj")
-    assert f"{prefix}experts.{E - 1}.{down_name}.weight" in weights, sorted(weights)[:8]
+    assert (f"{prefix}experts.{E - 1}.{down_name}.weight" in weights or f"{prefix}experts.{down_name}" in weights), \
+        sorted(weights)[:8]
 
-    lblock = loaded.model.layers[1].mlp
+    lblock = language_model(loaded).layers[1].mlp
     with torch.no_grad():
         xt = torch.from_numpy(x)
         y = lblock(xt).numpy()

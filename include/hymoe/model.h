@@ -157,6 +157,8 @@ enum class ExpertStorage {
                            // expert e is rows [e*out, (e+1)*out), any ggml type hymoe decodes
   kSplitOutIn,             // GGUF's older split layout (early Mixtral files): <experts_prefix><name>.<e>.weight,
                            // (out, in) per expert, any ggml type hymoe decodes
+  kFusedConcatInOut,       // Qwen3-VL-MoE as released: <experts_prefix>gate_up_proj (E, D, 2I), gate columns [0, I),
+                           // up [I, 2I); down_proj (E, I, D); no biases
   kFusedGateUpOutIn,       // GGUF with gate and up merged: <experts_prefix><gate_name>.weight (E, 2I, D), expert e's
                            // gate rows [2Ie, 2Ie + I), up [2Ie + I, 2I(e + 1)); down as kFusedOutIn
 };

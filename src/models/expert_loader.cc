@@ -155,6 +155,14 @@ ExpertWeights load_fused_experts(const TensorSource& src, const MoELayerSpec& sp
                           ", intermediate_size=" + std::to_string(I);
   ExpertWeights w;
   w.views.resize(static_cast<size_t>(E));
+  // gpt-oss interleaves gate and up columns (2i, 2i + 1) and has biases; Qwen3-VL-MoE concatenates them (i, I + i)
+  // and has none.
+  const bool concat = spec.storage == ExpertStorage::kFusedConcatInOut;
+  auto gate_col = [&](int64_t i) { return concat ? i : 2 * i; };
+  auto up_col = [&](int64_t i) { return concat ? I + i : 2 * i + 1; };
+  if (concat && quant.method == Quantization::Method::kMxfp4)
+    fail(src.label(), ": quant_method mxfp4 is only known for gpt-oss's fused experts, not ", spec.family);
+  if (!concat) {
   // Biases: gate_up_proj_bias (E, 2I) interleaved, down_proj_bias (E, D).
   const TensorRef gub = checked_tensor(src, p + "gate_up_proj_bias", {E, 2 * I}, why);
   const TensorRef db = checked_tensor(src, p + "down_proj_bias", {E, D}, why);
@@ -171,6 +179,7 @@ ExpertWeights load_fused_experts(const TensorSource& src, const MoELayerSpec& sp
     v.gate_bias = gb.data();
     v.up_bias = ub.data();
     v.down_bias = dbv.data();
+  }
   }
   if (quant.method == Quantization::Method::kMxfp4) {
     const int64_t g = kMxfp4GroupSize;
@@ -222,9 +231,9 @@ ExpertWeights load_fused_experts(const TensorSource& src, const MoELayerSpec& sp
     for (int64_t e = 0; e < E; ++e) {
       const int64_t gu0 = e * D * 2 * I, dn0 = e * I * D;
       auto& v = w.views[static_cast<size_t>(e)];
-      v.gate = MatrixView{matrix_copy([&](int64_t d, int64_t i) { return float_element(gu, gu0 + d * 2 * I + 2 * i); }, D, I),
+      v.gate = MatrixView{matrix_copy([&](int64_t d, int64_t i) { return float_element(gu, gu0 + d * 2 * I + gate_col(i)); }, D, I),
                           kept, WeightLayout::kInOut, D, I, {}};
-      v.up = MatrixView{matrix_copy([&](int64_t d, int64_t i) { return float_element(gu, gu0 + d * 2 * I + 2 * i + 1); }, D, I),
+      v.up = MatrixView{matrix_copy([&](int64_t d, int64_t i) { return float_element(gu, gu0 + d * 2 * I + up_col(i)); }, D, I),
                         kept, WeightLayout::kInOut, D, I, {}};
       v.down = MatrixView{matrix_copy([&](int64_t i, int64_t d) { return float_element(dn, dn0 + i * D + d); }, I, D),
                           kept, WeightLayout::kInOut, I, D, {}};
@@ -321,7 +330,8 @@ std::vector<float> load_f32(const TensorSource& source, const std::string& name,
 }
 
 ExpertWeights load_routed_experts(const TensorSource& source, const MoELayerSpec& spec, const Quantization& quant) {
-  if (spec.storage == ExpertStorage::kFusedInterleavedInOut) return load_fused_experts(source, spec, quant);
+  if (spec.storage == ExpertStorage::kFusedInterleavedInOut || spec.storage == ExpertStorage::kFusedConcatInOut)
+    return load_fused_experts(source, spec, quant);
   const std::string why = std::to_string(spec.num_experts) + " experts, hidden_size=" + std::to_string(spec.dim) +
                           ", expert intermediate size " + std::to_string(spec.hidden);
   if (spec.storage == ExpertStorage::kFusedOutIn || spec.storage == ExpertStorage::kFusedGateUpOutIn)

@@ -27,6 +27,7 @@ std::unique_ptr<ModelFamily> make_exaone_moe_family(const HfConfig& config);   /
 std::unique_ptr<ModelFamily> make_minimax_m2_family(const HfConfig& config);
 std::unique_ptr<ModelFamily> make_ernie4_5_moe_family(const HfConfig& config);
 std::unique_ptr<ModelFamily> make_hunyuan_v1_moe_family(const HfConfig& config);
+std::unique_ptr<ModelFamily> make_qwen3_vl_moe_family(const HfConfig& config);
 
 // A GGUF file's family (llama.cpp's semantics for its general.architecture) and its tensors, sharing one mapping.
 struct GgufModelParts {

@@ -90,6 +90,9 @@ std::vector<std::string> Model::layer_tensor_names(int64_t layer) const {
     case ExpertStorage::kFusedGateUpOutIn:
       for (const std::string* n : {&s.gate_name, &s.down_name}) names.push_back(s.experts_prefix + *n + ".weight");
       break;
+    case ExpertStorage::kFusedConcatInOut:
+      for (const char* n : {"gate_up_proj", "down_proj"}) names.push_back(s.experts_prefix + n);
+      break;
     case ExpertStorage::kFusedInterleavedInOut:
       for (const char* n : {"gate_up_proj_bias", "down_proj_bias"}) names.push_back(s.experts_prefix + n);
       if (quant_.method == Quantization::Method::kMxfp4)

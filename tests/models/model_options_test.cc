@@ -338,6 +338,21 @@ TEST(ModelFamilies, BlocksOfOtherFamiliesUnderTheirOwnDefaults) {
   EXPECT_EQ(hy->moe_layer(1).router_weight, "model.layers.1.mlp.gate.wg.weight");
   EXPECT_EQ(family(hunyuan_text + R"(, "moe_topk": 3})")->moe_layer(0).top_k, 3);
   EXPECT_THROW(family(hunyuan_text + R"(, "moe_topk": [2]})")->moe_layer(1), Error);
+  // Qwen3-VL-MoE: the keys are text_config's (mlp_only_layers among them), the names the language model's.
+  const auto vl = family(R"({"model_type": "qwen3_vl_moe", "text_config": {"hidden_size": 8, "num_hidden_layers": 3,
+      "num_local_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 4, "mlp_only_layers": [1]}})");
+  EXPECT_TRUE(vl->is_moe_layer(0));
+  EXPECT_FALSE(vl->is_moe_layer(1));
+  const MoELayerSpec v = vl->moe_layer(2);
+  EXPECT_TRUE(v.router.normalize);
+  EXPECT_EQ(v.storage, ExpertStorage::kFusedConcatInOut);
+  EXPECT_EQ(v.experts_prefix, "model.language_model.layers.2.mlp.experts.");
+  try {
+    family(R"({"model_type": "qwen3_vl_moe", "hidden_size": 8})");
+    ADD_FAILURE() << "a qwen3_vl_moe config without text_config was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("missing object 'text_config'"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
