@@ -148,6 +148,53 @@ Tensor grouped_expert_forward(const Tensor& x_sorted, std::span<const int64_t> t
 Tensor grouped_expert_forward_packed(const Tensor& x_sorted, std::span<const int64_t> tokens_per_expert,
                                      const Tensor& up_w, const Tensor& down_w, const Tensor* gate_w,
                                      MlpActivation activation);
+// Assignments grouped by destination, the permutation expert parallelism runs twice: (token, slot) pairs by the
+// rank that owns their expert, and a rank's received rows by its local expert. order[r] is the assignment placed
+// at row r: destinations ascending, assignment order kept within one (a stable counting sort, so the same inputs
+// give the same rows on any rank or thread count); counts[g] is the number of rows for destination g. Every
+// destination must lie in [0, num_groups); the error names the first that does not.
+struct GroupOrder {
+  std::vector<int64_t> order;   // (n)
+  std::vector<int64_t> counts;  // (num_groups)
+};
+GroupOrder group_order(std::span<const int64_t> destinations, int64_t num_groups);
+
+// Experts packed once for many grouped calls: grouped_expert_forward(_packed) builds the kernels' panels on every
+// call, which at real sizes costs more than the call. The tensors must outlive the object and not change while it
+// lives (a kernel may read them in place); a caller whose weights change builds a new one. forward is const and
+// may run from several threads on different inputs.
+class GroupedExperts {
+ public:
+  explicit GroupedExperts(std::span<const ExpertMlp> experts);
+  // Packed (E, in, out) weights, as grouped_expert_forward_packed takes them.
+  GroupedExperts(const Tensor& up_w, const Tensor& down_w, const Tensor* gate_w, MlpActivation activation);
+  GroupedExperts(GroupedExperts&&) noexcept;
+  GroupedExperts& operator=(GroupedExperts&&) noexcept;
+  ~GroupedExperts();
+  int64_t num_experts() const;
+  // What a forward keeps for backward: its input rows and the pre-activation projections.
+  struct Saved {
+    Tensor x;
+    std::vector<int64_t> offsets;
+    std::vector<float> gate, up;  // (R, hidden); gate only for SwiGLU
+  };
+  // Experts e on rows [offset_e, offset_e + tokens_per_expert[e]) of x_sorted (R, dim); (R, dim) in that order.
+  // With `saved`, also what backward needs.
+  Tensor forward(const Tensor& x_sorted, std::span<const int64_t> tokens_per_expert, Saved* saved = nullptr) const;
+  // The gradients of sum(y * grad_y) for that forward: grad_x (R, dim), and one gradient per weight tensor in the
+  // order and shapes it was built from (per expert gate (SwiGLU only), up, down; packed: up_w, down_w, gate_w).
+  // An expert without rows gets zeros. The same kernels as MoELayer::backward.
+  struct Gradients {
+    Tensor grad_x;
+    std::vector<Tensor> weights;
+  };
+  Gradients backward(const Saved& saved, const Tensor& grad_y) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
 // Multiplies each expert's rows of expert_out (sorted by expert, R rows) by avg/max(count, 1), avg = R/num_experts.
 Tensor scale_by_expert_load(const Tensor& expert_out, std::span<const int64_t> tokens_per_expert, int64_t num_experts);
 

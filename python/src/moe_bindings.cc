@@ -13,6 +13,7 @@
 #include <chrono>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -341,6 +342,88 @@ void register_moe(py::module_& m) {
       },
       py::arg("x_sorted"), py::arg("tokens_per_expert"), py::arg("up_w"), py::arg("down_w"), py::arg("gate_w"),
       py::arg("activation"));
+  // GroupedExperts with the weights it was built from: copies (to_tensor_f32), kept while it lives because a
+  // kernel may read them in place.
+  struct GroupedExpertsHolder {
+    std::vector<ExpertMlp> mlps;
+    Tensor up, down, gate;
+    std::optional<GroupedExperts> experts;
+  };
+  py::class_<GroupedExpertsHolder>(m, "GroupedExperts",
+                                   "Experts packed once for many grouped calls (include/hymoe/moe.h), from copies "
+                                   "of the weights: build a new one after the weights change.")
+      .def(py::init([](const std::vector<ExpertArrays>& experts, const std::string& activation) {
+             const MlpActivation act = activation_of(activation, "GroupedExperts");
+             auto h = std::make_unique<GroupedExpertsHolder>();
+             for (const ExpertArrays& e : experts) h->mlps.push_back(expert_of(e, act));
+             py::gil_scoped_release release;
+             h->experts.emplace(h->mlps);
+             return h;
+           }),
+           py::arg("experts"), py::arg("activation"))
+      .def_static(
+          "packed",
+          [](const py::array& up_w, const py::array& down_w, const std::optional<py::array>& gate_w,
+             const std::string& activation) {
+            const MlpActivation act = gate_w ? MlpActivation::kSwiGLU : activation_of(activation, "GroupedExperts");
+            auto h = std::make_unique<GroupedExpertsHolder>();
+            h->up = to_tensor_f32(up_w, "up_w");
+            h->down = to_tensor_f32(down_w, "down_w");
+            if (gate_w) h->gate = to_tensor_f32(*gate_w, "gate_w");
+            py::gil_scoped_release release;
+            h->experts.emplace(h->up, h->down, gate_w ? &h->gate : nullptr, act);
+            return h;
+          },
+          py::arg("up_w"), py::arg("down_w"), py::arg("gate_w"), py::arg("activation"))
+      .def(
+          "forward",
+          [](const GroupedExpertsHolder& self, const py::array& x_sorted, const std::vector<int64_t>& counts,
+             bool train) -> py::object {
+            const Tensor x = to_tensor_f32(x_sorted, "x_sorted");
+            Tensor y;
+            std::unique_ptr<GroupedExperts::Saved> saved = train ? std::make_unique<GroupedExperts::Saved>() : nullptr;
+            {
+              py::gil_scoped_release release;
+              y = self.experts->forward(x, counts, saved.get());
+            }
+            py::object out = tensor_to_numpy(std::move(y));
+            if (!train) return out;
+            return py::make_tuple(out, py::cast(std::move(saved)));
+          },
+          py::arg("x_sorted"), py::arg("tokens_per_expert"), py::arg("train") = false,
+          "y, or (y, saved) with train=True: what backward takes.")
+      .def(
+          "backward",
+          [](const GroupedExpertsHolder& self, const GroupedExperts::Saved& saved, const py::array& grad_y) {
+            const Tensor g = to_tensor_f32(grad_y, "grad_y");
+            GroupedExperts::Gradients grads;
+            {
+              py::gil_scoped_release release;
+              grads = self.experts->backward(saved, g);
+            }
+            py::list weights;
+            for (Tensor& w : grads.weights) weights.append(tensor_to_numpy(std::move(w)));
+            return py::make_tuple(tensor_to_numpy(std::move(grads.grad_x)), weights);
+          },
+          py::arg("saved"), py::arg("grad_y"),
+          "(grad_x, [gradient of each weight, in the order the experts were built from]).");
+  py::class_<GroupedExperts::Saved>(m, "GroupedExpertsSaved", "What a GroupedExperts train forward keeps.");
+  m.def(
+      "moe_group_order",
+      [](const py::array_t<int64_t, py::array::c_style | py::array::forcecast>& destinations, int64_t num_groups) {
+        if (destinations.ndim() != 1)
+          fail("group_order: destinations must be 1-D, got ", destinations.ndim(), " dimensions");
+        const std::span<const int64_t> dest(destinations.data(), static_cast<size_t>(destinations.shape(0)));
+        GroupOrder g;
+        {
+          py::gil_scoped_release release;
+          g = group_order(dest, num_groups);
+        }
+        return py::make_tuple(py::array_t<int64_t>(static_cast<py::ssize_t>(g.order.size()), g.order.data()),
+                              g.counts);
+      },
+      py::arg("destinations"), py::arg("num_groups"),
+      "(order, counts): assignments grouped by destination, stable within one (include/hymoe/moe.h).");
   m.def(
       "moe_scale_by_expert_load",
       [](const py::array& expert_out, const std::vector<int64_t>& tokens_per_expert, int64_t num_experts) {

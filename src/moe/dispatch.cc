@@ -56,6 +56,25 @@ void build_dispatch_from_ids(const int64_t* ids, int64_t num_tokens, int64_t top
   }, d);
 }
 
+GroupOrder group_order(std::span<const int64_t> destinations, int64_t num_groups) {
+  if (num_groups < 1) fail("group_order: num_groups is ", num_groups, "; it must be at least 1");
+  GroupOrder g;
+  g.counts.assign(static_cast<size_t>(num_groups), 0);
+  for (size_t i = 0; i < destinations.size(); ++i) {
+    const int64_t dest = destinations[i];
+    if (dest < 0 || dest >= num_groups)
+      fail("group_order: destination ", dest, " of assignment ", i, " is outside [0, ", num_groups, ")");
+    ++g.counts[static_cast<size_t>(dest)];
+  }
+  std::vector<int64_t> next(static_cast<size_t>(num_groups), 0);
+  for (int64_t d = 1; d < num_groups; ++d)
+    next[static_cast<size_t>(d)] = next[static_cast<size_t>(d - 1)] + g.counts[static_cast<size_t>(d - 1)];
+  g.order.resize(destinations.size());
+  for (size_t i = 0; i < destinations.size(); ++i)
+    g.order[static_cast<size_t>(next[static_cast<size_t>(destinations[i])]++)] = static_cast<int64_t>(i);
+  return g;
+}
+
 void gather_row_weights(const Dispatch& d, const float* weights, int64_t top_k, float* out) {
   for (int64_t r = 0; r < d.rows(); ++r)
     out[r] = weights[d.row_token[static_cast<size_t>(r)] * top_k + d.row_slot[static_cast<size_t>(r)]];

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "hymoe/error.h"
+#include "moe/expert_backward.h"
 #include "moe/expert_views.h"
 
 namespace hymoe {
@@ -57,61 +58,146 @@ std::vector<int64_t> offsets_from_counts(std::span<const int64_t> tokens_per_exp
   return offsets;
 }
 
-namespace {
+struct GroupedExperts::Impl {
+  Impl(std::vector<kernels::MlpWeightsView> v, MlpActivation activation, int64_t d, int64_t h, bool p)
+      : views(std::move(v)),
+        shape{static_cast<int64_t>(views.size()), d, h, to_kernel_activation(activation)},
+        gated(activation == MlpActivation::kSwiGLU),
+        packed(p),
+        ffn(kernels::make_grouped_ffn(shape, views)) {}
+  std::vector<kernels::MlpWeightsView> views;  // the weights it was built from, for the backward
+  kernels::GroupedFfnShape shape;
+  bool gated = false;
+  bool packed = false;  // built from (E, in, out) tensors
+  std::unique_ptr<kernels::GroupedFfn> ffn;
+};
 
-Tensor run_grouped(const Tensor& x_sorted, std::span<const int64_t> tokens_per_expert,
-                   const std::vector<kernels::MlpWeightsView>& views, MlpActivation activation, int64_t hidden) {
-  if (x_sorted.rank() != 2) fail("x_sorted must be (rows, dim), got ", shape_to_string(x_sorted.shape()));
-  const int64_t rows = x_sorted.dim(0), dim = x_sorted.dim(1);
-  const auto offsets = offsets_from_counts(tokens_per_expert, rows);
-  Tensor y(Shape{rows, dim});
-  if (rows == 0) return y;
-  kernels::GroupedFfnShape shape{static_cast<int64_t>(views.size()), dim, hidden, to_kernel_activation(activation)};
-  auto ffn = kernels::make_grouped_ffn(shape, views);
-  kernels::GroupedFfnArgs args;
-  args.offsets = offsets.data();
-  args.x = x_sorted.data();
-  args.y = y.data();
-  ffn->run(args);
-  return y;
-}
-
-}  // namespace
-
-Tensor grouped_expert_forward(const Tensor& x_sorted, std::span<const int64_t> tokens_per_expert,
-                              std::span<const ExpertMlp> experts) {
-  if (tokens_per_expert.size() != experts.size())
-    fail("grouped_expert_forward: ", tokens_per_expert.size(), " token counts for ", experts.size(), " experts");
+GroupedExperts::GroupedExperts(std::span<const ExpertMlp> experts) {
   if (experts.empty()) fail("grouped_expert_forward: no experts");
   std::vector<kernels::MlpWeightsView> views;
   for (const auto& m : experts) {
     if (m.activation != experts[0].activation || m.dim() != experts[0].dim() || m.hidden() != experts[0].hidden())
       fail("grouped_expert_forward: experts differ in activation or shape");
-    if (x_sorted.rank() == 2 && m.dim() != x_sorted.dim(1))
-      fail("grouped_expert_forward: x_sorted has ", x_sorted.dim(1), " features, experts expect ", m.dim());
     views.push_back(mlp_view(m));
   }
-  return run_grouped(x_sorted, tokens_per_expert, views, experts[0].activation, experts[0].hidden());
+  impl_ = std::make_unique<Impl>(std::move(views), experts[0].activation, experts[0].dim(), experts[0].hidden(),
+                                 false);
 }
 
-Tensor grouped_expert_forward_packed(const Tensor& x_sorted, std::span<const int64_t> tokens_per_expert,
-                                     const Tensor& up_w, const Tensor& down_w, const Tensor* gate_w,
-                                     MlpActivation activation) {
+GroupedExperts::GroupedExperts(const Tensor& up_w, const Tensor& down_w, const Tensor* gate_w,
+                               MlpActivation activation) {
   if (up_w.rank() != 3) fail("up_w must be (E, dim, hidden), got ", shape_to_string(up_w.shape()));
   const int64_t E = up_w.dim(0), D = up_w.dim(1), H = up_w.dim(2);
+  if (E == 0) fail("grouped_expert_forward_packed: no experts");
   if (down_w.shape() != Shape{E, H, D})
     fail("down_w has shape ", shape_to_string(down_w.shape()), ", expected ", shape_to_string({E, H, D}));
   const bool gated = activation == MlpActivation::kSwiGLU;
   if (gated != (gate_w != nullptr)) fail("gate_w must be given exactly when the activation is SwiGLU");
   if (gate_w && gate_w->shape() != up_w.shape())
     fail("gate_w has shape ", shape_to_string(gate_w->shape()), ", expected ", shape_to_string(up_w.shape()));
-  if (static_cast<int64_t>(tokens_per_expert.size()) != E)
-    fail("grouped_expert_forward_packed: ", tokens_per_expert.size(), " token counts for ", E, " experts");
-  if (x_sorted.rank() == 2 && x_sorted.dim(1) != D)
-    fail("grouped_expert_forward_packed: x_sorted has ", x_sorted.dim(1), " features, weights expect ", D);
   std::vector<kernels::MlpWeightsView> views;
   for (int64_t e = 0; e < E; ++e) views.push_back(packed_view(up_w, down_w, gate_w, e));
-  return run_grouped(x_sorted, tokens_per_expert, views, activation, H);
+  impl_ = std::make_unique<Impl>(std::move(views), activation, D, H, true);
+}
+
+GroupedExperts::GroupedExperts(GroupedExperts&&) noexcept = default;
+GroupedExperts& GroupedExperts::operator=(GroupedExperts&&) noexcept = default;
+GroupedExperts::~GroupedExperts() = default;
+
+int64_t GroupedExperts::num_experts() const { return impl_->shape.num_groups; }
+
+Tensor GroupedExperts::forward(const Tensor& x_sorted, std::span<const int64_t> tokens_per_expert, Saved* saved) const {
+  if (x_sorted.rank() != 2) fail("x_sorted must be (rows, dim), got ", shape_to_string(x_sorted.shape()));
+  if (static_cast<int64_t>(tokens_per_expert.size()) != num_experts())
+    fail("grouped_expert_forward: ", tokens_per_expert.size(), " token counts for ", num_experts(), " experts");
+  if (x_sorted.dim(1) != impl_->shape.dim)
+    fail("grouped_expert_forward: x_sorted has ", x_sorted.dim(1), " features, experts expect ", impl_->shape.dim);
+  const int64_t rows = x_sorted.dim(0), dim = x_sorted.dim(1), hidden = impl_->shape.hidden;
+  auto offsets = offsets_from_counts(tokens_per_expert, rows);
+  Tensor y(Shape{rows, dim});
+  kernels::GroupedFfnArgs args;
+  if (saved) {
+    saved->x = x_sorted;
+    saved->up.assign(static_cast<size_t>(rows * hidden), 0.0f);
+    saved->gate.assign(impl_->gated ? static_cast<size_t>(rows * hidden) : 0, 0.0f);
+    args.saved_up = saved->up.data();
+    args.saved_gate = impl_->gated ? saved->gate.data() : nullptr;
+  }
+  if (rows > 0) {
+    args.offsets = offsets.data();
+    args.x = x_sorted.data();
+    args.y = y.data();
+    impl_->ffn->run(args);
+  }
+  if (saved) saved->offsets = std::move(offsets);
+  return y;
+}
+
+GroupedExperts::Gradients GroupedExperts::backward(const Saved& saved, const Tensor& grad_y) const {
+  const Impl& m = *impl_;
+  const int64_t E = m.shape.num_groups, D = m.shape.dim, H = m.shape.hidden;
+  if (static_cast<int64_t>(saved.offsets.size()) != E + 1 || saved.x.rank() != 2 || saved.x.dim(1) != D)
+    fail("GroupedExperts::backward: the saved state is not of a forward of these experts");
+  const int64_t rows = saved.x.dim(0);
+  if (grad_y.shape() != Shape{rows, D})
+    fail("GroupedExperts::backward: grad_y has shape ", shape_to_string(grad_y.shape()), ", expected ",
+         shape_to_string({rows, D}));
+  Gradients g;
+  g.grad_x = Tensor(Shape{rows, D});
+  std::vector<float*> gate(static_cast<size_t>(E)), up(static_cast<size_t>(E)), down(static_cast<size_t>(E));
+  if (m.packed) {  // up_w, down_w, gate_w: (E, D, H), (E, H, D), (E, D, H)
+    g.weights.emplace_back(Shape{E, D, H});
+    g.weights.emplace_back(Shape{E, H, D});
+    if (m.gated) g.weights.emplace_back(Shape{E, D, H});
+    for (int64_t e = 0; e < E; ++e) {
+      up[static_cast<size_t>(e)] = g.weights[0].data() + e * D * H;
+      down[static_cast<size_t>(e)] = g.weights[1].data() + e * H * D;
+      gate[static_cast<size_t>(e)] = m.gated ? g.weights[2].data() + e * D * H : nullptr;
+    }
+  } else {  // per expert: gate (H, D) for SwiGLU, up (H, D), down (D, H)
+    const int64_t per = m.gated ? 3 : 2;
+    for (int64_t e = 0; e < E; ++e) {
+      if (m.gated) g.weights.emplace_back(Shape{H, D});
+      g.weights.emplace_back(Shape{H, D});
+      g.weights.emplace_back(Shape{D, H});
+    }
+    for (int64_t e = 0; e < E; ++e) {
+      Tensor* w = g.weights.data() + e * per;
+      gate[static_cast<size_t>(e)] = m.gated ? w[0].data() : nullptr;
+      up[static_cast<size_t>(e)] = w[per - 2].data();
+      down[static_cast<size_t>(e)] = w[per - 1].data();
+    }
+  }
+  if (rows == 0) return g;  // zeros everywhere
+  GroupedMlpBackwardArgs a;
+  a.shape = m.shape;
+  a.offsets = saved.offsets.data();
+  a.weights = m.views.data();
+  a.x = saved.x.data();
+  a.saved_gate = m.gated ? saved.gate.data() : nullptr;
+  a.saved_up = saved.up.data();
+  a.grad_y = grad_y.data();
+  a.grad_x = g.grad_x.data();
+  a.grad_gate = m.gated ? gate.data() : nullptr;
+  a.grad_up = up.data();
+  a.grad_down = down.data();
+  grouped_mlp_backward(a);
+  return g;
+}
+
+Tensor grouped_expert_forward(const Tensor& x_sorted, std::span<const int64_t> tokens_per_expert,
+                              std::span<const ExpertMlp> experts) {
+  if (tokens_per_expert.size() != experts.size())
+    fail("grouped_expert_forward: ", tokens_per_expert.size(), " token counts for ", experts.size(), " experts");
+  return GroupedExperts(experts).forward(x_sorted, tokens_per_expert);
+}
+
+Tensor grouped_expert_forward_packed(const Tensor& x_sorted, std::span<const int64_t> tokens_per_expert,
+                                     const Tensor& up_w, const Tensor& down_w, const Tensor* gate_w,
+                                     MlpActivation activation) {
+  if (up_w.rank() == 3 && static_cast<int64_t>(tokens_per_expert.size()) != up_w.dim(0))
+    fail("grouped_expert_forward_packed: ", tokens_per_expert.size(), " token counts for ", up_w.dim(0), " experts");
+  return GroupedExperts(up_w, down_w, gate_w, activation).forward(x_sorted, tokens_per_expert);
 }
 
 Tensor scale_by_expert_load(const Tensor& expert_out, std::span<const int64_t> tokens_per_expert, int64_t num_experts) {
