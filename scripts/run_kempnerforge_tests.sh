@@ -5,6 +5,9 @@
 #   scripts/run_kempnerforge_tests.sh KEMPNERFORGE_CHECKOUT [pytest arguments...]
 #
 # Default tests: tests/unit/test_moe.py; extra arguments replace them (e.g. tests/unit/test_router.py -k moe).
+# NPROC=N runs them on N processes under torch.distributed.run, on the CPU over gloo (scripts/kempnerforge_on_cpu.py
+# points the tests' CUDA devices and NCCL there): KempnerForge's distributed tests, e.g.
+#   NPROC=4 scripts/run_kempnerforge_tests.sh KEMPNERFORGE_CHECKOUT tests/distributed/test_ep.py
 # Environment: PYTHON (default /usr/bin/python3, the interpreter the build made the extension for);
 # HYMOE_EXTENSION_DIR (default build/release/python of this clone: the built _core and _torch_core; set it
 # empty, HYMOE_EXTENSION_DIR=, to test the hymoe installed in PYTHON's environment instead of this clone's).
@@ -45,4 +48,10 @@ source_package=$repo/python:
 [[ -n "$ext" ]] || source_package=  # the installed hymoe, not this clone's source
 export PYTHONPATH="$kf:$source_package$repo/scripts${PYTHONPATH:+:$PYTHONPATH}"
 export HYMOE_EXTENSION_DIR="$ext" PYTHONDONTWRITEBYTECODE=1
+if [[ -n "${NPROC:-}" ]]; then
+  [[ "$NPROC" =~ ^[1-9][0-9]*$ ]] || { echo "$0: NPROC=$NPROC is not a process count" >&2; exit 2; }
+  # A hang (a rank left waiting in an exchange) is killed after HANG_SECONDS and fails the run.
+  exec timeout --kill-after=10 "${HANG_SECONDS:-900}" "$python" -m torch.distributed.run --nproc_per_node "$NPROC" \
+    -m pytest -p kempnerforge_alias -p kempnerforge_on_cpu -p no:cacheprovider -q -rfEs "${tests[@]}"
+fi
 "$python" -m pytest -p kempnerforge_alias -p no:cacheprovider -q -rfEs "${tests[@]}"

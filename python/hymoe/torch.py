@@ -67,6 +67,7 @@ __all__ = [
     "grouped_expert_forward_packed",
     "scale_by_expert_load",
     "load_moe_layer",
+    "apply_expert_parallel",
 ]
 
 # KempnerForge's flag for its torch._grouped_mm path, which its tests read: hymoe's grouped kernels always exist.
@@ -110,6 +111,16 @@ def _build_mlp(dim: int, hidden_dim: int, activation: str) -> nn.Module:
     return SwiGLUMLP(dim, hidden_dim) if activation == "silu" else StandardMLP(dim, hidden_dim, activation)
 
 
+def _slot_sum(weights: torch.Tensor) -> torch.Tensor:
+    """(tokens, 1): each row's sum over its top-k slots, added in slot order as the C++ router adds them. A
+    reduction kernel may add a short row in another order depending on how many rows there are, which would make
+    a token's weights depend on the batch around it (and on the number of expert-parallel ranks)."""
+    total = weights[:, :1]
+    for k in range(1, weights.shape[1]):
+        total = total + weights[:, k:k + 1]
+    return total
+
+
 class SoftmaxTopKRouter(nn.Module):
     """The router's parameters and last results; routing itself runs inside the C++ layer."""
 
@@ -145,7 +156,7 @@ class SoftmaxTopKRouter(nn.Module):
         logits = self.gate(x)
         probs = F.softmax(logits, dim=-1)
         weights, indices = torch.topk(probs, k=self.top_k, dim=-1)
-        weights = weights / weights.sum(dim=-1, keepdim=True)
+        weights = weights / _slot_sum(weights)
         counts = F.one_hot(indices, num_classes=self.num_experts).float().sum(dim=(0, 1))
         self.aux_loss = self.num_experts * ((counts / (x.shape[0] * self.top_k)) * probs.mean(dim=0)).sum()
         self.z_loss = (torch.logsumexp(logits, dim=-1) ** 2).mean()
@@ -191,7 +202,7 @@ class SigmoidTopKRouter(SoftmaxTopKRouter):
         logits = self.gate(x)
         scores = torch.sigmoid(logits + self.expert_bias)
         weights, indices = torch.topk(scores, k=self.top_k, dim=-1)
-        weights = weights / weights.sum(dim=-1, keepdim=True)
+        weights = weights / _slot_sum(weights)
         counts = F.one_hot(indices, num_classes=self.num_experts).float().sum(dim=(0, 1))
         self.expert_counts = counts.detach()
         denom = x.shape[0] * self.top_k + 1e-8
@@ -627,9 +638,8 @@ class MoEMLP(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x (batch, seq_len, dim) -> (batch, seq_len, dim), in x's dtype. In train mode with autograd on, y,
         ``aux_loss`` and ``z_loss`` are differentiable through hymoe's C++ backward."""
-        if self.ep_world_size > 1:  # set by KempnerForge's apply_expert_parallel, which this layer does not run
-            raise NotImplementedError(f"hymoe.torch: ep_world_size={self.ep_world_size}: expert parallelism "
-                                      "(KempnerForge's ep_dispatch_and_compute) is not supported; use ep=1")
+        if self.ep_group is not None or self.ep_world_size > 1:  # apply_expert_parallel (hymoe's or KempnerForge's)
+            return self._expert_parallel_forward(x)
         if self._layer is None:
             return self._torch_forward(x)
         if self.training and torch.is_grad_enabled():
@@ -641,6 +651,27 @@ class MoEMLP(nn.Module):
             self.router.aux_loss, self.router.z_loss = aux, z
             return y
         return self._run_forward(x, self.training)[1]
+
+    def _expert_parallel_forward(self, x: torch.Tensor) -> torch.Tensor:
+        """KempnerForge's forward under expert parallelism: this rank's tokens routed here (the router module in
+        torch, its losses and counts of this rank's tokens, as KempnerForge keeps them), capacity applied to them,
+        the routed experts computed wherever they live and the shared expert here, both by hymoe's grouped
+        kernels (hymoe.expert_parallel)."""
+        from hymoe.expert_parallel import ep_dispatch_and_compute, shared_expert_forward
+
+        if self.ep_group is None:
+            raise ValueError(f"hymoe.torch: ep_world_size={self.ep_world_size} but ep_group is None; set both with "
+                             "hymoe.torch.apply_expert_parallel")
+        B, L, D = x.shape
+        x_flat = x.reshape(B * L, D)
+        weights, indices = self.router(x_flat)
+        if self.capacity_factor > 0:
+            weights, indices = _apply_capacity(weights, indices, self.num_experts, self.capacity_factor)
+        out = ep_dispatch_and_compute(x_flat, weights, indices, self, self.ep_group, self.local_expert_start,
+                                      self.num_local_experts, self.ep_world_size, gradient_scale=self.gradient_scale)
+        if self.shared_expert is not None:
+            out = out + shared_expert_forward(self, x_flat)
+        return out.view(B, L, D)
 
     def _apply_packed_expert(self, x: torch.Tensor, i: int) -> torch.Tensor:
         """Packed expert ``i`` on rows x in torch ops (KempnerForge's helper of the same name)."""
@@ -804,7 +835,9 @@ class _GroupedExperts(torch.autograd.Function):
             with torch.enable_grad():
                 mats = _expert_mats(inputs[1:], ctx.n_per_expert, ctx.packed, len(ctx.counts))
                 y = _grouped_reference(inputs[0], ctx.counts, mats, ctx.activation, ctx.packed)
-                got = torch.autograd.grad(y, wanted, grad_y.to(y.dtype), allow_unused=True)
+                # With no rows at all y is a constant (zeros), and every gradient is zero.
+                got = (torch.autograd.grad(y, wanted, grad_y.to(y.dtype), allow_unused=True) if y.requires_grad
+                       else [None] * len(wanted))
             grads = {id(t): torch.zeros_like(t) if g is None else g for t, g in zip(wanted, got)}
         return (None,) * 5 + tuple(grads.get(id(t)) for t in inputs)
 
@@ -913,6 +946,14 @@ class HfMoELayer(nn.Module):
     def extra_repr(self) -> str:
         return (f"family={self.family!r}, layer={self._layer.layer}, dim={self.dim}, num_experts={self.num_experts}, "
                 f"top_k={self.top_k}")
+
+
+def apply_expert_parallel(model: nn.Module, device_mesh_or_group) -> int:
+    """KempnerForge's ``apply_expert_parallel`` for hymoe's MoE layers (hymoe.expert_parallel, docs/distributed.md):
+    each MoEMLP keeps its rank's contiguous slice of experts and exchanges tokens with the other ranks."""
+    from hymoe.expert_parallel import apply_expert_parallel as apply
+
+    return apply(model, device_mesh_or_group)
 
 
 def load_moe_layer(model_dir, layer: int) -> HfMoELayer:

@@ -260,7 +260,7 @@ def test_a_foreign_router_runs_in_torch_and_agrees_with_the_cpp_layer(packed):
             close(gp[n], gp_ref[n], "grad " + n)
 
 
-def test_packed_expert_helper_and_expert_parallel_refusal():
+def test_packed_expert_helper_and_expert_parallel_without_a_group():
     torch.manual_seed(9)
     m = hmoe.build_moe(8, 12, 3, 2, packed_experts=True)
     x = torch.randn(4, 8)
@@ -269,8 +269,8 @@ def test_packed_expert_helper_and_expert_parallel_refusal():
         for name, w in (("gate_proj", m.gate_w), ("up_proj", m.up_w), ("down_proj", m.down_w)):
             getattr(e, name).weight.copy_(w[1].t())
     close(m._apply_packed_expert(x, 1), e(x), "packed expert 1")
-    m.ep_world_size = 2
-    with pytest.raises(NotImplementedError, match="ep_world_size=2"):
+    m.ep_world_size = 2  # without apply_expert_parallel's group (tests/torch/test_expert_parallel.py runs it)
+    with pytest.raises(ValueError, match="ep_world_size=2 but ep_group is None"):
         m(torch.randn(1, 2, 8))
 
 

@@ -1,0 +1,339 @@
+"""Expert parallelism for hymoe's MoE layer, on ``torch.distributed``: KempnerForge's contract
+(``kempnerforge.distributed.expert_parallel``), with hymoe's C++ doing the permutations and the local experts.
+
+``apply_expert_parallel(model, device_mesh_or_group)`` keeps each ``hymoe.torch.MoEMLP``'s contiguous slice of
+``num_experts / ep`` experts (router and shared expert on every rank) and sets KempnerForge's metadata
+(``ep_group``, ``ep_world_size``, ``local_expert_start``, ``num_local_experts``). The layer's forward then runs
+``ep_dispatch_and_compute``: expand the (token, slot) pairs, group them by the rank that owns their expert
+(``hymoe._core.moe_group_order``, a stable counting sort), exchange the counts, send the rows and the expert ids
+with ``all_to_all_single``, run the local experts with hymoe's grouped kernels, send the outputs back and sum
+them with the router weights in slot order. The backward is the same exchange reversed (``_AllToAll``).
+docs/distributed.md states what is computed where, what is local to a rank, and the bits guarantee.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+
+from hymoe import _core
+from hymoe.torch import MoEMLP, _activation_name, _as_f32, _mlp_kind, _np_f32
+
+__all__ = ["apply_expert_parallel", "ep_dispatch_and_compute", "record_exchanges", "ExchangeRecord"]
+
+
+@dataclass
+class ExchangeRecord:
+    """What this rank's exchanges moved while recorded: all-to-all calls, bytes sent to other ranks (rows, ids and
+    counts; what stays on the rank is not counted) and seconds spent in the calls (waiting for the slowest rank
+    included)."""
+
+    calls: int = 0
+    bytes_to_others: int = 0
+    seconds: float = 0.0
+
+
+_recorders: list = []
+
+
+@contextlib.contextmanager
+def record_exchanges():
+    """``with record_exchanges() as r: moe(x)`` fills ``r`` (an ExchangeRecord) with that code's exchanges,
+    forward and backward."""
+    record = ExchangeRecord()
+    _recorders.append(record)
+    try:
+        yield record
+    finally:
+        _recorders.remove(record)
+
+
+def _all_to_all(out: torch.Tensor, x: torch.Tensor, recv_counts, send_counts, group) -> None:
+    start = time.perf_counter() if _recorders else 0.0
+    if recv_counts is None:
+        dist.all_to_all_single(out, x, group=group)
+    else:
+        dist.all_to_all_single(out, x, output_split_sizes=recv_counts, input_split_sizes=send_counts, group=group)
+    if _recorders:
+        seconds = time.perf_counter() - start
+        rank, world = dist.get_rank(group), dist.get_world_size(group)
+        row_bytes = x.element_size() * (x[0].numel() if x.dim() > 1 and x.shape[0] else 1)
+        if send_counts is None:
+            sent = (world - 1) * (x.numel() // world) * x.element_size()
+        else:
+            sent = (sum(send_counts) - send_counts[rank]) * row_bytes
+        for r in _recorders:
+            r.calls += 1
+            r.bytes_to_others += sent
+            r.seconds += seconds
+
+
+class _AllToAll(torch.autograd.Function):
+    """Rows of x sent to the ranks in ``send_counts`` order, rows received in ``recv_counts``; the gradient goes
+    back by the same exchange with the counts swapped, so every rank takes part in the backward's exchange too."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, recv_counts: list, send_counts: list, group) -> torch.Tensor:
+        ctx.recv_counts, ctx.send_counts, ctx.group = recv_counts, send_counts, group
+        return _exchange(x, recv_counts, send_counts, group)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        return _exchange(grad, ctx.send_counts, ctx.recv_counts, ctx.group), None, None, None
+
+
+def _exchange(x: torch.Tensor, recv_counts: list, send_counts: list, group) -> torch.Tensor:
+    x = x.contiguous()
+    out = x.new_empty((sum(recv_counts),) + tuple(x.shape[1:]))
+    _all_to_all(out, x, recv_counts, send_counts, group)
+    return out
+
+
+def _group_order(destinations: torch.Tensor, num_groups: int) -> tuple[torch.Tensor, list]:
+    order, counts = _core.moe_group_order(destinations.detach().to(torch.int64).contiguous().numpy(), num_groups)
+    return torch.from_numpy(order), [int(c) for c in counts]
+
+
+def _inverse(order: torch.Tensor) -> torch.Tensor:
+    inverse = torch.empty_like(order)
+    inverse[order] = torch.arange(order.numel(), dtype=order.dtype)
+    return inverse
+
+
+def _grouped(moe, shared: bool = False):
+    """(hymoe's GroupedExperts over the module's local expert weights, or over its shared expert alone, the
+    weights, their activation), built again when a weight was replaced or changed in place (an optimizer step):
+    packing costs about one pass over the weights, which grouped_expert_forward would pay on every call."""
+    if shared:
+        experts = [moe.shared_expert]
+        swiglu = hasattr(experts[0], "gate_proj")
+        names = ("gate_proj", "up_proj", "down_proj") if swiglu else ("up_proj", "down_proj")
+        weights = [getattr(e, n).weight for e in experts for n in names]
+        activation = "silu" if swiglu else _activation_name(experts[0]._activation)
+    elif moe.packed_experts:
+        weights = [moe.up_w, moe.down_w] + ([moe.gate_w] if moe._is_swiglu else [])
+        activation = "silu" if moe._is_swiglu else _activation_name(moe._packed_activation)
+    else:
+        swiglu = hasattr(moe.experts[0], "gate_proj")
+        names = ("gate_proj", "up_proj", "down_proj") if swiglu else ("up_proj", "down_proj")
+        weights = [getattr(e, n).weight for e in moe.experts for n in names]
+        activation = "silu" if swiglu else _activation_name(moe.experts[0]._activation)
+    experts = [moe.shared_expert] if shared else None if moe.packed_experts else moe.experts
+    key = [(t._version, t.data_ptr(), t.dtype) for t in weights]
+    slot = "_ep_grouped_shared" if shared else "_ep_grouped"
+    cached = moe.__dict__.get(slot)
+    if cached is None or cached[1] != key or any(a is not b for a, b in zip(cached[2], weights)):
+        f32 = [_np_f32(_as_f32(t, "expert weight")) for t in weights]
+        if experts is None:
+            built = _core.GroupedExperts.packed(f32[0], f32[1], f32[2] if len(f32) == 3 else None, activation)
+        else:
+            n = len(f32) // len(experts)
+            built = _core.GroupedExperts([tuple(f32[i:i + n]) if n == 3 else (None, *f32[i:i + n])
+                                          for i in range(0, len(f32), n)], activation)
+        cached = moe.__dict__[slot] = (built, key, weights, activation)
+    return cached[0], weights, cached[3]
+
+
+class _Grouped(torch.autograd.Function):
+    """y = hymoe's GroupedExperts on x_sorted; the backward is hymoe's C++ expert backward (the kernels of
+    MoELayer::backward), gradients for x_sorted and every weight (zeros for an expert without rows)."""
+
+    @staticmethod
+    def forward(ctx, grouped, tokens_per_expert, train, x_sorted, *weights):
+        x = _np_f32(_as_f32(x_sorted, "x_sorted"))
+        ctx.dtypes = (x_sorted.dtype, [w.dtype for w in weights])
+        if train:
+            y, ctx.saved = grouped.forward(x, tokens_per_expert, True)
+            ctx.grouped = grouped  # the weights the forward used, even if the module's are re-packed meanwhile
+        else:
+            y = grouped.forward(x, tokens_per_expert)
+        return torch.from_numpy(y).to(x_sorted.dtype)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_y):
+        grad_x, grads = ctx.grouped.backward(ctx.saved, _np_f32(_as_f32(grad_y, "gradient of the experts' output")))
+        ctx.saved = ctx.grouped = None
+        x_dtype, w_dtypes = ctx.dtypes
+        needs = ctx.needs_input_grad
+        out = [None, None, None, torch.from_numpy(grad_x).to(x_dtype) if needs[3] else None]
+        out += [torch.from_numpy(g).to(dt) if need else None for g, dt, need in zip(grads, w_dtypes, needs[4:])]
+        return tuple(out)
+
+
+def _run_grouped(moe, x_sorted: torch.Tensor, tokens_per_expert: list, shared: bool) -> torch.Tensor:
+    grouped, weights, _ = _grouped(moe, shared)
+    train = torch.is_grad_enabled() and (x_sorted.requires_grad or any(w.requires_grad for w in weights))
+    return _Grouped.apply(grouped, tokens_per_expert, train, x_sorted, *weights)
+
+
+def shared_expert_forward(moe, x: torch.Tensor) -> torch.Tensor:
+    """The module's shared expert on x (tokens, dim): hymoe's grouped kernel (packed once, a row's bits
+    independent of the rows beside it) for a SwiGLUMLP / StandardMLP, the module itself otherwise."""
+    expert = moe.shared_expert
+    if not _plain_mlps([expert]) or x.shape[0] == 0:
+        return expert(x)
+    return _run_grouped(moe, x, [x.shape[0]], shared=True)
+
+
+def _local_experts(moe, x_sorted: torch.Tensor, tokens_per_expert: list) -> torch.Tensor:
+    """The local experts on rows grouped by local expert: hymoe's grouped kernels (packed once, _grouped) for the
+    MLPs they compute, differentiable as hymoe.torch.grouped_expert_forward is; the modules themselves (in torch,
+    expert by expert) for any other class."""
+    native = getattr(moe, "ep_native_experts", None)
+    if native is None:  # pruned by KempnerForge's own apply_expert_parallel
+        native = moe.ep_native_experts = moe.packed_experts or _plain_mlps(moe.experts)
+    if native:
+        return _run_grouped(moe, x_sorted, tokens_per_expert, shared=False)
+    outs, offset = [], 0
+    for expert, n in zip(moe.experts, tokens_per_expert):
+        outs.append(expert(x_sorted[offset:offset + n]))
+        offset += n
+    return torch.cat(outs) if outs else x_sorted.new_zeros(x_sorted.shape)
+
+
+def ep_dispatch_and_compute(x: torch.Tensor, weights: torch.Tensor, indices: torch.Tensor, moe, ep_group,
+                            local_expert_start: int, num_local_experts: int, ep_world_size: int,
+                            gradient_scale: bool = False) -> torch.Tensor:
+    """KempnerForge's function of the same name and arguments: x (tokens, dim), weights and indices
+    (tokens, top_k) of this rank's tokens -> (tokens, dim), the weighted sum of their experts' outputs, wherever
+    those experts live. Every rank of ``ep_group`` must call it (a rank with no tokens too)."""
+    num_tokens, top_k = indices.shape
+    dim = x.shape[-1]
+    flat_ids = indices.reshape(-1).to(torch.int64)
+    if flat_ids.numel() and (int(flat_ids.min()) < 0 or int(flat_ids.max()) >= num_local_experts * ep_world_size):
+        raise ValueError(f"hymoe.expert_parallel: expert ids must lie in [0, {num_local_experts * ep_world_size}); "
+                         f"got {int(flat_ids.min())}..{int(flat_ids.max())}")
+    # 1-2. The (token, slot) pairs grouped by the rank that owns their expert, pair order kept within a rank.
+    order, send_counts = _group_order(flat_ids // num_local_experts, ep_world_size)
+    # x repeated per slot, then permuted: the backward sums a token's slot gradients in slot order (the expand's
+    # reduction), whichever ranks the slots went to, where indexing x by token would add them in send order.
+    x_send = x.unsqueeze(1).expand(num_tokens, top_k, dim).reshape(num_tokens * top_k, dim)[order]
+    ids_send = flat_ids[order]
+    # 3. Counts: what this rank will receive from each rank.
+    recv = torch.empty(ep_world_size, dtype=torch.int64)
+    _all_to_all(recv, torch.tensor(send_counts, dtype=torch.int64), None, None, ep_group)
+    recv_counts = [int(c) for c in recv]
+    # 4. The rows (differentiable) and their expert ids.
+    x_recv = _AllToAll.apply(x_send, recv_counts, send_counts, ep_group)
+    ids_recv = _exchange(ids_send, recv_counts, send_counts, ep_group)
+    # 5. The local experts on the received rows grouped by local expert, then back in received order.
+    local_order, tokens_per_expert = _group_order(ids_recv - local_expert_start, num_local_experts)
+    y_local = _local_experts(moe, x_recv[local_order], tokens_per_expert)
+    if gradient_scale and x_recv.requires_grad and x_recv.shape[0] > 0:
+        # KempnerForge's rule under EP: each local expert's rows times (received rows / local experts) / its rows.
+        avg = x_recv.shape[0] / max(num_local_experts, 1)
+        scale = torch.tensor([avg / n if n > 0 else 1.0 for n in tokens_per_expert], dtype=y_local.dtype)
+        y_local = y_local * scale.repeat_interleave(torch.tensor(tokens_per_expert)).unsqueeze(-1)
+    y_recv = y_local[_inverse(local_order)]
+    # 6. The outputs back to the ranks their tokens came from, in the order they were sent.
+    returned = _AllToAll.apply(y_recv, send_counts, recv_counts, ep_group)
+    # 7. Back in (token, slot) order; each token's sum over its slots in slot order, so a token's bits do not
+    # depend on which rank computed which expert or on how many ranks there are.
+    per_slot = (returned[_inverse(order)] * weights.reshape(-1, 1).to(returned.dtype)).view(num_tokens, top_k, dim)
+    y = per_slot[:, 0] if top_k > 0 else x.new_zeros(num_tokens, dim)
+    for k in range(1, top_k):
+        y = y + per_slot[:, k]
+    return y.to(x.dtype)
+
+
+def _ep_group_of(device_mesh_or_group):
+    """(group, rank, size) for the argument, or None where KempnerForge's apply step is a no-op: no mesh, a mesh
+    without an "ep" dimension, or one whose "ep" dimension has size 1. A process group is used at any size, so a
+    one-rank group runs the expert-parallel forward (the reference its tests compare more ranks against)."""
+    if device_mesh_or_group is None:
+        return None
+    names = getattr(device_mesh_or_group, "mesh_dim_names", None)
+    if hasattr(device_mesh_or_group, "get_group"):  # a DeviceMesh
+        if names is None or "ep" not in names:
+            return None
+        mesh = device_mesh_or_group["ep"]
+        if mesh.size() <= 1:
+            return None
+        return mesh.get_group(), mesh.get_local_rank(), mesh.size()
+    group = device_mesh_or_group
+    return group, dist.get_rank(group), dist.get_world_size(group)
+
+
+def _own_copy(module: nn.Module, name: str, tensor: torch.Tensor) -> None:
+    """Puts a copy of ``tensor`` (which may view the C++ layer being freed) in place under ``name``."""
+    owner_path, _, attr = name.rpartition(".")
+    owner = module.get_submodule(owner_path) if owner_path else module
+    copy = tensor.detach().clone()
+    if isinstance(tensor, nn.Parameter):
+        owner._parameters[attr] = nn.Parameter(copy, requires_grad=tensor.requires_grad)
+    else:
+        owner._buffers[attr] = copy
+
+
+def apply_expert_parallel(model: nn.Module, device_mesh_or_group) -> int:
+    """KempnerForge's ``apply_expert_parallel(model, device_mesh)``, also taking a process group: every
+    ``hymoe.torch.MoEMLP`` in ``model`` keeps experts [rank * n, (rank + 1) * n), n = num_experts / ep, and its
+    forward exchanges tokens with the other ranks. The C++ layer that held every expert is released (its router,
+    shared expert and local experts become ordinary tensors), so each rank holds 1/ep of the experts' memory.
+    Call it before building the optimizer (the parameters are new tensors). Returns the number of layers."""
+
+    got = _ep_group_of(device_mesh_or_group)
+    if got is None:
+        return 0
+    group, rank, size = got
+    applied = 0
+    for module in model.modules():
+        if not isinstance(module, MoEMLP):
+            continue
+        if module.ep_group is not None:
+            raise ValueError("hymoe.expert_parallel: apply_expert_parallel was already applied to this MoEMLP")
+        if module.num_experts % size:
+            raise ValueError(f"hymoe.expert_parallel: num_experts ({module.num_experts}) must be divisible by the "
+                             f"expert-parallel size ({size})")
+        per_rank = module.num_experts // size
+        start = rank * per_rank
+        module.ep_native_experts = module.packed_experts or _plain_mlps(module.experts)
+        if module._layer is not None:  # the module's tensors view the C++ layer: own copies, then free it
+            for name, tensor in list(module.named_parameters()) + list(module.named_buffers()):
+                if not name.startswith(("experts.", "up_w", "down_w", "gate_w")):
+                    _own_copy(module, name, tensor)
+        if module.packed_experts:
+            for name in ("up_w", "down_w") + (("gate_w",) if module._is_swiglu else ()):
+                setattr(module, name, nn.Parameter(getattr(module, name).detach()[start:start + per_rank].clone()))
+        else:
+            local = nn.ModuleList([module.experts[i] for i in range(start, start + per_rank)])
+            for i, expert in enumerate(local):
+                for name, tensor in list(expert.named_parameters()) + list(expert.named_buffers()):
+                    if module._layer is not None:
+                        _own_copy(expert, name, tensor)
+            module.experts = local
+        if module._layer is not None:
+            _release_layer(module)
+        module.ep_world_size = size
+        module.ep_group = group
+        module.local_expert_start = start
+        module.num_local_experts = per_rank
+        applied += 1
+    return applied
+
+
+def _plain_mlps(experts) -> bool:
+    """Whether hymoe's grouped kernels compute these experts: SwiGLUMLP / StandardMLP modules of one kind."""
+    if len(experts) == 0:
+        return True
+    kinds = [_mlp_kind(e, e.up_proj.weight.shape[1], None) if hasattr(e, "up_proj") else None for e in experts]
+    return kinds[0] is not None and all(k == kinds[0] for k in kinds)
+
+
+def _release_layer(module) -> None:
+    """Drops every reference the module keeps to its C++ layer (the numpy views of its memory included), so the
+    layer and the experts of the other ranks are freed."""
+    router = module._modules["router"].__dict__
+    counts = router.get("_expert_counts")
+    if callable(counts):  # the layer's counts reader, left to be read after a fast forward
+        router["_expert_counts"] = counts()
+    for name in ("_layer_handle", "_read_expert_counts", "_slots", "_slot_by_name", "_dicts", "_parameter_dicts",
+                 "_parameters_now", "_router_state_slots", "_watched"):
+        module.__dict__.pop(name, None)
+    module._layer = None
