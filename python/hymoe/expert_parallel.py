@@ -14,6 +14,7 @@ docs/distributed.md states what is computed where, what is local to a rank, and 
 from __future__ import annotations
 
 import contextlib
+import copy
 import time
 from dataclasses import dataclass
 
@@ -24,7 +25,8 @@ import torch.nn as nn
 from hymoe import _core
 from hymoe.torch import MoEMLP, _activation_name, _as_f32, _mlp_kind, _np_f32
 
-__all__ = ["apply_expert_parallel", "ep_dispatch_and_compute", "record_exchanges", "ExchangeRecord"]
+__all__ = ["apply_expert_parallel", "rebalance_expert_parallel", "ep_dispatch_and_compute", "record_exchanges",
+           "ExchangeRecord"]
 
 
 @dataclass
@@ -206,15 +208,28 @@ def ep_dispatch_and_compute(x: torch.Tensor, weights: torch.Tensor, indices: tor
     num_tokens, top_k = indices.shape
     dim = x.shape[-1]
     flat_ids = indices.reshape(-1).to(torch.int64)
-    if flat_ids.numel() and (int(flat_ids.min()) < 0 or int(flat_ids.max()) >= num_local_experts * ep_world_size):
-        raise ValueError(f"hymoe.expert_parallel: expert ids must lie in [0, {num_local_experts * ep_world_size}); "
+    replicas = getattr(moe, "ep_replicas", None)
+    if replicas and torch.is_grad_enabled() and (x.requires_grad or any(p.requires_grad for p in moe.parameters())):
+        raise RuntimeError("hymoe.expert_parallel: a model with replicated experts is for inference (each replica "
+                           "would get part of its expert's gradient); run it under torch.no_grad()")
+    num_experts = len(replicas["replica_count"]) if replicas else num_local_experts * ep_world_size
+    if flat_ids.numel() and (int(flat_ids.min()) < 0 or int(flat_ids.max()) >= num_experts):
+        raise ValueError(f"hymoe.expert_parallel: expert ids must lie in [0, {num_experts}); "
                          f"got {int(flat_ids.min())}..{int(flat_ids.max())}")
+    if replicas:
+        # Pair (t, k) of expert e goes to replica t % count(e) (docs/placement.md): its physical slot, the rank
+        # holding that slot, and the slot's index on that rank.
+        token = torch.arange(num_tokens, dtype=torch.int64).repeat_interleave(top_k)
+        physical = replicas["logical_to_physical"][flat_ids, token % replicas["replica_count"][flat_ids]]
+        destination, sent_ids = physical // num_local_experts, physical % num_local_experts
+    else:
+        destination, sent_ids = flat_ids // num_local_experts, flat_ids
     # 1-2. The (token, slot) pairs grouped by the rank that owns their expert, pair order kept within a rank.
-    order, send_counts = _group_order(flat_ids // num_local_experts, ep_world_size)
+    order, send_counts = _group_order(destination, ep_world_size)
     # x repeated per slot, then permuted: the backward sums a token's slot gradients in slot order (the expand's
     # reduction), whichever ranks the slots went to, where indexing x by token would add them in send order.
     x_send = x.unsqueeze(1).expand(num_tokens, top_k, dim).reshape(num_tokens * top_k, dim)[order]
-    ids_send = flat_ids[order]
+    ids_send = sent_ids[order]
     # 3. Counts: what this rank will receive from each rank.
     recv = torch.empty(ep_world_size, dtype=torch.int64)
     _all_to_all(recv, torch.tensor(send_counts, dtype=torch.int64), None, None, ep_group)
@@ -223,7 +238,8 @@ def ep_dispatch_and_compute(x: torch.Tensor, weights: torch.Tensor, indices: tor
     x_recv = _AllToAll.apply(x_send, recv_counts, send_counts, ep_group)
     ids_recv = _exchange(ids_send, recv_counts, send_counts, ep_group)
     # 5. The local experts on the received rows grouped by local expert, then back in received order.
-    local_order, tokens_per_expert = _group_order(ids_recv - local_expert_start, num_local_experts)
+    local_order, tokens_per_expert = _group_order(ids_recv if replicas else ids_recv - local_expert_start,
+                                                  num_local_experts)
     y_local = _local_experts(moe, x_recv[local_order], tokens_per_expert)
     if gradient_scale and x_recv.requires_grad and x_recv.shape[0] > 0:
         # KempnerForge's rule under EP: each local expert's rows times (received rows / local experts) / its rows.
@@ -271,28 +287,38 @@ def _own_copy(module: nn.Module, name: str, tensor: torch.Tensor) -> None:
         owner._buffers[attr] = copy
 
 
-def apply_expert_parallel(model: nn.Module, device_mesh_or_group) -> int:
+def apply_expert_parallel(model: nn.Module, device_mesh_or_group, replicas=None) -> int:
     """KempnerForge's ``apply_expert_parallel(model, device_mesh)``, also taking a process group: every
     ``hymoe.torch.MoEMLP`` in ``model`` keeps experts [rank * n, (rank + 1) * n), n = num_experts / ep, and its
     forward exchanges tokens with the other ranks. The C++ layer that held every expert is released (its router,
     shared expert and local experts become ordinary tensors), so each rank holds 1/ep of the experts' memory.
-    Call it before building the optimizer (the parameters are new tensors). Returns the number of layers."""
+    Call it before building the optimizer (the parameters are new tensors). Returns the number of layers.
 
+    ``replicas`` (``hymoe.placement.plan_replicas(counts, ep, slots_per_rank)``, one layer per MoEMLP in
+    ``model.modules()`` order) places replicated hot experts instead: each rank keeps the experts of its slots,
+    ``local_expert_start`` is -1 and ``num_local_experts`` the slots per rank, and a token's pair with expert e
+    goes to replica t % count(e). For inference: the forward refuses to record gradients."""
     got = _ep_group_of(device_mesh_or_group)
     if got is None:
         return 0
     group, rank, size = got
+    layers = [m for m in model.modules() if isinstance(m, MoEMLP)]
+    if replicas is not None:
+        _check_replicas(replicas, layers, size)
     applied = 0
-    for module in model.modules():
-        if not isinstance(module, MoEMLP):
-            continue
+    for index, module in enumerate(layers):
         if module.ep_group is not None:
             raise ValueError("hymoe.expert_parallel: apply_expert_parallel was already applied to this MoEMLP")
-        if module.num_experts % size:
+        if replicas is None and module.num_experts % size:
             raise ValueError(f"hymoe.expert_parallel: num_experts ({module.num_experts}) must be divisible by the "
                              f"expert-parallel size ({size})")
-        per_rank = module.num_experts // size
+        per_rank = int(replicas["slots_per_rank"]) if replicas is not None else module.num_experts // size
         start = rank * per_rank
+        held = (list(range(start, start + per_rank)) if replicas is None
+                else [int(e) for e in replicas["physical_to_logical"][index][start:start + per_rank]])
+        if any(e < 0 or e >= module.num_experts for e in held):
+            raise ValueError(f"hymoe.expert_parallel: layer {index} of the replica plan gives rank {rank} the slots "
+                             f"{held}; every slot must hold an expert of [0, {module.num_experts})")
         module.ep_native_experts = module.packed_experts or _plain_mlps(module.experts)
         if module._layer is not None:  # the module's tensors view the C++ layer: own copies, then free it
             for name, tensor in list(module.named_parameters()) + list(module.named_buffers()):
@@ -300,9 +326,10 @@ def apply_expert_parallel(model: nn.Module, device_mesh_or_group) -> int:
                     _own_copy(module, name, tensor)
         if module.packed_experts:
             for name in ("up_w", "down_w") + (("gate_w",) if module._is_swiglu else ()):
-                setattr(module, name, nn.Parameter(getattr(module, name).detach()[start:start + per_rank].clone()))
+                setattr(module, name, nn.Parameter(getattr(module, name).detach()[held].clone()))
         else:
-            local = nn.ModuleList([module.experts[i] for i in range(start, start + per_rank)])
+            local = nn.ModuleList([copy.deepcopy(module.experts[e]) for e in held] if replicas is not None
+                                  else [module.experts[e] for e in held])
             for i, expert in enumerate(local):
                 for name, tensor in list(expert.named_parameters()) + list(expert.named_buffers()):
                     if module._layer is not None:
@@ -312,10 +339,118 @@ def apply_expert_parallel(model: nn.Module, device_mesh_or_group) -> int:
             _release_layer(module)
         module.ep_world_size = size
         module.ep_group = group
-        module.local_expert_start = start
+        module.local_expert_start = start if replicas is None else -1
         module.num_local_experts = per_rank
+        module.ep_replicas = None if replicas is None else _layer_replicas(replicas, index, held)
         applied += 1
     return applied
+
+
+def _check_replicas(replicas, layers, size) -> None:
+    p2l = replicas["physical_to_logical"]
+    if int(replicas["num_ranks"]) != size:
+        raise ValueError(f"hymoe.expert_parallel: the replica plan is for {int(replicas['num_ranks'])} ranks, the "
+                         f"expert-parallel group has {size}")
+    if len(p2l) != len(layers):
+        raise ValueError(f"hymoe.expert_parallel: the replica plan has {len(p2l)} layers, the model has "
+                         f"{len(layers)} MoE layers")
+    for index, module in enumerate(layers):
+        count = replicas["logical_replica_count"][index]
+        if len(count) != module.num_experts or min(int(c) for c in count) < 1:
+            raise ValueError(f"hymoe.expert_parallel: layer {index} of the replica plan places {len(count)} "
+                             f"experts (each at least once); the layer has {module.num_experts}")
+
+
+def _layer_replicas(replicas, index: int, held: list) -> dict:
+    return {
+        "logical_to_physical": torch.as_tensor(replicas["logical_to_physical_map"][index], dtype=torch.int64),
+        "replica_count": torch.as_tensor(replicas["logical_replica_count"][index], dtype=torch.int64),
+        "held": held,
+    }
+
+
+def rebalance_expert_parallel(model: nn.Module, replicas) -> int:
+    """Moves a model placed by ``apply_expert_parallel(..., replicas=old)`` to the plan ``replicas`` (from
+    ``hymoe.placement.rebalance_replicas(old, counts)``, which keeps every slot it can): a slot whose expert
+    changed takes the expert's weights from a slot of its own rank that held it, else from the lowest rank that
+    held it (point-to-point, in one order on every rank). Every rank must call it. The outputs keep their bits:
+    whichever replica computes a pair computes it the same way. Returns the number of slots this rank received."""
+    layers = [m for m in model.modules() if isinstance(m, MoEMLP)]
+    if not layers or any(getattr(m, "ep_replicas", None) is None for m in layers):
+        raise ValueError("hymoe.expert_parallel: rebalance_expert_parallel needs a model placed with "
+                         "apply_expert_parallel(..., replicas=...)")
+    group = layers[0].ep_group
+    rank, size = dist.get_rank(group), dist.get_world_size(group)
+    _check_replicas(replicas, layers, size)
+    received = 0
+    for index, module in enumerate(layers):
+        slots = module.num_local_experts
+        if int(replicas["slots_per_rank"]) != slots:
+            raise ValueError(f"hymoe.expert_parallel: the new plan has {int(replicas['slots_per_rank'])} slots per "
+                             f"rank, the placed model {slots}")
+        # Every rank's old holdings (each rank knows only its own).
+        mine = torch.tensor(module.ep_replicas["held"], dtype=torch.int64)
+        everyone = [torch.empty_like(mine) for _ in range(size)]
+        dist.all_gather(everyone, mine, group=group)
+        old = [t.tolist() for t in everyone]
+        new = [[int(e) for e in replicas["physical_to_logical"][index][r * slots:(r + 1) * slots]]
+               for r in range(size)]
+        tensors = _slot_tensors(module)
+        current = [t.detach() for t in tensors]
+        fresh = [[c[old[rank].index(new[rank][s])].clone() for c in current] if new[rank][s] in old[rank] else None
+                 for s in range(slots)]
+        for r in range(size):  # the transfers, in the same order on every rank
+            for s in range(slots):
+                e = new[r][s]
+                if e in old[r]:
+                    continue
+                source = min(q for q in range(size) if e in old[q])
+                if rank == source:
+                    for c in current:
+                        dist.send(c[old[rank].index(e)].contiguous(), dst=_global(group, r), group=group)
+                elif rank == r:
+                    fresh[s] = [torch.empty_like(c[0]) for c in current]
+                    for buffer in fresh[s]:
+                        dist.recv(buffer, src=_global(group, source), group=group)
+                    received += 1
+        with torch.no_grad():
+            for i, t in enumerate(tensors):
+                t.copy_(torch.stack([fresh[s][i] for s in range(slots)]))
+        module.ep_replicas = _layer_replicas(replicas, index, new[rank])
+    return received
+
+
+def _global(group, rank: int) -> int:
+    """A rank of ``group`` as the global rank dist.send / dist.recv take."""
+    if group is None or group is dist.group.WORLD or not hasattr(dist, "get_global_rank"):
+        return rank
+    return dist.get_global_rank(group, rank)
+
+
+def _slot_tensors(module) -> list:
+    """The module's expert weights as (slots, ...) tensors: the packed parameters, or a stacked view of the local
+    experts' Linear weights, written back expert by expert."""
+    if module.packed_experts:
+        return [module.up_w, module.down_w] + ([module.gate_w] if module._is_swiglu else [])
+    names = ("gate_proj", "up_proj", "down_proj") if hasattr(module.experts[0], "gate_proj") else ("up_proj",
+                                                                                                  "down_proj")
+    return [_StackedWeights(module.experts, name) for name in names]
+
+
+class _StackedWeights:
+    """The ``name`` weights of a ModuleList of experts read as one (slots, out, in) tensor and written back
+    expert by expert."""
+
+    def __init__(self, experts, name):
+        self.weights = [getattr(e, name).weight for e in experts]
+
+    def detach(self):
+        return torch.stack([w.detach() for w in self.weights])
+
+    def copy_(self, stacked):
+        for w, value in zip(self.weights, stacked):
+            w.copy_(value)
+
 
 
 def _plain_mlps(experts) -> bool:

@@ -68,6 +68,7 @@ __all__ = [
     "scale_by_expert_load",
     "load_moe_layer",
     "apply_expert_parallel",
+    "rebalance_expert_parallel",
 ]
 
 # KempnerForge's flag for its torch._grouped_mm path, which its tests read: hymoe's grouped kernels always exist.
@@ -446,6 +447,7 @@ class MoEMLP(nn.Module):
         self.ep_group = None
         self.local_expert_start = 0
         self.num_local_experts = len(experts)
+        self.ep_replicas = None  # hymoe's: the replica placement, when apply_expert_parallel was given one
         config, self.native_reason = _native_config(router, experts, shared_expert, capacity_factor,
                                                      gradient_scale, packed_experts)
         self._config = config
@@ -948,12 +950,20 @@ class HfMoELayer(nn.Module):
                 f"top_k={self.top_k}")
 
 
-def apply_expert_parallel(model: nn.Module, device_mesh_or_group) -> int:
+def apply_expert_parallel(model: nn.Module, device_mesh_or_group, replicas=None) -> int:
     """KempnerForge's ``apply_expert_parallel`` for hymoe's MoE layers (hymoe.expert_parallel, docs/distributed.md):
-    each MoEMLP keeps its rank's contiguous slice of experts and exchanges tokens with the other ranks."""
+    each MoEMLP keeps its rank's contiguous slice of experts, or the slots of a replica plan, and exchanges tokens
+    with the other ranks."""
     from hymoe.expert_parallel import apply_expert_parallel as apply
 
-    return apply(model, device_mesh_or_group)
+    return apply(model, device_mesh_or_group, replicas)
+
+
+def rebalance_expert_parallel(model: nn.Module, replicas) -> int:
+    """Moves a model placed with replicas to a re-balanced plan (hymoe.expert_parallel.rebalance_expert_parallel)."""
+    from hymoe.expert_parallel import rebalance_expert_parallel as rebalance
+
+    return rebalance(model, replicas)
 
 
 def load_moe_layer(model_dir, layer: int) -> HfMoELayer:

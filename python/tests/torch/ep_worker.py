@@ -27,6 +27,9 @@ CASES = {
                      per_rank_rules=True),
     "gradient_scale": dict(moe=dict(dim=16, hidden_dim=16, num_experts=4, top_k=2, gradient_scale=True),
                            tokens=27, per_rank_rules=True),
+    # Replicated hot experts (inference): placed from skewed counts, then re-balanced for other counts.
+    "replicas": dict(moe=dict(dim=16, hidden_dim=12, num_experts=4, top_k=2, shared_experts=1), tokens=41,
+                     replicas=([[400.0, 40.0, 30.0, 5.0]], [[5.0, 30.0, 40.0, 400.0]])),
     # The experts of the upper half never chosen (expert_bias -100): the ranks holding them receive no rows.
     "idle_rank": dict(moe=dict(dim=16, hidden_dim=16, num_experts=4, top_k=1, router_type="sigmoid_topk"),
                       tokens=17, idle_upper_half=True),
@@ -137,11 +140,51 @@ def run(case_name: str, rank: int, world: int, rowwise: bool, out_path: str) -> 
     torch.save(result, out_path)
 
 
+def run_replicas(case_name: str, rank: int, world: int, rowwise: bool, out_path: str) -> None:
+    """Inference forwards of one batch: without replicas, with replicas placed from the case's first counts, and
+    after re-balancing them for its second counts (two slots per rank more than the experts need)."""
+    from hymoe.expert_parallel import rebalance_expert_parallel
+    from hymoe.placement import plan_replicas, rebalance_replicas
+    from hymoe.torch import apply_expert_parallel
+
+    case = CASES[case_name]
+    counts = split(case["tokens"], max(world, 1))
+    lo = sum(counts[:rank])
+    result = {"rows": (lo, lo + counts[rank])}
+    first, second = case["replicas"]
+    slots = case["moe"]["num_experts"] // world + 1
+    plan = plan_replicas(torch.tensor(first), world, slots)
+    for name in ("plain", "placed", "rebalanced"):
+        moe, x, _ = build(case)
+        moe.eval()
+        apply_expert_parallel(moe, dist.group.WORLD, replicas=None if name == "plain" else plan)
+        if name == "rebalanced":
+            new_plan = rebalance_replicas(plan, torch.tensor(second))
+            result["moved_slots"] = int(sum(new_plan["moved"]))
+            result["received"] = rebalance_expert_parallel(moe, new_plan)
+            result["held"] = moe.ep_replicas["held"]
+        if rowwise:
+            moe.router = RowByRowRouter(moe.router)
+        with torch.no_grad():
+            result[name] = moe(x[lo:lo + counts[rank]].unsqueeze(0))[0].clone()
+        if name != "plain":
+            try:  # recording gradients through replicas is refused
+                moe(x[lo:lo + counts[rank]].unsqueeze(0).requires_grad_(True))
+                result[name + "_grad_refused"] = False
+            except RuntimeError as e:
+                result[name + "_grad_refused"] = "for inference" in str(e)
+    torch.save(result, out_path)
+
+
 def main(cases: str, rank: int, world: int, port: int, out_dir: str, mode: str) -> None:
     torch.set_num_threads(1)
     if world >= 1:
         dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
     for name in cases.split(","):
+        if CASES[name].get("replicas"):
+            if world >= 1:
+                run_replicas(name, rank, world, mode == "rowwise", f"{out_dir}/{name}.{rank}.pt")
+            continue
         run(name, rank, world, mode == "rowwise", f"{out_dir}/{name}.{rank}.pt")
     if world >= 1:
         dist.barrier()

@@ -65,7 +65,8 @@ def runs(tmp_path_factory):
         out_dir = tmp_path_factory.mktemp(f"ep-{mode}-{world}")
         _launch(mode, world, out_dir)
         results[mode, world] = {case: [torch.load(out_dir / f"{case}.{r}.pt") for r in range(max(world, 1))]
-                                for case in ep_worker.CASES}
+                                for case in ep_worker.CASES
+                                if world > 0 or not ep_worker.CASES[case].get("replicas")}
     return results
 
 
@@ -100,7 +101,10 @@ def _grads(ranks):
     return out
 
 
-@pytest.mark.parametrize("case", list(ep_worker.CASES))
+TRAIN_CASES = [c for c, spec in ep_worker.CASES.items() if not spec.get("replicas")]
+
+
+@pytest.mark.parametrize("case", TRAIN_CASES)
 def test_one_rank_matches_the_fused_layer(runs, case):
     spec = ep_worker.CASES[case]
     (ref,), (one,) = runs["plain", 0][case], runs["plain", 1][case]
@@ -120,7 +124,7 @@ def test_one_rank_matches_the_fused_layer(runs, case):
 
 # Capacity and the gradient scale are per rank under KempnerForge's expert parallelism (capacity counts the rank's
 # own tokens, the scale the rank's received rows), so more ranks legitimately change them: checked below instead.
-BITS_CASES = [c for c, spec in ep_worker.CASES.items() if not spec.get("per_rank_rules")]
+BITS_CASES = [c for c in TRAIN_CASES if not ep_worker.CASES[c].get("per_rank_rules")]
 
 
 @pytest.mark.parametrize("world", [2, 4])
@@ -285,3 +289,32 @@ def test_ep_world_size_without_a_group_is_an_error():
     moe.ep_world_size = 2
     with pytest.raises(ValueError, match="ep_group is None"):
         moe(torch.randn(1, 3, 8))
+
+
+@pytest.mark.parametrize("world", [1, 2, 4])
+def test_replicas_and_a_rebalance_keep_the_bits(runs, world):
+    """Hot experts replicated (plan_replicas, one spare slot per rank), then re-balanced for other counts
+    (weights moved between ranks): every token's output keeps the bits of the layer without replicas, and of one
+    rank, router run row by row; with the router as it is, the same within each run."""
+    (one,) = runs["rowwise", 1]["replicas"]
+    ranks = runs["rowwise", world]["replicas"]
+    for name in ("plain", "placed", "rebalanced"):
+        assert torch.equal(_cat(ranks, name), one["plain"]), f"{name} differs from one rank's bits"
+    for r in runs["plain", world]["replicas"]:
+        assert torch.equal(r["placed"], r["plain"]) and torch.equal(r["rebalanced"], r["plain"])
+        assert r["placed_grad_refused"] and r["rebalanced_grad_refused"]
+    if world > 1:  # the re-balance moved slots, and some came from another rank
+        assert ranks[0]["moved_slots"] > 0 and sum(r["received"] for r in ranks) > 0
+        assert sorted({e for r in ranks for e in r["held"]}) == [0, 1, 2, 3]
+
+
+def test_replica_plans_that_do_not_fit_are_errors():
+    from hymoe.placement import plan_replicas
+
+    moe = build_moe(dim=8, hidden_dim=8, num_experts=4, top_k=2)
+    with pytest.raises(ValueError, match="the replica plan is for 2 ranks, the expert-parallel group has 4"):
+        apply_expert_parallel(moe, _Mesh(("ep",), 4), replicas=plan_replicas(torch.tensor([[1.0, 2, 3, 4]]), 2, 3))
+    with pytest.raises(ValueError, match="the replica plan has 2 layers, the model has 1 MoE layers"):
+        apply_expert_parallel(moe, _Mesh(("ep",), 2), replicas=plan_replicas(torch.tensor([[1.0, 2, 3, 4]] * 2), 2, 3))
+    with pytest.raises(ValueError, match="places 5 experts"):
+        apply_expert_parallel(moe, _Mesh(("ep",), 2), replicas=plan_replicas(torch.tensor([[1.0, 2, 3, 4, 5]]), 2, 3))
