@@ -8,6 +8,7 @@
 set -euo pipefail
 packages=(cmake ninja-build g++ clang libclang-rt-dev libomp-dev
           nlohmann-json3-dev libcli11-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev
+          libopenmpi-dev openmpi-bin
           python3-dev pybind11-dev python3-numpy python3-pytest python3-torch libtorch-dev "$@")
 missing=()
 for p in "${packages[@]}"; do

@@ -110,6 +110,11 @@ class Router {
   virtual std::vector<std::pair<std::string, Tensor>> backward(const RouterBackwardArgs& args);
 };
 
+// Capacity, as MoELayer applies it after routing (train and eval): weights = router_weights, then, for each top-k
+// slot separately, the tokens (in token order) after an expert's first ceil(T * K / E * capacity_factor) (at
+// least 1) get weight 0 and dropped = 1. No re-routing, no renormalization; nothing dropped at capacity_factor 0.
+void apply_capacity(const MoEConfig& config, Routing& routing);
+
 using RouterFactory = std::function<std::unique_ptr<Router>(const MoEConfig&)>;
 // Registers a router under `name` (replacing nothing: a duplicate name is an error).
 void register_router(const std::string& name, RouterFactory factory);
@@ -179,8 +184,10 @@ class GroupedExperts {
     std::vector<float> gate, up;  // (R, hidden); gate only for SwiGLU
   };
   // Experts e on rows [offset_e, offset_e + tokens_per_expert[e]) of x_sorted (R, dim); (R, dim) in that order.
-  // With `saved`, also what backward needs.
-  Tensor forward(const Tensor& x_sorted, std::span<const int64_t> tokens_per_expert, Saved* saved = nullptr) const;
+  // With `saved`, also what backward needs; with `row_scale` (R), row r is multiplied by row_scale[r] as the
+  // kernel stores it (the way MoELayer applies routing weights). backward takes no scaled forward.
+  Tensor forward(const Tensor& x_sorted, std::span<const int64_t> tokens_per_expert, Saved* saved = nullptr,
+                 const float* row_scale = nullptr) const;
   // The gradients of sum(y * grad_y) for that forward: grad_x (R, dim), and one gradient per weight tensor in the
   // order and shapes it was built from (per expert gate (SwiGLU only), up, down; packed: up_w, down_w, gate_w).
   // An expert without rows gets zeros. The same kernels as MoELayer::backward.

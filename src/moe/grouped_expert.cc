@@ -106,7 +106,9 @@ GroupedExperts::~GroupedExperts() = default;
 
 int64_t GroupedExperts::num_experts() const { return impl_->shape.num_groups; }
 
-Tensor GroupedExperts::forward(const Tensor& x_sorted, std::span<const int64_t> tokens_per_expert, Saved* saved) const {
+Tensor GroupedExperts::forward(const Tensor& x_sorted, std::span<const int64_t> tokens_per_expert, Saved* saved,
+                               const float* row_scale) const {
+  if (saved && row_scale) fail("GroupedExperts::forward: a scaled forward keeps nothing for backward");
   if (x_sorted.rank() != 2) fail("x_sorted must be (rows, dim), got ", shape_to_string(x_sorted.shape()));
   if (static_cast<int64_t>(tokens_per_expert.size()) != num_experts())
     fail("grouped_expert_forward: ", tokens_per_expert.size(), " token counts for ", num_experts(), " experts");
@@ -126,6 +128,7 @@ Tensor GroupedExperts::forward(const Tensor& x_sorted, std::span<const int64_t> 
   if (rows > 0) {
     args.offsets = offsets.data();
     args.x = x_sorted.data();
+    args.scale = row_scale;
     args.y = y.data();
     impl_->ffn->run(args);
   }

@@ -54,10 +54,6 @@ struct MoELayer::Impl {
   }
 };
 
-namespace {
-
-// Capacity (train and eval): for each top-k slot separately, the first `cap` tokens (token order) choosing an
-// expert keep their weight; later ones are dropped. No re-routing, no renormalization.
 void apply_capacity(const MoEConfig& c, Routing& r) {
   r.weights = r.router_weights;
   r.dropped.assign(r.router_weights.size(), 0);
@@ -77,6 +73,8 @@ void apply_capacity(const MoEConfig& c, Routing& r) {
     }
   }
 }
+
+namespace {
 
 // gradient_scale (train only): each routed output row of expert e is multiplied by (T*K/E) / max(count_e, 1),
 // count_e including capacity drops.

@@ -20,6 +20,7 @@
 #include <optional>
 
 #include "bench_quantize.h"
+#include "bench_ep.h"
 #include "bench_shape.h"
 #include "commands.h"
 #include "model_commands.h"
@@ -453,6 +454,7 @@ struct BenchOptions {
   std::string shapes_dir = HYMOE_BENCH_SHAPES_DIR;
   std::string model_dir;  // --model: a released checkpoint's layer instead of synthetic shapes
   int64_t layer = -1;
+  int ep = 0;  // --ep N: the expert-parallel layer over MPI, under mpirun -np N
 };
 
 int64_t mem_available_bytes() {
@@ -850,7 +852,21 @@ Action add_bench_command(CLI::App& app) {
   cmd->add_option("--model", o->model_dir,
                  "time a Hugging Face model directory's or a GGUF file's MoE layer (load time, memory, forward)");
   cmd->add_option("--layer", o->layer, "with --model: the MoE layer (GGUF: block)");
+  cmd->add_option("--ep", o->ep,
+                  "expert parallelism over MPI on N ranks: run as mpirun -np N hymoe bench --ep N (float32; reports "
+                  "the all-to-all time and bytes beside the local experts' time)")
+      ->check(CLI::Range(1, 1 << 20));
   return [o] {
+    if (o->ep > 0) {
+      if (!o->model_dir.empty()) fail("bench: --ep takes model shapes (--shape), not --model");
+      if (o->threads > 0) set_num_threads(o->threads);
+      std::vector<BenchShape> shapes;
+      for (const auto& n : o->shapes.empty() ? all_shape_names(o->shapes_dir) : o->shapes)
+        shapes.push_back(read_bench_shape((std::filesystem::path(o->shapes_dir) / (n + ".json")).string()));
+      for (int64_t T : o->tokens)
+        if (T < 1) fail("--tokens=", T, " must be >= 1");
+      return run_ep_bench(shapes, o->tokens, o->repeats, o->ep, o->json);
+    }
     if (o->model_dir.empty()) return run_bench(*o);
     if (o->layer < 0) fail("bench: --model needs --layer N (N >= 0)");
     return run_model_bench(o->model_dir, o->layer, o->tokens, o->repeats, o->json);
