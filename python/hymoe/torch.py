@@ -361,6 +361,70 @@ class _MoEFunction(torch.autograd.Function):
         return tuple(out)
 
 
+class _Route(torch.autograd.Function):
+    """(weights, indices, aux_loss, z_loss) of x (tokens, dim) by hymoe's C++ router (the fused layer's routing
+    code, so a token's weights have its bits whatever tokens sit beside it); the backward is the C++ router's."""
+
+    @staticmethod
+    def forward(ctx, core, train, keep, names, x, *params):
+        weights, indices, aux, z, counts, saved = core.route(_np_f32(_as_f32(x, "x")), train, keep)
+        ctx.core, ctx.saved, ctx.names, ctx.dtypes = core, saved, names, (x.dtype, [p.dtype for p in params])
+        ctx.counts = torch.from_numpy(counts)
+        indices = torch.from_numpy(indices)
+        ctx.mark_non_differentiable(indices)
+        return torch.from_numpy(weights).to(x.dtype), indices, torch.scalar_tensor(aux), torch.scalar_tensor(z)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_weights, grad_indices, grad_aux, grad_z):
+        grad_x, grads = ctx.core.backward(ctx.saved, _np_f32(_as_f32(grad_weights, "grad of the weights")),
+                                          float(grad_aux), float(grad_z))
+        ctx.saved = None
+        x_dtype, p_dtypes = ctx.dtypes
+        out = [None, None, None, None, torch.from_numpy(grad_x).to(x_dtype)]
+        out += [torch.from_numpy(grads[n]).to(dt) for n, dt in zip(ctx.names, p_dtypes)]
+        return tuple(out)
+
+
+def _route_in_cpp(module: "MoEMLP", x: torch.Tensor):
+    """The expert-parallel forward's routing of this rank's tokens by hymoe's C++ router, for hymoe's and
+    KempnerForge's own router classes: the module's router tensors are copied in first (an optimizer may have moved
+    them), a train call's bias and EMA updates copied back, and the router's aux_loss, z_loss and expert_counts
+    set as its own forward sets them."""
+    core = module.__dict__.get("_ep_router_core")
+    if core is None:
+        core = module.__dict__["_ep_router_core"] = _core.Router(json.dumps(module._config))
+    router = module._modules["router"]
+    tensors = {n: router.get_parameter(n) if n in dict(router.named_parameters()) else router.get_buffer(n)
+               for n in core.tensor_names()}
+    for name, t in tensors.items():
+        core.tensor(name)[...] = _np_f32(_as_f32(t, "router." + name))
+    state = router.__dict__
+    core.set_step(state.get("_step", 0), state.get("_max_steps", 1))
+    names = core.parameter_names()
+    params = [tensors[n] for n in names]
+    train = module.training
+    keep = torch.is_grad_enabled() and (x.requires_grad or any(p.requires_grad for p in params))
+    weights, indices, aux, z = _Route.apply(core, train, keep, names, x, *params)
+    if train:
+        with torch.no_grad():
+            for name in ("expert_bias", "expert_ema"):
+                if name in tensors:
+                    tensors[name].copy_(torch.from_numpy(core.tensor(name)))
+    counts = _expert_counts_of(core, indices)
+    if isinstance(router, SoftmaxTopKRouter):
+        state["_aux_loss"], state["_z_loss"], state["_expert_counts"] = aux, z, counts
+    else:
+        router.aux_loss, router.z_loss, router.expert_counts = aux, z, counts
+    return weights, indices
+
+
+def _expert_counts_of(core, indices: torch.Tensor) -> torch.Tensor:
+    """Top-k assignments per expert before capacity drops, as float (the router's expert_counts)."""
+    num_experts = core.tensor("gate.weight").shape[0]
+    return torch.bincount(indices.reshape(-1), minlength=num_experts).to(torch.float32)
+
+
 # The router and expert classes whose forward the C++ layer computes: hymoe's own and KempnerForge's (matched by
 # module and class name, so KempnerForge need not be importable). Any other class (a subclass with its own forward,
 # a module from a registry entry a user added) makes the layer run in torch, calling the modules themselves.
@@ -666,7 +730,10 @@ class MoEMLP(nn.Module):
                              "hymoe.torch.apply_expert_parallel")
         B, L, D = x.shape
         x_flat = x.reshape(B * L, D)
-        weights, indices = self.router(x_flat)
+        if self._config is not None and _NATIVE_ROUTERS.get(_native_class(self.router, _NATIVE_ROUTERS) or ""):
+            weights, indices = _route_in_cpp(self, x_flat)
+        else:
+            weights, indices = self.router(x_flat)
         if self.capacity_factor > 0:
             weights, indices = _apply_capacity(weights, indices, self.num_experts, self.capacity_factor)
         out = ep_dispatch_and_compute(x_flat, weights, indices, self, self.ep_group, self.local_expert_start,

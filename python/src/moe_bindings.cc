@@ -253,6 +253,98 @@ struct HfLayer {
 
 void register_moe(py::module_& m) {
   m.attr("_layer_api") = py::capsule(static_cast<const void*>(&kLayerApi), kLayerApiCapsule);
+  // A router alone (expert parallelism routes each rank's tokens here, then exchanges them): the layer's router
+  // code, so a token's weights have the fused layer's bits whatever tokens sit beside it.
+  struct RouterHolder {
+    MoEConfig config;
+    std::unique_ptr<Router> router;
+  };
+  struct RoutingSaved {
+    Routing routing;
+    Tensor x;
+  };
+  py::class_<RoutingSaved>(m, "RoutingSaved", "What a Router train forward keeps for its backward.");
+  py::class_<RouterHolder>(m, "Router", "The router of a build_moe configuration (include/hymoe/moe.h).")
+      .def(py::init([](const std::string& config_json) {
+             MoEConfig c = parse_moe_config(config_json, "Router");
+             c.validate();
+             auto h = std::make_unique<RouterHolder>();
+             h->router = make_router(c);
+             h->config = c;
+             return h;
+           }),
+           py::arg("config_json"))
+      .def("tensor_names", [](RouterHolder& self) { return names_of(self.router->named_tensors()); })
+      .def("parameter_names", [](RouterHolder& self) { return names_of(self.router->named_parameters()); })
+      .def(
+          "tensor",
+          [](py::object self_obj, const std::string& name) {
+            RouterHolder& self = self_obj.cast<RouterHolder&>();
+            for (auto& [n, t] : self.router->named_tensors())
+              if (n == name) return view_of(*t, self_obj);
+            fail("Router: no tensor '", name, "'");
+          },
+          py::arg("name"), "A writable numpy view of the router's tensor.")
+      .def("set_step", [](RouterHolder& self, int64_t step, int64_t max_steps) { self.router->set_step(step, max_steps); })
+      .def(
+          "route",
+          [](RouterHolder& self, const py::array& x_array, bool train, bool keep) {
+            const Tensor x = to_tensor_f32(x_array, "x");
+            if (x.rank() != 2 || x.dim(1) != self.config.dim)
+              fail("Router: x must be (tokens, ", self.config.dim, "), got ", shape_to_string(x.shape()));
+            auto saved = std::make_unique<RoutingSaved>();
+            {
+              py::gil_scoped_release release;
+              if (x.dim(0) > 0) saved->routing = self.router->route(x, train ? Mode::kTrain : Mode::kEval);
+            }
+            const Routing& r = saved->routing;
+            const int64_t T = x.dim(0), K = self.config.top_k;
+            std::vector<int64_t> indices(r.indices.begin(), r.indices.end());
+            std::vector<float> weights = r.router_weights;
+            py::object counts = r.expert_counts.numel() ? tensor_to_numpy(Tensor(r.expert_counts))
+                                                        : tensor_to_numpy(Tensor(Shape{self.config.num_experts}));
+            py::object out_saved = py::none();
+            const float aux = r.aux_loss, z = r.z_loss;
+            if (keep) {
+              saved->x = x;
+              out_saved = py::cast(std::move(saved));
+            }
+            return py::make_tuple(
+                to_numpy(std::move(weights), {static_cast<py::ssize_t>(T), static_cast<py::ssize_t>(K)}),
+                to_numpy(std::move(indices), {static_cast<py::ssize_t>(T), static_cast<py::ssize_t>(K)}), aux,
+                z, counts, out_saved);
+          },
+          py::arg("x"), py::arg("train"), py::arg("keep"),
+          "(router weights (T, K), indices (T, K), aux_loss, z_loss, expert counts (E), saved or None).")
+      .def(
+          "backward",
+          [](RouterHolder& self, const RoutingSaved& saved, const py::array& grad_weights, float aux_weight,
+             float z_weight) {
+            const Tensor gw = to_tensor_f32(grad_weights, "grad_weights");
+            const int64_t T = saved.x.numel() ? saved.x.dim(0) : 0;
+            if (gw.numel() != T * self.config.top_k)
+              fail("Router.backward: grad_weights has ", gw.numel(), " values, expected ", T * self.config.top_k);
+            Tensor grad_x(Shape{T, self.config.dim});
+            std::vector<std::pair<std::string, Tensor>> grads;
+            if (T > 0) {
+              py::gil_scoped_release release;
+              RouterBackwardArgs a;
+              a.x = &saved.x;
+              a.routing = &saved.routing;
+              a.grad_weights = gw.data();
+              a.aux_loss_weight = aux_weight;
+              a.z_loss_weight = z_weight;
+              a.grad_x = grad_x.data();
+              grads = self.router->backward(a);
+            } else {
+              for (auto& [n, t] : self.router->named_parameters()) grads.emplace_back(n, Tensor(t->shape()));
+            }
+            py::dict out;
+            for (auto& [n, g] : grads) out[py::str(n)] = tensor_to_numpy(std::move(g));
+            return py::make_tuple(tensor_to_numpy(std::move(grad_x)), out);
+          },
+          py::arg("saved"), py::arg("grad_weights"), py::arg("aux_loss_weight"), py::arg("z_loss_weight"),
+          "(grad_x (T, dim), {parameter name: gradient}) of a train route kept with keep=True.");
   py::class_<Layer>(m, "MoELayer", "hymoe's C++ MoE layer (include/hymoe/moe.h); hymoe.torch wraps it.")
       .def(py::init([](const std::string& config_json) {
              return std::make_unique<Layer>(parse_moe_config(config_json, "build_moe"));

@@ -63,8 +63,9 @@ class RowByRow(torch.nn.Module):
     """``inner`` applied to one row at a time. torch's CPU kernels can round a row differently with the rows beside
     it (a GEMM's blocking; a vectorized sigmoid or exp, whose last elements take a scalar path), so a router run in
     torch on each rank's own tokens may differ in the last bit between rank counts. The ``rowwise`` runs wrap the
-    router in RowByRowRouter to compare bits across rank counts; the exchange, hymoe's kernels (routed and shared
-    experts) and the combine need no such help."""
+    router in RowByRowRouter (which also makes it a module hymoe does not route in C++, so the router module's own
+    torch forward runs) to compare bits across rank counts on that path; hymoe's C++ router, the exchange, hymoe's
+    kernels and the combine need no such help."""
 
     def __init__(self, inner):
         super().__init__()

@@ -108,6 +108,8 @@ TRAIN_CASES = [c for c, spec in ep_worker.CASES.items() if not spec.get("replica
 def test_one_rank_matches_the_fused_layer(runs, case):
     spec = ep_worker.CASES[case]
     (ref,), (one,) = runs["plain", 0][case], runs["plain", 1][case]
+    if not spec["moe"].get("gradient_scale"):  # hymoe's C++ router and kernels, summed in the layer's order
+        assert torch.equal(one["y"], ref["y"]), "y differs from the fused layer's bits"
     _close(one["y"], ref["y"], spec, "y")
     _close(one["grad_x"], ref["grad_x"], spec, "grad x")
     for key in ("aux_loss", "z_loss"):
@@ -127,13 +129,14 @@ def test_one_rank_matches_the_fused_layer(runs, case):
 BITS_CASES = [c for c in TRAIN_CASES if not ep_worker.CASES[c].get("per_rank_rules")]
 
 
+@pytest.mark.parametrize("mode", ["plain", "rowwise"])
 @pytest.mark.parametrize("world", [2, 4])
 @pytest.mark.parametrize("case", BITS_CASES)
-def test_ranks_give_one_ranks_bits(runs, case, world):
-    """Router and shared expert row by row: every token's output and input gradient, and every expert's weight
-    gradients, have one rank's bits."""
+def test_ranks_give_one_ranks_bits(runs, case, world, mode):
+    """Every token's output and input gradient, and every expert's weight gradients, have one rank's bits: with
+    hymoe's router (C++, "plain") and with the router module's torch forward run row by row ("rowwise")."""
     spec = ep_worker.CASES[case]
-    (one,), ranks = runs["rowwise", 1][case], runs["rowwise", world][case]
+    (one,), ranks = runs[mode, 1][case], runs[mode, world][case]
     assert [r["rows"][1] - r["rows"][0] for r in ranks] == ep_worker.split(spec["tokens"], world)
     assert torch.equal(_cat(ranks, "y"), one["y"]), "y differs from one rank's bits"
     assert torch.equal(_cat(ranks, "grad_x"), one["grad_x"]), "grad x differs from one rank's bits"
@@ -144,21 +147,8 @@ def test_ranks_give_one_ranks_bits(runs, case, world):
             _close(grads[name], g, spec, f"gradient of {name} summed over ranks")
         else:
             assert torch.equal(grads[name], g), f"gradient of {name} differs from one rank's bits"
-
-
-@pytest.mark.parametrize("world", [2, 4])
-@pytest.mark.parametrize("case", BITS_CASES)
-def test_ranks_with_torch_routers_agree_to_rounding(runs, case, world):
-    """The router and shared expert as they are (torch, on each rank's tokens): float32 rounding of one rank."""
-    spec = ep_worker.CASES[case]
-    (one,), ranks = runs["plain", 1][case], runs["plain", world][case]
-    _close(_cat(ranks, "y"), one["y"], spec, "y")
-    _close(_cat(ranks, "grad_x"), one["grad_x"], spec, "grad x")
-    grads = _grads(ranks)
-    assert set(grads) == set(one["grads"])
-    for name, g in one["grads"].items():
-        _close(grads[name], g, spec, f"gradient of {name}")
-    assert torch.equal(sum(r["expert_counts"] for r in ranks), one["expert_counts"])
+    if mode == "plain":
+        assert torch.equal(sum(r["expert_counts"] for r in ranks), one["expert_counts"])
 
 
 def _kempnerforge_per_rank(case_name: str, world: int) -> list:
