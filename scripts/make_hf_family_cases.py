@@ -29,6 +29,7 @@ MARGIN = 2e-4  # gaps of the biased sigmoid scores and group scores, float64, as
 
 SMALL = dict(vocab_size=128, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4,
              head_dim=16, max_position_embeddings=64)
+SMALL_NO_HEAD_DIM = {k: v for k, v in SMALL.items() if k != "head_dim"}
 
 
 def qwen3_next_config():
@@ -123,6 +124,22 @@ def deepseek_v32_config():
         index_topk=8, index_head_dim=16, index_n_heads=2, **MLA)
 
 
+def granitemoe_config():
+    return transformers.GraniteMoeConfig(**SMALL_NO_HEAD_DIM, intermediate_size=32, num_local_experts=16,
+                                         num_experts_per_tok=4)
+
+
+def granitemoeshared_config():
+    return transformers.GraniteMoeSharedConfig(**SMALL_NO_HEAD_DIM, intermediate_size=32, num_local_experts=16,
+                                               num_experts_per_tok=4, shared_intermediate_size=48)
+
+
+def granitemoehybrid_config():
+    return transformers.GraniteMoeHybridConfig(**SMALL_NO_HEAD_DIM, intermediate_size=32, num_local_experts=16,
+                                               num_experts_per_tok=4, shared_intermediate_size=48,
+                                               layer_types=["attention", "attention"])
+
+
 def glm4_moe_lite_config():
     # GLM-4.7-Flash (glm4_moe_lite): V3's block with its own routed_scaling_factor default 1.8, mlp_layer_types
     # derived as ["dense"] + ["sparse"] * (n - 1).
@@ -176,6 +193,22 @@ CASES = [
          description="Qwen3-VL-MoE (qwen3_vl_moe): the language model's keys under text_config, softmax top-4 always "
          "renormalized, the experts fused and stored as released (gate_up_proj (E, D, 2I) gate columns first, "
          "down_proj (E, I, D)), which transformers transposes on load"),
+    dict(name="granitemoe_e16_k4", family="granitemoe", config=granitemoe_config, model_class="GraniteMoeForCausalLM",
+         router="softmax", shared=None, block_attr="block_sparse_moe", router_attr="router",
+         checkpoint_block="block_sparse_moe", checkpoint_check="output_linear.weight",
+         description="Granite-MoE (granitemoe): softmax of the top-4 logits (softmax renormalized over the chosen), "
+         "experts saved under the released names (block_sparse_moe.router.layer, input_linear (E, 2I, D) gate rows "
+         "then up rows per expert, output_linear (E, D, I))"),
+    dict(name="granitemoeshared_e16_k4", family="granitemoeshared", config=granitemoeshared_config,
+         model_class="GraniteMoeSharedForCausalLM", router="softmax", shared="granite", block_attr="block_sparse_moe",
+         router_attr="router", checkpoint_block="block_sparse_moe", checkpoint_check="output_linear.weight",
+         description="Granite-MoE with a shared MLP (granitemoeshared): granitemoe's block plus shared_mlp "
+         "(input_linear (2S, D) gate then up, output_linear (D, S)), S = shared_intermediate_size 48"),
+    dict(name="granitemoehybrid_e16_k4", family="granitemoehybrid", config=granitemoehybrid_config,
+         model_class="GraniteMoeHybridForCausalLM", router="softmax", shared="granite", block_attr="block_sparse_moe",
+         router_attr="router", checkpoint_block="block_sparse_moe", checkpoint_check="output_linear.weight",
+         description="Granite-4.0 hybrid (granitemoehybrid): granitemoeshared's MoE block and shared MLP in a "
+         "Mamba/attention stack (both layers attention here; the block is the same in either)"),
     dict(name="exaone_moe_e16_k4", family="exaone_moe", config=exaone_moe_config,
          model_class="ExaoneMoeForCausalLM", description="EXAONE-MoE (exaone_moe): V3's router, one group, "
          "renormalized, routed_scaling_factor 2.5 (its default), 2 shared experts (num_shared_experts), layer 1 MoE "
@@ -300,16 +333,19 @@ def build_case(out_dir, spec):
     up = (rng.standard_normal((E, H, D)) / np.sqrt(D)).astype(np.float32)
     down = (rng.standard_normal((E, D, H)) / np.sqrt(H)).astype(np.float32)
     Hs = {"experts": H * v["n_shared"], "gated": getattr(cfg, "shared_expert_intermediate_size", 0),
-          "shared_mlp": cfg.intermediate_size, None: 0}[shared_kind]
+          "shared_mlp": cfg.intermediate_size, "granite": getattr(cfg, "shared_intermediate_size", 0),
+          None: 0}[shared_kind]
     shared = {n: (rng.standard_normal(s) / np.sqrt(s[1])).astype(np.float32)
               for n, s in (("gate_proj", (Hs, D)), ("up_proj", (Hs, D)), ("down_proj", (D, Hs)))} if Hs else {}
     shared_gate = (rng.standard_normal((1, D)) / np.sqrt(D)).astype(np.float32) if shared_kind == "gated" else None
 
     torch.manual_seed(0)
     model = getattr(transformers, spec["model_class"])(full_cfg).eval()
-    block = language_model(model).layers[1].mlp
+    block_attr = spec.get("block_attr", "mlp")
+    block = getattr(language_model(model).layers[1], block_attr)
+    gate_module = getattr(block, spec.get("router_attr", "gate"))
     with torch.no_grad():
-        (block.gate.wg if hasattr(block.gate, "wg") else block.gate).weight.copy_(torch.from_numpy(router))
+        (gate_module.wg if hasattr(gate_module, "wg") else gate_module).weight.copy_(torch.from_numpy(router))
         if softmax_bias:
             block.gate.moe_statics.e_score_correction_bias.copy_(torch.from_numpy(bias).reshape(1, E))
         elif not softmax:
@@ -320,8 +356,14 @@ def build_case(out_dir, spec):
         shared_module = {"gated": getattr(block, "shared_expert", None),
                          "shared_mlp": getattr(block, "shared_mlp", None)}.get(shared_kind,
                                                                                getattr(block, "shared_experts", None))
-        for n, w in shared.items():
-            getattr(shared_module, n).weight.copy_(torch.from_numpy(w))
+        if shared_kind == "granite":  # one (2S, D) input_linear: gate rows, then up rows
+            shared_module = language_model(model).layers[1].shared_mlp
+            shared_module.input_linear.weight.copy_(torch.from_numpy(np.concatenate([shared["gate_proj"],
+                                                                                     shared["up_proj"]])))
+            shared_module.output_linear.weight.copy_(torch.from_numpy(shared["down_proj"]))
+        else:
+            for n, w in shared.items():
+                getattr(shared_module, n).weight.copy_(torch.from_numpy(w))
         if shared_gate is not None:
             block.shared_expert_gate.weight.copy_(torch.from_numpy(shared_gate))
 
@@ -337,9 +379,10 @@ def build_case(out_dir, spec):
         if spec.get("released_transposed"):  # as the releases store them; the reload below reads that layout
             released_experts(os.path.join(tmp, "model.safetensors"), spec["released_transposed"])
         weights = {}
+        prefixes = (prefix,) + ((prefix.rsplit(".", 2)[0] + ".shared_mlp.",) if shared_kind == "granite" else ())
         with safe_open(os.path.join(tmp, "model.safetensors"), "np") as f:
             for n in f.keys():
-                if n.startswith(prefix):
+                if n.startswith(prefixes):
                     weights[n] = f.get_tensor(n)
         loaded = getattr(transformers, spec["model_class"]).from_pretrained(
             tmp, dtype=torch.float32, experts_implementation="eager").eval()
@@ -348,15 +391,19 @@ def build_case(out_dir, spec):
         f.write("\n")
     save_file(weights, os.path.join(out_dir, "weights.safetensors"), metadata={"format": "pt"})
     down_name = spec.get("checkpoint_down", "down_proj")
-    assert (f"{prefix}experts.{E - 1}.{down_name}.weight" in weights or f"{prefix}experts.{down_name}" in weights), \
-        sorted(weights)[:8]
+    assert (f"{prefix}experts.{E - 1}.{down_name}.weight" in weights or f"{prefix}experts.{down_name}" in weights
+            or prefix + spec.get("checkpoint_check", "-") in weights), sorted(weights)[:8]
 
-    lblock = language_model(loaded).layers[1].mlp
+    llayer = language_model(loaded).layers[1]
+    lblock = getattr(llayer, block_attr)
     with torch.no_grad():
         xt = torch.from_numpy(x)
-        y = lblock(xt).numpy()
+        y = lblock(xt)
+        if shared_kind == "granite":  # the decoder layer adds the shared MLP beside the block
+            y = y + llayer.shared_mlp(xt)
+        y = y.numpy()
         gate_args = (lblock.e_score_correction_bias,) if spec.get("bias_of") == "block" else ()
-        _, tw, ti = lblock.gate(xt.reshape(-1, D), *gate_args)
+        _, tw, ti = getattr(lblock, spec.get("router_attr", "gate"))(xt.reshape(-1, D), *gate_args)
     indices = np.stack([r[0] for r in routes]).astype(np.int64)
     # Canonical slot order (descending biased score): transformers' topk(sorted=False) may differ, its set may not.
     tw, ti = tw.numpy(), ti.numpy()

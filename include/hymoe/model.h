@@ -175,6 +175,9 @@ struct SharedExpertSpec {
   std::string prefix;        // "<prefix><gate_name>.weight", ...
   std::string gate_name = "gate_proj", up_name = "up_proj", down_name = "down_proj";
   std::string gate_weight;   // Qwen2-MoE's sigmoid gate (1, D) or (D); empty: ungated
+  // Granite-MoE's shared_mlp: gate and up as one (2 hidden, D) tensor <prefix><gate_name>.weight, gate rows
+  // [0, hidden), up [hidden, 2 hidden); up_name unused.
+  bool merged_gate_up = false;
 };
 
 struct MoELayerSpec {

@@ -84,11 +84,31 @@ MatrixView ggml_rows_view(const TensorRef& t, int64_t first_row, int64_t rows, i
 
 std::string fp8_scale_name(const std::string& weight_name) { return weight_name + "_scale_inv"; }
 
-// One nn.Linear (out, in) matrix of an expert as a kernel view (k = in, n = out).
+MatrixView linear_view_of(const TensorSource& src, const TensorRef& t, int64_t out, int64_t in,
+                          const Quantization& quant, ExpertWeights& w);
+
+// One nn.Linear (out, in) matrix of an expert, by name, as a kernel view (k = in, n = out).
 MatrixView linear_view(const TensorSource& src, const std::string& name, int64_t out, int64_t in,
                        const Quantization& quant, const std::string& why, ExpertWeights& w) {
   const TensorRef t = checked_tensor(src, name, {out, in}, why);
   if (t.ggml_type) return ggml_rows_view(t, 0, out, in, w);
+  return linear_view_of(src, t, out, in, quant, w);
+}
+
+// Rows [first, first + rows) of a (.., cols) float tensor as a tensor of its own (a fused (E, out, in) tensor's
+// expert), for linear_view_of.
+TensorRef row_slice(const TensorRef& t, int64_t first, int64_t rows, int64_t cols) {
+  TensorRef s = t;
+  const auto size = static_cast<size_t>(dtype_size(t.dtype));
+  s.shape = {rows, cols};
+  s.bytes = t.bytes.subspan(static_cast<size_t>(first * cols) * size, static_cast<size_t>(rows * cols) * size);
+  return s;
+}
+
+// One (out, in) matrix (nn.Linear's layout) of float, bf16 or FP8 values as a kernel view (k = in, n = out).
+MatrixView linear_view_of(const TensorSource& src, const TensorRef& t, int64_t out, int64_t in,
+                          const Quantization& quant, ExpertWeights& w) {
+  const std::string& name = t.name;
   MatrixView v{nullptr, DType::kF32, WeightLayout::kOutIn, in, out, {}};
   if (t.dtype == DType::kF8E4M3) {
     if (quant.method != Quantization::Method::kFp8Block)
@@ -253,10 +273,26 @@ ExpertWeights load_fused_out_in_experts(const TensorSource& src, const MoELayerS
   const TensorRef gate = checked_tensor(src, p + spec.gate_name + ".weight", {E, merged ? 2 * H : H, D}, why);
   const TensorRef up = merged ? gate : checked_tensor(src, p + spec.up_name + ".weight", {E, H, D}, why);
   const TensorRef down = checked_tensor(src, p + spec.down_name + ".weight", {E, D, H}, why);
-  for (const TensorRef* t : {&gate, &up, &down})
-    if (!t->ggml_type) fail(t->file, ": tensor '", t->name, "': fused (E, out, in) experts are read from GGUF files only");
   HYMOE_CHECK(!merged || !spec.expert_biases, "merged gate/up experts have no biases");
   ExpertWeights w;
+  if (!gate.ggml_type || !up.ggml_type || !down.ggml_type) {
+    // A checkpoint's float tensors (Granite-MoE's input_linear / output_linear): each expert's rows viewed as an
+    // nn.Linear matrix of its own.
+    for (const TensorRef* t : {&gate, &up, &down})
+      if (t->ggml_type || (t->dtype != DType::kF32 && t->dtype != DType::kBF16 && t->dtype != DType::kF16))
+        fail(t->file, ": tensor '", t->name, "' has dtype ", dtype_name(t->dtype),
+             "; fused (E, out, in) experts of a checkpoint are read as F32, BF16 or F16");
+    const Quantization none;
+    for (int64_t e = 0; e < E; ++e) {
+      kernels::MlpWeightsView v;
+      v.gate = linear_view_of(src, row_slice(gate, merged ? 2 * e * H : e * H, H, D), H, D, none, w);
+      v.up = linear_view_of(src, row_slice(up, merged ? 2 * e * H + H : e * H, H, D), H, D, none, w);
+      v.down = linear_view_of(src, row_slice(down, e * D, D, H), D, H, none, w);
+      w.views.push_back(v);
+    }
+    note_dtype(w, w.views[0]);
+    return w;
+  }
   for (int64_t e = 0; e < E; ++e) {
     kernels::MlpWeightsView v;
     v.gate = ggml_rows_view(gate, merged ? 2 * e * H : e * H, H, D, w);
@@ -346,6 +382,23 @@ ExpertWeights load_routed_experts(const TensorSource& source, const MoELayerSpec
 ExpertWeights load_shared_expert(const TensorSource& source, const MoELayerSpec& spec, const Quantization& quant) {
   const std::string why = "hidden_size=" + std::to_string(spec.dim) + ", shared expert intermediate size " +
                           std::to_string(spec.shared.hidden);
+  if (spec.shared.merged_gate_up) {  // gate and up rows of one (2H, D) tensor
+    const int64_t D = spec.dim, H = spec.shared.hidden;
+    const TensorRef gate_up = checked_tensor(source, spec.shared.prefix + spec.shared.gate_name + ".weight", {2 * H, D}, why);
+    const TensorRef down = checked_tensor(source, spec.shared.prefix + spec.shared.down_name + ".weight", {D, H}, why);
+    for (const TensorRef* t : {&gate_up, &down})
+      if (t->ggml_type || (t->dtype != DType::kF32 && t->dtype != DType::kBF16 && t->dtype != DType::kF16))
+        fail(t->file, ": tensor '", t->name, "' has dtype ", dtype_name(t->dtype),
+             "; a merged shared expert is read as F32, BF16 or F16");
+    ExpertWeights w;
+    kernels::MlpWeightsView v;
+    v.gate = linear_view_of(source, row_slice(gate_up, 0, H, D), H, D, quant, w);
+    v.up = linear_view_of(source, row_slice(gate_up, H, H, D), H, D, quant, w);
+    v.down = linear_view_of(source, down, D, H, quant, w);
+    w.views.push_back(v);
+    note_dtype(w, v);
+    return w;
+  }
   return load_linear_experts(source, spec.storage, spec.shared.prefix, 1, false,
                              {spec.shared.gate_name, spec.shared.up_name, spec.shared.down_name}, spec.dim,
                              spec.shared.hidden, quant, why);

@@ -28,6 +28,9 @@ std::unique_ptr<ModelFamily> make_minimax_m2_family(const HfConfig& config);
 std::unique_ptr<ModelFamily> make_ernie4_5_moe_family(const HfConfig& config);
 std::unique_ptr<ModelFamily> make_hunyuan_v1_moe_family(const HfConfig& config);
 std::unique_ptr<ModelFamily> make_qwen3_vl_moe_family(const HfConfig& config);
+std::unique_ptr<ModelFamily> make_granitemoe_family(const HfConfig& config);
+std::unique_ptr<ModelFamily> make_granitemoeshared_family(const HfConfig& config);   // granitemoe.cc
+std::unique_ptr<ModelFamily> make_granitemoehybrid_family(const HfConfig& config);   // granitemoe.cc
 
 // A GGUF file's family (llama.cpp's semantics for its general.architecture) and its tensors, sharing one mapping.
 struct GgufModelParts {

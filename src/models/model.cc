@@ -107,11 +107,13 @@ std::vector<std::string> Model::layer_tensor_names(int64_t layer) const {
                               {&s.gate_name, &s.up_name, &s.down_name}, names);
       break;
   }
-  if (s.shared.hidden > 0) {
+  if (s.shared.hidden > 0 && s.shared.merged_gate_up) {
+    for (const std::string* n : {&s.shared.gate_name, &s.shared.down_name}) names.push_back(s.shared.prefix + *n + ".weight");
+  } else if (s.shared.hidden > 0) {
     add_linear_expert_names(*source_, s.storage, s.shared.prefix, 1, false,
                             {&s.shared.gate_name, &s.shared.up_name, &s.shared.down_name}, names);
-    if (!s.shared.gate_weight.empty()) names.push_back(s.shared.gate_weight);
   }
+  if (s.shared.hidden > 0 && !s.shared.gate_weight.empty()) names.push_back(s.shared.gate_weight);
   return names;
 }
 

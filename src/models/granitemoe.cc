@@ -1,0 +1,62 @@
+// IBM Granite MoE (granitemoe), with a shared MLP (granitemoeshared), and the Mamba/attention hybrid
+// (granitemoehybrid), all as released: the block's router (block_sparse_moe.router.layer, (E, D)) takes the top-k
+// logits and softmaxes those alone (GraniteMoeTopKRouter), which is softmax scores renormalized over the chosen;
+// the experts are one (E, 2I, D) tensor input_linear (each expert's gate rows, then its up rows: the chunk(2) of
+// its output) and output_linear (E, D, I); act = hidden_act. The shared MLP (shared_mlp.input_linear (2S, D), the
+// same gate-then-up halves, output_linear (D, S)) runs on every token when shared_intermediate_size > 0 (always
+// in granitemoehybrid). Every layer is MoE (a hybrid's mamba layers too) when num_local_experts > 0.
+#include "models/families.h"
+#include "models/family_common.h"
+
+namespace hymoe {
+namespace {
+
+using namespace family_detail;
+
+class GraniteMoe final : public FamilyBase {
+ public:
+  GraniteMoe(const HfConfig& c, std::string_view name, bool shared_key)
+      : FamilyBase(c, name, read_common_fields(c)), shared_key_(shared_key) {}
+
+ private:
+  std::string dense_reason(int64_t) const override {
+    return c_.integer_or({"num_local_experts"}, 0) > 0 ? "" : "num_local_experts is 0";
+  }
+
+  void fill(int64_t layer, MoELayerSpec& s) const override {
+    s.hidden = c_.integer({"intermediate_size"});
+    s.num_experts = c_.integer({"num_local_experts"});
+    s.router.scoring = RouterScoring::kSoftmax;
+    s.router.normalize = true;
+    s.activation = read_hidden_act(c_);
+    const std::string p = layer_prefix(layer);
+    s.router_weight = p + "block_sparse_moe.router.layer.weight";
+    s.storage = ExpertStorage::kFusedGateUpOutIn;
+    s.experts_prefix = p + "block_sparse_moe.";
+    s.gate_name = "input_linear";
+    s.down_name = "output_linear";
+    if (shared_key_) {
+      s.shared.hidden = c_.integer_or({"shared_intermediate_size"}, 0);
+      s.shared.prefix = p + "shared_mlp.";
+      s.shared.gate_name = "input_linear";
+      s.shared.down_name = "output_linear";
+      s.shared.merged_gate_up = true;
+    }
+  }
+
+  bool shared_key_;
+};
+
+}  // namespace
+
+std::unique_ptr<ModelFamily> make_granitemoe_family(const HfConfig& config) {
+  return std::make_unique<GraniteMoe>(config, "granitemoe", false);
+}
+std::unique_ptr<ModelFamily> make_granitemoeshared_family(const HfConfig& config) {
+  return std::make_unique<GraniteMoe>(config, "granitemoeshared", true);
+}
+std::unique_ptr<ModelFamily> make_granitemoehybrid_family(const HfConfig& config) {
+  return std::make_unique<GraniteMoe>(config, "granitemoehybrid", true);
+}
+
+}  // namespace hymoe
