@@ -140,6 +140,11 @@ def granitemoehybrid_config():
                                                layer_types=["attention", "attention"])
 
 
+def llama4_text_config():
+    return transformers.Llama4TextConfig(**SMALL, intermediate_size=32, intermediate_size_mlp=48,
+                                         num_local_experts=16, num_experts_per_tok=1, interleave_moe_layer_step=2)
+
+
 def glm4_moe_lite_config():
     # GLM-4.7-Flash (glm4_moe_lite): V3's block with its own routed_scaling_factor default 1.8, mlp_layer_types
     # derived as ["dense"] + ["sparse"] * (n - 1).
@@ -209,6 +214,12 @@ CASES = [
          router_attr="router", checkpoint_block="block_sparse_moe", checkpoint_check="output_linear.weight",
          description="Granite-4.0 hybrid (granitemoehybrid): granitemoeshared's MoE block and shared MLP in a "
          "Mamba/attention stack (both layers attention here; the block is the same in either)"),
+    dict(name="llama4_text_e16_k1", family="llama4_text", config=llama4_text_config,
+         model_class="Llama4ForCausalLM", router="llama4", shared="llama4", block_attr="feed_forward",
+         router_attr="router", checkpoint_block="feed_forward", experts_in_out=True, wrap_as_llama4="llama4_e16_k1",
+         description="Llama 4 (llama4_text): top-1 by logit, its sigmoid multiplied into the expert's input, an "
+         "ungated shared expert of intermediate_size; experts fused (E, D, 2I) gate columns first and (E, I, D); "
+         "layer 1 MoE by interleave_moe_layer_step 2, layer 0 dense"),
     dict(name="exaone_moe_e16_k4", family="exaone_moe", config=exaone_moe_config,
          model_class="ExaoneMoeForCausalLM", description="EXAONE-MoE (exaone_moe): V3's router, one group, "
          "renormalized, routed_scaling_factor 2.5 (its default), 2 shared experts (num_shared_experts), layer 1 MoE "
@@ -303,6 +314,7 @@ def build_case(out_dir, spec):
     if isinstance(K, list):  # one per layer (Hunyuan): layer 1's
         K = K[1]
     softmax = spec.get("router", "v3") in ("softmax", "softmax_bias")
+    llama4 = spec.get("router") == "llama4"
     softmax_bias = spec.get("router") == "softmax_bias"
     shared_kind = spec.get("shared", "experts")
     prefix = spec.get("checkpoint_layers", "model.layers.") + "1." + spec.get("checkpoint_block", "mlp") + "."
@@ -318,6 +330,8 @@ def build_case(out_dir, spec):
                                       getattr(cfg, "moe_norm_min", 0.0)) for t in xs]
         elif softmax:
             routes = [softmax_route64(router.astype(np.float64), t, K, v["norm"]) for t in xs]
+        elif llama4:  # sigmoid of the chosen logits, no bias, no renormalization
+            routes = [route64(router.astype(np.float64), np.zeros(E), t, 1, 1, K, False, 1.0) for t in xs]
         else:
             routes = [route64(router.astype(np.float64), bias.astype(np.float64), t, v["n_group"], v["topk_group"], K,
                               v["norm"], v["scale"]) for t in xs]
@@ -325,7 +339,8 @@ def build_case(out_dir, spec):
         by_groups = sum(r[3] for r in routes)
         by_bias = sum(r[4] for r in routes)
         groups_act = v["n_group"] > v["topk_group"]
-        if margins.min() >= MARGIN and (by_groups >= 2 or not groups_act) and (by_bias >= 2 or (softmax and not softmax_bias)):
+        if margins.min() >= MARGIN and (by_groups >= 2 or not groups_act) and (
+                by_bias >= 2 or (softmax and not softmax_bias) or llama4):
             break
     else:
         raise SystemExit(f"{spec['name']}: no seed gives margins >= {MARGIN}")
@@ -334,6 +349,7 @@ def build_case(out_dir, spec):
     down = (rng.standard_normal((E, D, H)) / np.sqrt(H)).astype(np.float32)
     Hs = {"experts": H * v["n_shared"], "gated": getattr(cfg, "shared_expert_intermediate_size", 0),
           "shared_mlp": cfg.intermediate_size, "granite": getattr(cfg, "shared_intermediate_size", 0),
+          "llama4": cfg.intermediate_size,
           None: 0}[shared_kind]
     shared = {n: (rng.standard_normal(s) / np.sqrt(s[1])).astype(np.float32)
               for n, s in (("gate_proj", (Hs, D)), ("up_proj", (Hs, D)), ("down_proj", (D, Hs)))} if Hs else {}
@@ -348,12 +364,16 @@ def build_case(out_dir, spec):
         (gate_module.wg if hasattr(gate_module, "wg") else gate_module).weight.copy_(torch.from_numpy(router))
         if softmax_bias:
             block.gate.moe_statics.e_score_correction_bias.copy_(torch.from_numpy(bias).reshape(1, E))
-        elif not softmax:
+        elif not softmax and not llama4:
             owner = block if spec.get("bias_of") == "block" else block.gate
             owner.e_score_correction_bias.copy_(torch.from_numpy(bias))
-        block.experts.gate_up_proj.copy_(torch.from_numpy(np.concatenate([gate, up], axis=1)))
-        block.experts.down_proj.copy_(torch.from_numpy(down))
-        shared_module = {"gated": getattr(block, "shared_expert", None),
+        if spec.get("experts_in_out"):  # (E, D, 2I) gate columns first, (E, I, D)
+            block.experts.gate_up_proj.copy_(torch.from_numpy(np.concatenate([gate, up], axis=1).transpose(0, 2, 1)))
+            block.experts.down_proj.copy_(torch.from_numpy(down.transpose(0, 2, 1).copy()))
+        else:
+            block.experts.gate_up_proj.copy_(torch.from_numpy(np.concatenate([gate, up], axis=1)))
+            block.experts.down_proj.copy_(torch.from_numpy(down))
+        shared_module = {"gated": getattr(block, "shared_expert", None), "llama4": getattr(block, "shared_expert", None),
                          "shared_mlp": getattr(block, "shared_mlp", None)}.get(shared_kind,
                                                                                getattr(block, "shared_experts", None))
         if shared_kind == "granite":  # one (2S, D) input_linear: gate rows, then up rows
@@ -399,11 +419,17 @@ def build_case(out_dir, spec):
     with torch.no_grad():
         xt = torch.from_numpy(x)
         y = lblock(xt)
+        if llama4:  # Llama4TextMoe returns (y (tokens, D), router logits)
+            y = y[0].reshape(x.shape)
         if shared_kind == "granite":  # the decoder layer adds the shared MLP beside the block
             y = y + llayer.shared_mlp(xt)
         y = y.numpy()
         gate_args = (lblock.e_score_correction_bias,) if spec.get("bias_of") == "block" else ()
-        _, tw, ti = getattr(lblock, spec.get("router_attr", "gate"))(xt.reshape(-1, D), *gate_args)
+        if llama4:  # its router returns (scores over all E, logits)
+            scores, _ = lblock.router(xt.reshape(-1, D))
+            tw, ti = torch.topk(scores, K, dim=-1)
+        else:
+            _, tw, ti = getattr(lblock, spec.get("router_attr", "gate"))(xt.reshape(-1, D), *gate_args)
     indices = np.stack([r[0] for r in routes]).astype(np.int64)
     # Canonical slot order (descending biased score): transformers' topk(sorted=False) may differ, its set may not.
     tw, ti = tw.numpy(), ti.numpy()
@@ -418,8 +444,9 @@ def build_case(out_dir, spec):
     silu = lambda z: z / (1.0 + np.exp(-z))
     for t in range(xs.shape[0]):
         for e, w in zip(routes[t][0], routes[t][1]):
-            h = silu(gate[e].astype(np.float64) @ xs[t]) * (up[e].astype(np.float64) @ xs[t])
-            y64[t] += w * (down[e].astype(np.float64) @ h)
+            xin = xs[t] * w if llama4 else xs[t]  # Llama 4 scales the expert's input
+            h = silu(gate[e].astype(np.float64) @ xin) * (up[e].astype(np.float64) @ xin)
+            y64[t] += (1.0 if llama4 else w) * (down[e].astype(np.float64) @ h)
         if shared:
             hs = silu(shared["gate_proj"].astype(np.float64) @ xs[t]) * (shared["up_proj"].astype(np.float64) @ xs[t])
             out = shared["down_proj"].astype(np.float64) @ hs
@@ -440,9 +467,9 @@ def build_case(out_dir, spec):
         "model_class": spec["model_class"], "checkpoint_prefix": prefix, "layer": 1, "dtype": "float32",
         "input_shape": list(x.shape), "token_order": "t = b*L + l", "experts_implementation": "eager",
         "seed": seed, "rank_space": ("biased softmax probability" if softmax_bias else "softmax probability") if softmax
-        else "biased sigmoid score",
+        else "sigmoid score" if llama4 else "biased sigmoid score",
         "margin_threshold": MARGIN,
-        "margins": {"topk_cut": float(margins[0]), "between_selected_slots": float(margins[1]),
+        "margins": {"topk_cut": float(margins[0]), "between_selected_slots": float(margins[1]) if np.isfinite(margins[1]) else None,
                     "group_cut": float(margins[2]) if np.isfinite(margins[2]) else None},
         "stats": {"tokens_where_group_limit_changes_selection": int(by_groups),
                   "tokens_where_bias_changes_selection": int(by_bias)},
@@ -455,6 +482,36 @@ def build_case(out_dir, spec):
         f.write("\n")
     print(f"{spec['name']}: seed {seed}, margins {margins}, groups change {by_groups}, bias changes {by_bias}, "
           f"y vs fp64 {y_err:.2e}, max|y| {y_max:.3f}")
+    if spec.get("wrap_as_llama4"):
+        wrap_as_llama4(out_dir, os.path.join(os.path.dirname(out_dir), spec["wrap_as_llama4"]), prefix)
+
+
+def wrap_as_llama4(text_dir, out_dir, prefix):
+    """The llama4_text case as a released multimodal llama4 checkpoint holds it: config.json's text keys under
+    text_config (model_type llama4), tensors under language_model.model.layers. The same x, y and routing."""
+    import shutil
+
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(text_dir, "config.json")) as f:
+        text = json.load(f)
+    with open(os.path.join(out_dir, "config.json"), "w") as f:
+        json.dump({"model_type": "llama4", "architectures": ["Llama4ForConditionalGeneration"],
+                   "text_config": text}, f, indent=2, sort_keys=True)
+        f.write("\n")
+    with safe_open(os.path.join(text_dir, "weights.safetensors"), "np") as f:
+        weights = {"language_model." + n: f.get_tensor(n) for n in f.keys()}
+    save_file(weights, os.path.join(out_dir, "weights.safetensors"), metadata={"format": "pt"})
+    for name in ("input.safetensors", "expected.safetensors"):
+        shutil.copy(os.path.join(text_dir, name), os.path.join(out_dir, name))
+    with open(os.path.join(text_dir, "meta.json")) as f:
+        meta = json.load(f)
+    meta.update(name=os.path.basename(out_dir), family="llama4", checkpoint_prefix="language_model." + prefix,
+                description="Llama 4 (llama4) as released: " + os.path.basename(text_dir) + "'s layer with the text "
+                "keys under text_config and the tensors under language_model.model.layers. (the same x, y and "
+                "routing)")
+    with open(os.path.join(out_dir, "meta.json"), "w") as f:
+        json.dump(meta, f, indent=1)
+        f.write("\n")
 
 
 def main():

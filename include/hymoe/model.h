@@ -132,6 +132,9 @@ struct RouterOptions {
   double normalize_epsilon = 0.0;
   double normalize_min_sum = 0.0;   // llama.cpp clamps the sum at 6.103515625e-5 (the smallest normal f16)
   double scaling_factor = 1.0;      // multiplies the weights after normalization
+  // Llama 4: each chosen expert runs on the token's input times its weight, expert(w x), and its output is added
+  // unscaled; otherwise the output is scaled, w expert(x).
+  bool scale_input = false;
 };
 
 // The expert MLP's form. Every family but gpt-oss runs down(act(gate x) * up x) with act = transformers'

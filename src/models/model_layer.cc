@@ -103,7 +103,7 @@ Tensor ModelMoELayer::forward(const Tensor& x) {
   pass.num_tokens = T;
   pass.top_k = K;
   pass.dispatch = &dispatch;
-  pass.row_scale = row_scale.data();
+  (spec_.router.scale_input ? pass.input_scale : pass.row_scale) = row_scale.data();
   pass.shared_token_scale = shared_scale.empty() ? nullptr : shared_scale.data();
   pass.y = y.data();
   run_expert_pass(pass);

@@ -1,6 +1,7 @@
 // The shared expert half of the MoE forward (see expert_pass.h).
 #include "moe/expert_pass.h"
 
+#include "hymoe/error.h"
 #include "kernels/driver/workspace.h"
 
 namespace hymoe {
@@ -18,6 +19,17 @@ void run_expert_pass(const ExpertPassArgs& a) {
     args.x = a.x;
     args.x_rows = dispatch.row_token.data();  // the dispatch's gather, fused into the kernel's packing
     args.scale = a.row_scale;
+    if (a.input_scale) {  // the rows w_r * x[token(r)], one float32 product each, as transformers forms them
+      HYMOE_CHECK(!a.row_scale, "an expert pass scales its rows' inputs or their outputs, not both");
+      float* const scaled = ws->floats(dispatch.rows() * D);
+      for (int64_t r = 0; r < dispatch.rows(); ++r) {
+        const float* src = a.x + dispatch.row_token[static_cast<size_t>(r)] * D;
+        const float w = a.input_scale[r];
+        for (int64_t d = 0; d < D; ++d) scaled[r * D + d] = src[d] * w;
+      }
+      args.x = scaled;
+      args.x_rows = nullptr;
+    }
     args.y = expert_out;
     args.saved_up = a.saved_up;
     args.saved_gate = a.saved_gate;

@@ -19,7 +19,9 @@ struct ExpertPassArgs {
   int64_t num_tokens = 0;
   int64_t top_k = 0;
   const Dispatch* dispatch = nullptr;
-  const float* row_scale = nullptr;         // (R) per routed row
+  const float* row_scale = nullptr;         // (R) per routed row, multiplying its output
+  const float* input_scale = nullptr;       // (R) per routed row, multiplying its input instead (Llama 4); the
+                                            // scaled rows are materialized, so row_scale must then be nullptr
   const float* shared_token_scale = nullptr;  // (T) per-token factor of the shared expert, or nullptr for 1
   // Optional train-mode saves of the pre-activations: (R, H) routed, (T, H) shared; gate ones only when gated.
   float* saved_up = nullptr;
