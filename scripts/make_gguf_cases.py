@@ -252,6 +252,9 @@ def build_case(out_dir, spec, seed):
         indices[t], weights[t] = idx, w
         for k, e in enumerate(idx):
             counts[e] += 1
+            if oai is None and spec.get("weight_before_ffn"):  # llama4: the weight scales the expert's input
+                Y[t] += swiglu(gate[e], up[e], down[e], x * w[k])
+                continue
             if oai is None:
                 Y[t] += w[k] * swiglu(gate[e], up[e], down[e], x)
                 continue
@@ -292,6 +295,8 @@ def build_case(out_dir, spec, seed):
         if arch == "bailingmoe":
             w.add_expert_weights_norm(spec["norm"])
         w.add_expert_weights_scale(spec["w_scale"])
+    if arch == "llama4":  # every second block MoE: block 1, with block 0 dense
+        w.add_uint32(f"{arch}.interleave_moe_layer_step", 2)
     if arch == "ernie4_5-moe":  # MoE blocks from the first past the dense ones, every one of them
         w.add_leading_dense_block_count(1)
         w.add_uint32(f"{arch}.interleave_moe_layer_step", 1)
@@ -373,6 +378,7 @@ def build_case(out_dir, spec, seed):
                       "exp_probs_b": bias is not None, "n_groups": spec.get("groups", 0),
                       "n_group_used": spec.get("groups_used", 0),
                       "shared": "sigmoid_gated" if shared_gate is not None else ("plain" if Hs else "none"),
+                      **({"weight_before_ffn": True} if spec.get("weight_before_ffn") else {}),
                       **({"biases": True, "activation": "swiglu_oai"} if oai is not None else {})},
         "margins": {"topk_cut": finite_or_none(min_cut), "slot_order": finite_or_none(min_slot),
                     "group_cut": finite_or_none(min_group), "required": MARGIN,
@@ -548,6 +554,13 @@ CASES = [
                     dense=Q.Q8_0),
          description="qwen35moe (Qwen3.5-MoE): softmax, normalized, a sigmoid-gated shared expert, gate and up merged "
                      "into ffn_gate_up_exps (ne [D, 2H, E]) as llama.cpp's converter writes them when it fuses"),
+    dict(case="llama4_q8_0", arch="llama4", D=64, H=32, E=8, K=1, H_shared=32, n_ff=64, gating="sigmoid",
+         norm=False, w_scale=0.0, weight_before_ffn=True,
+         types=dict(gate=Q.Q8_0, up=Q.Q8_0, down=Q.Q8_0, shared_gate=Q.Q8_0, shared_up=Q.Q8_0, shared_down=Q.Q8_0,
+                    dense=Q.Q8_0),
+         description="llama4 (Llama 4 Scout, Maverick): sigmoid gating, top-1, not normalized, the weight multiplied "
+                     "into the expert's input (weight_before_ffn), an ungated shared expert of the experts' size, "
+                     "interleave_moe_layer_step 2 (block 0 dense)"),
 ]
 
 

@@ -37,6 +37,7 @@ struct GgufMoeConfig {
                                     // of ffn_gate_exps and ffn_up_exps where a block has it
   bool biases = false;              // gpt-oss: router and experts have biases (and the clamped SwiGLU, alpha 1.702,
                                     // limit 7, which llama.cpp's graph fixes)
+  bool weight_before_ffn = false;   // llama4: each expert's input is multiplied by its weight, its output is not
   // Routing, as llama.cpp's build_moe_ffn runs it for the architecture.
   GgufGating gating = GgufGating::kSoftmax;
   bool norm_weights = false;        // divide the K weights by their sum (at least 6.103515625e-5)

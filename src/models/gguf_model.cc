@@ -65,6 +65,7 @@ RouterOptions llama_cpp_router(const GgufMoeConfig& c, bool has_exp_probs_b) {
     r.excluded_score = -std::numeric_limits<float>::infinity();
   }
   r.normalize = c.norm_weights;
+  r.scale_input = c.weight_before_ffn;
   r.normalize_min_sum = 6.103515625e-5;  // ggml_clamp(sum, 6.103515625e-5, INFINITY)
   r.scaling_factor = c.weights_scale != 0.0f && c.weights_scale != 1.0f ? c.weights_scale : 1.0;
   return r;

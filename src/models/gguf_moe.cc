@@ -27,11 +27,13 @@ enum class SharedRule {
   kCountTimesHidden,        // expert_shared_count * H (deepseek2, glm4moe, dots1)
   kCountTimesSharedLength,  // expert_shared_count * (expert_shared_feed_forward_length, else H) (bailingmoe2)
   kSharedLengthOrNone,      // expert_shared_feed_forward_length; none where it is absent or 0 (ernie4_5-moe)
+  kExpertHidden,            // the routed experts' H (llama4)
 };
 // The gating function: fixed by the graph, or expert_gating_func (1 softmax, 2 sigmoid, 3 softmax over the
 // selected logits) with what an absent key (or 0, llama.cpp's NONE) means.
 enum class GatingRule {
   kSoftmax,
+  kSigmoid,             // llama4
   kSoftmaxWeight,       // gpt-oss
   kKeyOrSoftmax,        // deepseek2 (its V2 files have no key)
   kKeyOrSigmoid,        // glm4moe
@@ -52,12 +54,13 @@ struct GgufArchitecture {
   bool moe_layer_step = false;       // interleave_moe_layer_step (required): block b is MoE iff (b + 1) % step == 0
   bool merged_gate_up = false;       // ffn_gate_up_exps read in place of ffn_gate_exps and ffn_up_exps where present
   bool biases = false;               // gpt-oss: router and expert biases, clamped SwiGLU (alpha 1.702, limit 7)
+  bool weight_before_ffn = false;    // llama4: the weights multiply the experts' inputs
   std::string_view fixed;            // what the graph hard-codes, for listings
 };
 
 constexpr std::string_view kReadFromMetadata =
     "gating, normalization and scale read from metadata; ungated shared expert";
-constexpr std::array<GgufArchitecture, 18> kArchitectures = {{
+constexpr std::array<GgufArchitecture, 19> kArchitectures = {{
     {.name = "llama", .hidden = HiddenRule::kFeedForwardLength, .norm_weights = true,
      .fixed = "softmax gating, normalized weights, no scale, no shared expert"},
     {.name = "qwen2moe", .hidden = HiddenRule::kExpertKeyOrFfnOverK, .shared = SharedRule::kSharedLength,
@@ -99,6 +102,10 @@ constexpr std::array<GgufArchitecture, 18> kArchitectures = {{
     {.name = "granitemoe", .hidden = HiddenRule::kFeedForwardLength, .shared = SharedRule::kSharedLengthOrNone,
      .norm_weights = true,
      .fixed = "softmax gating, normalized weights, no scale, ungated shared expert where the metadata sizes one"},
+    {.name = "llama4", .shared = SharedRule::kExpertHidden, .gating = GatingRule::kSigmoid, .norm_weights = false,
+     .moe_layer_step = true, .weight_before_ffn = true,
+     .fixed = "sigmoid gating, weights not normalized, no scale, each weight multiplied into its expert's input, "
+              "ungated shared expert of the experts' size"},
     {.name = "qwen35moe", .hidden = HiddenRule::kExpertKeyOrFfnOverK, .shared = SharedRule::kSharedLength,
      .shared_gate = true, .norm_weights = true, .merged_gate_up = true,
      .fixed = "softmax gating, normalized weights, no scale, sigmoid-gated shared expert"},
@@ -157,6 +164,7 @@ GgufMoeConfig read_gguf_moe_config(const GgufFile& file) {
     case SharedRule::kNone: break;
     case SharedRule::kSharedLength: c.shared_hidden = shared_ff().value_or(n_ff.value_or(0)); break;
     case SharedRule::kSharedLengthOrNone: c.shared_hidden = shared_ff().value_or(0); break;
+    case SharedRule::kExpertHidden: c.shared_hidden = c.expert_hidden; break;
     case SharedRule::kCountTimesHidden:
     case SharedRule::kCountTimesSharedLength: {
       const uint32_t count = file.require_u32(key(c, "expert_shared_count"));
@@ -179,6 +187,7 @@ GgufMoeConfig read_gguf_moe_config(const GgufFile& file) {
   }
   switch (rules->gating) {
     case GatingRule::kSoftmax: c.gating = GgufGating::kSoftmax; break;
+    case GatingRule::kSigmoid: c.gating = GgufGating::kSigmoid; break;
     case GatingRule::kSoftmaxWeight: c.gating = GgufGating::kSoftmaxWeight; break;
     case GatingRule::kKeyOrSoftmax:
     case GatingRule::kKeyOrSigmoid:
@@ -204,6 +213,7 @@ GgufMoeConfig read_gguf_moe_config(const GgufFile& file) {
                                        : file.get_bool(key(c, "expert_weights_norm")).value_or(false);
   if (rules->reads_scale) c.weights_scale = file.get_f32(key(c, "expert_weights_scale")).value_or(0.0f);
   c.biases = rules->biases;
+  c.weight_before_ffn = rules->weight_before_ffn;
   c.group_count = file.get_u32(key(c, "expert_group_count")).value_or(0);
   c.group_used_count = file.get_u32(key(c, "expert_group_used_count")).value_or(0);
   if (c.group_count > 1) {
