@@ -145,6 +145,12 @@ def llama4_text_config():
                                          num_local_experts=16, num_experts_per_tok=1, interleave_moe_layer_step=2)
 
 
+def phimoe_config():
+    # router_jitter_noise 0.3 (released: 0.01) so the sparsemixer's masks keep several experts, which the case tests
+    return transformers.PhimoeConfig(**SMALL_NO_HEAD_DIM, intermediate_size=32, num_local_experts=16,
+                                     num_experts_per_tok=2, router_jitter_noise=0.3)
+
+
 def glm4_moe_lite_config():
     # GLM-4.7-Flash (glm4_moe_lite): V3's block with its own routed_scaling_factor default 1.8, mlp_layer_types
     # derived as ["dense"] + ["sparse"] * (n - 1).
@@ -220,6 +226,11 @@ CASES = [
          description="Llama 4 (llama4_text): top-1 by logit, its sigmoid multiplied into the expert's input, an "
          "ungated shared expert of intermediate_size; experts fused (E, D, 2I) gate columns first and (E, I, D); "
          "layer 1 MoE by interleave_moe_layer_step 2, layer 0 dense"),
+    dict(name="phimoe_e16_k2", family="phimoe", config=phimoe_config, model_class="PhimoeForCausalLM",
+         router="sparsemixer", shared=None, router_attr="router", checkpoint_block="block_sparse_moe",
+         checkpoint_down="w2", description="Phi-3.5-MoE (phimoe): the sparsemixer in eval mode (top-2, each weight a "
+         "softmax over the logits within 2 router_jitter_noise of the chosen one, relative), router_jitter_noise 0.3 so "
+         "the masks keep several experts; saved under the released names (block_sparse_moe, w1/w3/w2)"),
     dict(name="exaone_moe_e16_k4", family="exaone_moe", config=exaone_moe_config,
          model_class="ExaoneMoeForCausalLM", description="EXAONE-MoE (exaone_moe): V3's router, one group, "
          "renormalized, routed_scaling_factor 2.5 (its default), 2 shared experts (num_shared_experts), layer 1 MoE "
@@ -257,6 +268,30 @@ def config_values(cfg):
     return dict(E=E, H=H, n_group=getattr(cfg, "n_group", 1), topk_group=getattr(cfg, "topk_group", 1),
                 norm=getattr(cfg, "norm_topk_prob", True), scale=getattr(cfg, "routed_scaling_factor", 1.0),
                 n_shared=shared)
+
+
+def sparsemixer_route64(router, x, eps):
+    """PhiMoE's sparsemixer (eval) in float64: (indices, weights, margins: the top-3 gap and how far every kept or
+    masked logit's ratio is from the threshold, so float32 takes the same decisions)."""
+    s = x @ router.T
+    order = np.argsort(-s, kind="stable")
+    idx, w, mask_margin, excluded = [], [], np.inf, None
+    for _ in range(2):
+        cand = np.where(np.arange(len(s)) == excluded, -np.inf, s) if excluded is not None else s
+        e = int(np.argmax(cand))
+        m = s[e]
+        ratio = (m - s) / np.maximum(np.abs(s), m)
+        keep = ratio <= 2 * eps
+        if excluded is not None:
+            keep[excluded] = False
+        live = [i for i in range(len(s)) if i != excluded and i != e]
+        mask_margin = min(mask_margin, np.min(np.abs(ratio[live] - 2 * eps)))
+        z = np.where(keep, s - m, -np.inf)
+        w.append(np.exp(z[e]) / np.exp(z).sum())
+        idx.append(e)
+        excluded = e
+    gaps = (s[order[0]] - s[order[1]], s[order[1]] - s[order[2]])
+    return np.array(idx), np.array(w), (min(gaps[1], mask_margin), gaps[0], np.inf), False, False
 
 
 def route64(router, bias, x, n_group, topk_group, k, norm, scale):
@@ -315,6 +350,7 @@ def build_case(out_dir, spec):
         K = K[1]
     softmax = spec.get("router", "v3") in ("softmax", "softmax_bias")
     llama4 = spec.get("router") == "llama4"
+    sparsemixer = spec.get("router") == "sparsemixer"
     softmax_bias = spec.get("router") == "softmax_bias"
     shared_kind = spec.get("shared", "experts")
     prefix = spec.get("checkpoint_layers", "model.layers.") + "1." + spec.get("checkpoint_block", "mlp") + "."
@@ -330,6 +366,8 @@ def build_case(out_dir, spec):
                                       getattr(cfg, "moe_norm_min", 0.0)) for t in xs]
         elif softmax:
             routes = [softmax_route64(router.astype(np.float64), t, K, v["norm"]) for t in xs]
+        elif sparsemixer:
+            routes = [sparsemixer_route64(router.astype(np.float64), t, cfg.router_jitter_noise) for t in xs]
         elif llama4:  # sigmoid of the chosen logits, no bias, no renormalization
             routes = [route64(router.astype(np.float64), np.zeros(E), t, 1, 1, K, False, 1.0) for t in xs]
         else:
@@ -340,7 +378,7 @@ def build_case(out_dir, spec):
         by_bias = sum(r[4] for r in routes)
         groups_act = v["n_group"] > v["topk_group"]
         if margins.min() >= MARGIN and (by_groups >= 2 or not groups_act) and (
-                by_bias >= 2 or (softmax and not softmax_bias) or llama4):
+                by_bias >= 2 or (softmax and not softmax_bias) or llama4 or sparsemixer):
             break
     else:
         raise SystemExit(f"{spec['name']}: no seed gives margins >= {MARGIN}")
@@ -364,7 +402,7 @@ def build_case(out_dir, spec):
         (gate_module.wg if hasattr(gate_module, "wg") else gate_module).weight.copy_(torch.from_numpy(router))
         if softmax_bias:
             block.gate.moe_statics.e_score_correction_bias.copy_(torch.from_numpy(bias).reshape(1, E))
-        elif not softmax and not llama4:
+        elif not softmax and not llama4 and not sparsemixer:
             owner = block if spec.get("bias_of") == "block" else block.gate
             owner.e_score_correction_bias.copy_(torch.from_numpy(bias))
         if spec.get("experts_in_out"):  # (E, D, 2I) gate columns first, (E, I, D)
@@ -467,7 +505,7 @@ def build_case(out_dir, spec):
         "model_class": spec["model_class"], "checkpoint_prefix": prefix, "layer": 1, "dtype": "float32",
         "input_shape": list(x.shape), "token_order": "t = b*L + l", "experts_implementation": "eager",
         "seed": seed, "rank_space": ("biased softmax probability" if softmax_bias else "softmax probability") if softmax
-        else "sigmoid score" if llama4 else "biased sigmoid score",
+        else "sigmoid score" if llama4 else "logit (sparsemixer)" if sparsemixer else "biased sigmoid score",
         "margin_threshold": MARGIN,
         "margins": {"topk_cut": float(margins[0]), "between_selected_slots": float(margins[1]) if np.isfinite(margins[1]) else None,
                     "group_cut": float(margins[2]) if np.isfinite(margins[2]) else None},

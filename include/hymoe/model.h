@@ -110,7 +110,11 @@ class HfConfig {
 enum class RouterScoring {
   kSoftmax,               // p = softmax(logits); select top-k of p (Mixtral, Qwen, OLMoE, DeepSeek-V2)
   kSigmoid,               // s = sigmoid(logits); select on s (+ selection bias); weights from s (DeepSeek-V3)
-  kSoftmaxOverTopKLogits  // select top-k logits; weights = softmax over those K (gpt-oss)
+  kSoftmaxOverTopKLogits, // select top-k logits; weights = softmax over those K (gpt-oss)
+  // PhiMoE's sparsemixer in eval mode, top-2: expert 1 = the largest logit m1, weight = softmax over the logits l
+  // with (m1 - l) / max(|l|, m1) <= 2 jitter_eps at it; expert 2 = the largest of the others, m2, weight = softmax
+  // over the others with (m2 - l) / max(|l|, m2) <= 2 jitter_eps at it. Not renormalized.
+  kSparseMixer,
 };
 enum class GroupScore {
   kMax,      // a group's score is its best expert's score (DeepSeek-V2 group_limited_greedy)
@@ -135,6 +139,7 @@ struct RouterOptions {
   // Llama 4: each chosen expert runs on the token's input times its weight, expert(w x), and its output is added
   // unscaled; otherwise the output is scaled, w expert(x).
   bool scale_input = false;
+  double jitter_eps = 0.01;  // kSparseMixer's router_jitter_noise
 };
 
 // The expert MLP's form. Every family but gpt-oss runs down(act(gate x) * up x) with act = transformers'

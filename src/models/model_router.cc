@@ -8,6 +8,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "hymoe/error.h"
 #include "moe/router_common.h"
 
 namespace hymoe {
@@ -45,6 +46,28 @@ void limit_to_best_groups(const RouterOptions& o, int64_t E, double* select) {
       for (int64_t e = g * per_group; e < (g + 1) * per_group; ++e) select[e] = o.excluded_score;
 }
 
+// PhiMoE's sparsemixer (eval), top-2 (RouterScoring::kSparseMixer). The masks are computed in float32 as
+// transformers computes them, so a logit sits on the same side of the threshold; the softmaxes run in double.
+void sparse_mixer(const float* l, int64_t E, float jitter_eps, int32_t* chosen, double* weight) {
+  const float threshold = 2.0f * jitter_eps;
+  int32_t excluded = -1;
+  for (int k = 0; k < 2; ++k) {
+    int32_t best = -1;
+    for (int32_t e = 0; e < E; ++e)
+      if (e != excluded && (best < 0 || l[e] > l[best])) best = e;
+    const float m = l[best];
+    double sum = 0.0;
+    for (int32_t e = 0; e < E; ++e) {
+      const float factor = std::max(std::fabs(l[e]), m);
+      if (e == excluded || (m - l[e]) / factor > threshold) continue;
+      sum += std::exp(static_cast<double>(l[e]) - m);
+    }
+    chosen[k] = best;
+    weight[k] = 1.0 / sum;  // exp(m - m) / sum
+    excluded = best;
+  }
+}
+
 }  // namespace
 
 Routing route_model_tokens(const RouterOptions& o, const ModelRouterWeights& w, const Tensor& x, int64_t K) {
@@ -62,6 +85,24 @@ Routing route_model_tokens(const RouterOptions& o, const ModelRouterWeights& w, 
   r.router_weights.resize(static_cast<size_t>(T * K));
   std::vector<double> weight_score(static_cast<size_t>(E)), select(static_cast<size_t>(E));
   std::vector<int32_t> chosen;
+  if (o.scoring == RouterScoring::kSparseMixer) {
+    HYMOE_CHECK(K == 2, "the sparsemixer selects 2 experts");
+    for (int64_t t = 0; t < T; ++t) {
+      const float* l = r.logits.data() + t * E;
+      for (int64_t e = 0; e < E; ++e) r.scores[static_cast<size_t>(t * E + e)] = l[e];
+      int32_t chosen2[2];
+      double w2[2];
+      sparse_mixer(l, E, static_cast<float>(o.jitter_eps), chosen2, w2);
+      for (int64_t k = 0; k < 2; ++k) {
+        r.indices[static_cast<size_t>(t * K + k)] = chosen2[k];
+        r.router_weights[static_cast<size_t>(t * K + k)] = static_cast<float>(w2[k] * o.scaling_factor);
+      }
+    }
+    r.weights = r.router_weights;
+    r.dropped.assign(r.weights.size(), 0);
+    r.expert_counts = router_detail::count_assignments(r);
+    return r;
+  }
   for (int64_t t = 0; t < T; ++t) {
     const float* l = r.logits.data() + t * E;
     switch (o.scoring) {
@@ -76,6 +117,7 @@ Routing route_model_tokens(const RouterOptions& o, const ModelRouterWeights& w, 
         for (int64_t e = 0; e < E; ++e) weight_score[e] = select[e] = 1.0 / (1.0 + std::exp(-static_cast<double>(l[e])));
         break;
       case RouterScoring::kSoftmaxOverTopKLogits:
+      case RouterScoring::kSparseMixer:  // handled above
         for (int64_t e = 0; e < E; ++e) weight_score[e] = select[e] = l[e];
         break;
     }
