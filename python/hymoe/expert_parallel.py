@@ -23,7 +23,7 @@ import torch.distributed as dist
 import torch.nn as nn
 
 from hymoe import _core
-from hymoe.torch import MoEMLP, _activation_name, _as_f32, _mlp_kind, _np_f32
+from hymoe._module_kinds import _activation_name, _as_f32, _mlp_kind, _np_f32
 
 __all__ = ["apply_expert_parallel", "rebalance_expert_parallel", "ep_dispatch_and_compute", "record_exchanges",
            "ExchangeRecord"]
@@ -302,7 +302,7 @@ def apply_expert_parallel(model: nn.Module, device_mesh_or_group, replicas=None)
     if got is None:
         return 0
     group, rank, size = got
-    layers = [m for m in model.modules() if isinstance(m, MoEMLP)]
+    layers = [m for m in model.modules() if _is_moe_layer(m)]
     if replicas is not None:
         _check_replicas(replicas, layers, size)
     applied = 0
@@ -346,6 +346,11 @@ def apply_expert_parallel(model: nn.Module, device_mesh_or_group, replicas=None)
     return applied
 
 
+def _is_moe_layer(module) -> bool:
+    """A hymoe.torch.MoEMLP (marked by its class, so this module need not import hymoe.torch, which imports it)."""
+    return getattr(type(module), "_hymoe_moe_layer", False)
+
+
 def _check_replicas(replicas, layers, size) -> None:
     p2l = replicas["physical_to_logical"]
     if int(replicas["num_ranks"]) != size:
@@ -375,7 +380,7 @@ def rebalance_expert_parallel(model: nn.Module, replicas) -> int:
     changed takes the expert's weights from a slot of its own rank that held it, else from the lowest rank that
     held it (point-to-point, in one order on every rank). Every rank must call it. The outputs keep their bits:
     whichever replica computes a pair computes it the same way. Returns the number of slots this rank received."""
-    layers = [m for m in model.modules() if isinstance(m, MoEMLP)]
+    layers = [m for m in model.modules() if _is_moe_layer(m)]
     if not layers or any(getattr(m, "ep_replicas", None) is None for m in layers):
         raise ValueError("hymoe.expert_parallel: rebalance_expert_parallel needs a model placed with "
                          "apply_expert_parallel(..., replicas=...)")

@@ -24,6 +24,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from hymoe import _core
+from hymoe._module_kinds import (_F32, _MLP_ACTIVATIONS, _NATIVE_BIAS_UPDATE_RATE, _NATIVE_EMA_DECAY, _NATIVE_MLPS,
+                                 _NATIVE_MODULES, _NATIVE_ROUTERS, _activation_name, _as_f32, _mlp_kind,
+                                 _native_class, _np_f32, _plain_linear)
 
 import importlib.util as _importlib_util
 
@@ -74,7 +77,6 @@ __all__ = [
 # KempnerForge's flag for its torch._grouped_mm path, which its tests read: hymoe's grouped kernels always exist.
 _HAS_GROUPED_MM = True
 
-_MLP_ACTIVATIONS = {"gelu": F.gelu, "relu": F.relu, "silu": F.silu}
 
 
 # ---- The module tree: KempnerForge's names, torch's initialization (so a seed gives KempnerForge's weights) ----
@@ -323,21 +325,6 @@ class _WatchedDict(OrderedDict):
         self._flag[0] = True
 
 
-_F32 = torch.float32
-
-
-def _as_f32(t: torch.Tensor, what: str) -> torch.Tensor:
-    if t.device.type != "cpu":
-        raise ValueError(f"hymoe.torch: {what} is on {t.device}; hymoe runs on the CPU (move it with .cpu())")
-    if not t.is_floating_point():
-        raise TypeError(f"hymoe.torch: {what} has dtype {t.dtype}; expected a floating dtype (float32 or bfloat16)")
-    return t.detach().to(torch.float32).contiguous()
-
-
-def _np_f32(t: torch.Tensor) -> np.ndarray:
-    return t.numpy()
-
-
 class _MoEFunction(torch.autograd.Function):
     """y, aux_loss, z_loss = layer(x); backward = hymoe's MoELayer::backward on the layer's saved state."""
 
@@ -425,44 +412,6 @@ def _expert_counts_of(core, indices: torch.Tensor) -> torch.Tensor:
     return torch.bincount(indices.reshape(-1), minlength=num_experts).to(torch.float32)
 
 
-# The router and expert classes whose forward the C++ layer computes: hymoe's own and KempnerForge's (matched by
-# module and class name, so KempnerForge need not be importable). Any other class (a subclass with its own forward,
-# a module from a registry entry a user added) makes the layer run in torch, calling the modules themselves.
-_NATIVE_MODULES = ("hymoe.torch", "kempnerforge.model.router", "kempnerforge.model.mlp")
-_NATIVE_ROUTERS = {"SoftmaxTopKRouter": "softmax_topk", "SigmoidTopKRouter": "sigmoid_topk"}
-_NATIVE_MLPS = ("SwiGLUMLP", "StandardMLP")
-# The sigmoid router's constants the C++ layer has built in (src/moe/bias_schedule.cc, sigmoid_router.cc).
-_NATIVE_BIAS_UPDATE_RATE, _NATIVE_EMA_DECAY = 0.001, 0.99
-
-
-def _native_class(module: nn.Module, names) -> str | None:
-    """The class name when ``module``'s forward is the one of hymoe's or KempnerForge's class of that name."""
-    forward = type(module).forward
-    name = forward.__qualname__.partition(".")[0]
-    if name in names and forward.__module__ in _NATIVE_MODULES and type(module).__name__ == name:
-        return name
-    return None
-
-
-def _plain_linear(m, shape=None) -> bool:
-    return isinstance(m, nn.Linear) and m.bias is None and (shape is None or tuple(m.weight.shape) == shape)
-
-
-def _mlp_kind(e: nn.Module, dim: int, hidden: int | None):
-    """(activation, hidden_dim) of an expert the C++ kernels run, or None."""
-    name = _native_class(e, _NATIVE_MLPS)
-    if name is None or not _plain_linear(getattr(e, "up_proj", None)):
-        return None
-    h = e.up_proj.weight.shape[0] if hidden is None else hidden
-    if not (_plain_linear(e.up_proj, (h, dim)) and _plain_linear(getattr(e, "down_proj", None), (dim, h))):
-        return None
-    if name == "SwiGLUMLP":
-        return ("silu", h) if _plain_linear(getattr(e, "gate_proj", None), (h, dim)) else None
-    fn = getattr(e, "_activation", None)
-    act = next((n for n, f in _MLP_ACTIVATIONS.items() if f is fn), None)
-    return None if act is None or hasattr(e, "gate_proj") else (act, h)
-
-
 def _native_config(router, experts, shared_expert, capacity_factor, gradient_scale, packed_experts):
     """The C++ layer's configuration for these modules, or (None, why) when the layer must run in torch."""
     rtype = _NATIVE_ROUTERS.get(_native_class(router, _NATIVE_ROUTERS) or "")
@@ -497,6 +446,8 @@ class MoEMLP(nn.Module):
     """KempnerForge's ``MoEMLP``: its constructor, submodules, names and forward, computed by hymoe's C++ layer
     when the router and experts are modules it computes (hymoe's or KempnerForge's routers and MLPs; ``native``
     says whether), otherwise in torch by the modules themselves, as KempnerForge's sequential loop does."""
+
+    _hymoe_moe_layer = True  # what hymoe.expert_parallel looks for
 
     def __init__(self, router: nn.Module, experts: nn.ModuleList, shared_expert: nn.Module | None = None,
                  capacity_factor: float = 0.0, gradient_scale: bool = False, packed_experts: bool = False) -> None:
@@ -851,15 +802,6 @@ def _validate(config: dict) -> None:
 
 
 # ---- KempnerForge's expert helpers, run by hymoe's grouped expert kernels ----
-
-
-def _activation_name(activation) -> str:
-    if isinstance(activation, str):
-        return activation
-    for name, fn in _MLP_ACTIVATIONS.items():
-        if activation is fn:
-            return name
-    raise ValueError(f"hymoe.torch: activation {activation!r} is not one of F.silu, F.gelu, F.relu")
 
 
 def _grouped_reference(x_sorted, counts, mats, activation, packed):
