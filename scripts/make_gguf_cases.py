@@ -37,10 +37,11 @@ NORM_FLOOR = 6.103515625e-5
 
 # Byte offsets of the f16 scale fields (d, and dmin where present) inside one block.
 SCALE_FIELDS = {Q.Q8_0: [0], Q.Q4_0: [0], Q.Q4_1: [0, 2], Q.Q5_0: [0], Q.Q5_1: [0, 2], Q.Q4_K: [0, 2], Q.Q5_K: [0, 2],
-                Q.Q6_K: [208], Q.IQ4_NL: [0], Q.IQ4_XS: [0]}
+                Q.Q6_K: [208], Q.IQ4_NL: [0], Q.IQ4_XS: [0], Q.Q2_K: [80, 82], Q.Q3_K: [108], Q.TQ1_0: [52],
+                Q.TQ2_0: [64]}
 # The second f16 field of the types with offsets, relative to d: K-quants' dmin (positive; the offset is -dmin * m)
 # and Q4_1/Q5_1's m (the offset itself), both so that the values centre near zero.
-OFFSET_FIELD = {Q.Q4_K: 7.5, Q.Q5_K: 7.5, Q.Q4_1: -7.5, Q.Q5_1: -15.5}
+OFFSET_FIELD = {Q.Q4_K: 7.5, Q.Q5_K: 7.5, Q.Q4_1: -7.5, Q.Q5_1: -15.5, Q.Q2_K: 1.5}
 
 
 def random_mxfp4_blocks(rng, rows, cols):
@@ -67,7 +68,7 @@ def random_blocks(rng, qtype, rows, cols):
     # Q8_0's and the IQ4 types' d may be negative).
     for i, off in enumerate(fields):
         mag = rng.uniform(0.5, 1.5, size=n_blocks)
-        if qtype in (Q.Q8_0, Q.Q4_0, Q.Q5_0, Q.Q6_K, Q.IQ4_NL, Q.IQ4_XS):
+        if qtype in (Q.Q8_0, Q.Q4_0, Q.Q5_0, Q.Q6_K, Q.IQ4_NL, Q.IQ4_XS, Q.Q3_K, Q.TQ1_0, Q.TQ2_0):
             mag *= rng.choice([-1.0, 1.0], size=n_blocks)
         if i == 1:
             mag *= OFFSET_FIELD[qtype]
@@ -561,6 +562,25 @@ CASES = [
          description="llama4 (Llama 4 Scout, Maverick): sigmoid gating, top-1, not normalized, the weight multiplied "
                      "into the expert's input (weight_before_ffn), an ungated shared expert of the experts' size, "
                      "interleave_moe_layer_step 2 (block 0 dense)"),
+    dict(case="qwen3moe_q2_k", arch="qwen3moe", D=256, H=256, E=4, K=2, n_ff=64, gating="softmax", norm=True,
+         w_scale=0.0, types=dict(gate=Q.Q2_K, up=Q.Q2_K, down=Q.Q3_K, dense=Q.Q8_0),
+         description="qwen3moe as Q2_K files lay it out: Q2_K gate/up (2-bit codes, 4-bit scales and mins per 16), "
+                     "down in Q3_K (llama-quantize raises ffn_down a type under Q2_K)"),
+    dict(case="deepseek2_q3_k_fallback", arch="deepseek2", D=256, H=96, E=8, K=3, H_shared=192, n_ff=96,
+         gating="softmax", norm=False, w_scale=1.0,
+         types=dict(gate=Q.Q3_K, up=Q.Q3_K, down=Q.Q4_0, shared_gate=Q.Q3_K, shared_up=Q.Q3_K,
+                    shared_down=Q.Q4_0, dense=Q.Q8_0),
+         description="deepseek2 as DeepSeek-V2-Lite's Q3_K files lay it out: Q3_K gate/up (3-bit codes, signed 6-bit "
+                     "scales), the down projections of an expert hidden that is no multiple of 256 in Q3_K's "
+                     "fallback Q4_0 (llama-quantize at 0c1e57098; older versions wrote IQ4_NL); two shared experts "
+                     "likewise"),
+    dict(case="olmoe_tq1_0", arch="olmoe", D=256, H=256, E=4, K=2, n_ff=64, gating="softmax", norm=False,
+         w_scale=0.0, types=dict(gate=Q.TQ1_0, up=Q.TQ1_0, down=Q.TQ2_0, dense=Q.Q8_0),
+         description="ternary weights: TQ1_0 gate/up (five trits a byte in base 3), TQ2_0 down (2-bit codes)"),
+    dict(case="llama_mixtral_tq2_0_fallback", arch="llama", D=256, H=96, E=8, K=2, n_ff=96, gating="softmax",
+         norm=True, w_scale=0.0, types=dict(gate=Q.TQ2_0, up=Q.TQ2_0, down=Q.Q4_0, dense=Q.Q8_0),
+         description="TQ2_0 gate/up with the down projections of a hidden that is no multiple of 256 in TQ2_0's "
+                     "fallback Q4_0 (llama-quantize)"),
 ]
 
 

@@ -33,6 +33,8 @@ enum class GgmlType : uint32_t {
   kI64 = 27,
   kF64 = 28,
   kBF16 = 30,
+  kTQ1_0 = 34,
+  kTQ2_0 = 35,
   kMXFP4 = 39,
 };
 

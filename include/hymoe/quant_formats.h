@@ -1,11 +1,11 @@
-// GGUF's block weight formats (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4) and plain
-// element types (F32, F16, BF16): the
+// GGUF's block weight formats (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, TQ1_0,
+// TQ2_0, MXFP4) and plain element types (F32, F16, BF16): the
 // layout of one block and its exact scalar decoding, the ground truth every packing and micro-kernel of these
 // formats is tested against. Depends on core only; knows nothing of files, experts or routing.
 //
 // Every decoded value is exact in f32: scales (f16 widened to f32) times small integer codes need at most 24
-// significant bits, so only the offset types' final `d*q + m` (Q4_1, Q5_1) and `d*sc*q - dmin*m` (Q4_K, Q5_K) round,
-// once (an FMA gives the same bits). MXFP4's
+// significant bits, so only the offset types' final `d*q + m` (Q4_1, Q5_1) and `d*sc*q - dmin*m` (Q2_K, Q4_K, Q5_K)
+// round, once (an FMA gives the same bits). MXFP4's
 // values are a power of two times a small integer: exact too (past float's range they are inf, as in ggml).
 #pragma once
 
@@ -68,6 +68,29 @@ struct BlockQ5_K {  // Q4_K plus one high bit per value in qh
   uint8_t qh[32];
   uint8_t qs[128];
 };
+// Q2_K, Q3_K and TQ2_0 keep 2-bit codes four to a byte: value i = 128n + 32s + l (n the half, s 0..3, l 0..31)
+// is bits 2s, 2s + 1 of qs[32n + l].
+struct BlockQ2_K {  // 256 values in 16 sub-blocks of 16: x = d * (sc & 15) * q - dmin * (sc >> 4), sc = scales[i / 16]
+  uint8_t scales[16];
+  uint8_t qs[64];
+  uint16_t d;
+  uint16_t dmin;
+};
+struct BlockQ3_K {  // 256 values in 16 sub-blocks of 16: x = d * (sc - 32) * q, q = the 2-bit code - 4 unless bit
+  uint8_t hmask[32];  // i / 32 of hmask[i % 32] is set (q in -4..3); sc 6-bit: the low four bits are the low (sub-
+  uint8_t qs[64];     // block s < 8) or high (s >= 8) nibble of scales[s % 8], the top two bits 2 (s / 4), +1 of
+  uint8_t scales[12]; // scales[8 + s % 4]
+  uint16_t d;
+};
+struct BlockTq1_0 {  // 256 ternary values x = d * (q - 1), q in 0..2, five (qs) or four (qh) to a byte in base 3:
+  uint8_t qs[48];    // the n-th trit of byte b is ((b * 3^n mod 256) * 3) >> 8; values 0-159 are trit i / 32 of
+  uint8_t qh[4];     // qs[i % 32], 160-239 trit (i - 160) / 16 of qs[32 + i % 16], 240-255 trit (i - 240) / 4 of
+  uint16_t d;        // qh[i % 4]
+};
+struct BlockTq2_0 {  // 256 values x = d * (q - 1), q the 2-bit code (Q2_K's order), 0..3
+  uint8_t qs[64];
+  uint16_t d;
+};
 struct BlockQ6_K {  // 256 values in 16 sub-blocks of 16 with signed 8-bit scales; codes are 6-bit, stored + 32
   uint8_t ql[128];
   uint8_t qh[64];
@@ -82,6 +105,8 @@ struct BlockMxfp4 {
   uint8_t e;  // E8M0 exponent; 255 (NaN in OCP MX) decodes to NaN here (ggml reads it as 2^127)
   uint8_t qs[16];
 };
+static_assert(sizeof(BlockQ2_K) == 84 && sizeof(BlockQ3_K) == 110 && sizeof(BlockTq1_0) == 54 &&
+              sizeof(BlockTq2_0) == 66, "GGUF block sizes");
 static_assert(sizeof(BlockQ4_1) == 20 && sizeof(BlockQ5_0) == 22 && sizeof(BlockQ5_1) == 24 &&
               sizeof(BlockIq4Nl) == 18 && sizeof(BlockIq4Xs) == 136, "GGUF block sizes");
 static_assert(sizeof(BlockQ8_0) == 34 && sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_K) == 144 &&
@@ -93,7 +118,11 @@ void dequantize_block_q4_0_ref(const std::byte* block, float* out);
 void dequantize_block_q4_1_ref(const std::byte* block, float* out);
 void dequantize_block_q5_0_ref(const std::byte* block, float* out);
 void dequantize_block_q5_1_ref(const std::byte* block, float* out);
+void dequantize_block_q2_k_ref(const std::byte* block, float* out);
+void dequantize_block_q3_k_ref(const std::byte* block, float* out);
 void dequantize_block_q4_k_ref(const std::byte* block, float* out);
+void dequantize_block_tq1_0_ref(const std::byte* block, float* out);
+void dequantize_block_tq2_0_ref(const std::byte* block, float* out);
 void dequantize_block_iq4_nl_ref(const std::byte* block, float* out);
 void dequantize_block_iq4_xs_ref(const std::byte* block, float* out);
 void dequantize_block_q5_k_ref(const std::byte* block, float* out);
@@ -115,9 +144,11 @@ void dequantize_row_ref(uint32_t type, const std::byte* src, float* out, int64_t
 // A block of a registry type (src/kernels/formats/gguf_formats.inc) taken apart into small integer codes and
 // per-sub-block f32 factors, the decomposition the compact panel formats store (docs/kernels.md, "Formats"):
 // value i is exactly
-//   scale[i / sub] * code[i]                         for Q8_0, Q4_0 (code = nibble - 8), Q5_0 (q - 16), Q6_K (q - 32)
-//   fmaf(scale[i / sub], code[i], offset[i / sub])   for Q4_1, Q5_1 (scale = d, offset = m), Q4_K, Q5_K (scale =
-//                                                    d*sc, offset = -(dmin*m))
+//   scale[i / sub] * code[i]                         for Q8_0, Q4_0 (code = nibble - 8), Q5_0 (q - 16), Q6_K (q - 32),
+//                                                    Q3_K (q in -4..3), TQ1_0 and TQ2_0 (q - 1, scale = d for
+//                                                    every sub-block of 32)
+//   fmaf(scale[i / sub], code[i], offset[i / sub])   for Q4_1, Q5_1 (scale = d, offset = m), Q2_K, Q4_K, Q5_K (scale
+//                                                    = d*sc, offset = -(dmin*m))
 //   scale[i / sub] * kIq4nlValues[code[i]]          for IQ4_NL (scale = d), IQ4_XS (d * (ls - 32)): code is the index
 // with the bits dequantize_block_*_ref gives (the products are exact; the offset types' one rounding is the FMA's).
 struct GgmlBlockCodes {
@@ -125,7 +156,8 @@ struct GgmlBlockCodes {
   float scale[16];
   float offset[16];  // the types with offsets only
 };
-// Values per sub-block (one scale and offset): 32, or 16 for Q6_K; 0 for a type split_block_ref does not take.
+// Values per sub-block (one scale and offset): 32, or 16 for Q2_K, Q3_K and Q6_K; 0 for a type split_block_ref does
+// not take.
 int ggml_sub_block_values(uint32_t type);
 // Whether the type's values use offsets (the fmaf form above).
 bool ggml_block_has_offsets(uint32_t type);

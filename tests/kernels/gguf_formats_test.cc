@@ -61,13 +61,14 @@ TEST(GgufBlockCodes, ScaleTimesCodeIsTheReferenceValueBitForBit) {
         ASSERT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(want[i])) << t.name << " value " << i;
         negative_values += want[i] < 0;
       }
-      if (ggml_block_has_offsets(type) && sub < static_cast<int>(t.block_values)) {  // the K-quants' 6-bit scales
+      const bool six_bit_scales = type == static_cast<uint32_t>(GgmlType::kQ4_K) || type == static_cast<uint32_t>(GgmlType::kQ5_K);
+      if (six_bit_scales) {
         const float d = f16_to_float(*reinterpret_cast<const uint16_t*>(block.data()));
         for (int j = 4; j < 8; ++j) high_scales += d != 0 && std::abs(parts.scale[j] / d) >= 16;
       }
     }
     EXPECT_GT(negative_values, 1000) << t.name;
-    if (ggml_block_has_offsets(type) && sub < static_cast<int>(t.block_values)) {
+    if (type == static_cast<uint32_t>(GgmlType::kQ4_K) || type == static_cast<uint32_t>(GgmlType::kQ5_K)) {
       EXPECT_GT(high_scales, 200) << t.name;
     }
   }
@@ -76,7 +77,7 @@ TEST(GgufBlockCodes, ScaleTimesCodeIsTheReferenceValueBitForBit) {
 TEST(GgufBlockCodes, UnsupportedTypesAreNamed) {
   EXPECT_EQ(ggml_sub_block_values(static_cast<uint32_t>(GgmlType::kF16)), 0);
   WeightFormat f;
-  EXPECT_FALSE(gguf_weight_format(static_cast<uint32_t>(GgmlType::kQ2_K), &f));
+  EXPECT_FALSE(gguf_weight_format(16, &f));  // IQ2_XXS
   EXPECT_FALSE(gguf_weight_format(static_cast<uint32_t>(GgmlType::kF16), &f));
   ASSERT_TRUE(gguf_weight_format(static_cast<uint32_t>(GgmlType::kQ6_K), &f));
   EXPECT_EQ(f, WeightFormat::kGgmlQ6_K);
@@ -95,9 +96,12 @@ TEST(GgufEncode, SimpleQuantizersRoundTripWithinTheirStep) {
     quantize_row_simple(type, x.data(), n, bytes.data());
     std::vector<float> back(n);
     dequantize_row_ref(type, bytes.data(), back.data(), n);
-    // Levels across a value range of about 8: 2^code_bits (255 for Q8_0's symmetric codes).
+    // Levels across a value range of about 8: 2^code_bits (255 for Q8_0's symmetric codes), or the codes the type
+    // has where its panels keep them in more bits (Q2_K 4, Q3_K 8, the ternary types 3).
     const int bits = gguf_block_format(f)->code_bits;
-    const double levels = bits == 8 ? 255 : 1 << bits;
+    const GgmlType g = static_cast<GgmlType>(type);
+    const double levels = g == GgmlType::kQ2_K ? 4 : g == GgmlType::kQ3_K ? 8
+                          : g == GgmlType::kTQ1_0 || g == GgmlType::kTQ2_0 ? 3 : bits == 8 ? 255 : 1 << bits;
     double worst = 0;
     for (int64_t i = 0; i < n; ++i) worst = std::max(worst, std::abs(static_cast<double>(back[i]) - x[i]));
     EXPECT_LT(worst, 8.0 / levels) << t.name;
@@ -119,7 +123,9 @@ TEST(GgufPack, PanelsHoldTheExactWeightsInTheDocumentedBytes) {
   const std::map<std::string, double> documented = {{"Q8_0", 1.125}, {"Q4_0", 0.625}, {"Q4_1", 0.75},
                                                     {"Q5_0", 0.75},  {"Q5_1", 0.875}, {"Q4_K", 0.75},
                                                     {"Q5_K", 0.875}, {"Q6_K", 1.0},  {"IQ4_NL", 0.625},
-                                                    {"IQ4_XS", 0.625}};
+                                                    {"IQ4_XS", 0.625},
+                                                    {"Q2_K", 1.0},   {"Q3_K", 0.75}, {"TQ1_0", 0.625},
+                                                    {"TQ2_0", 0.625}};
   for (const WeightFormat f : kGgufFormats) {
     const std::string type = gguf_block_format(f)->type_name;
     ASSERT_TRUE(documented.contains(type)) << type << " has no documented size here";
@@ -294,6 +300,10 @@ const FfnCase kFfnCases[] = {
     {WeightFormat::kGgmlIQ4_NL, WeightFormat::kGgmlIQ4_NL, 64, 96},
     {WeightFormat::kGgmlIQ4_XS, WeightFormat::kGgmlIQ4_NL, 256, 96},  // IQ4_XS files: IQ4_NL where H is no multiple of 256
     {WeightFormat::kGgmlIQ4_XS, WeightFormat::kGgmlIQ4_XS, 512, 256},
+    {WeightFormat::kGgmlQ2_K, WeightFormat::kGgmlQ3_K, 256, 256},     // Q2_K files: down Q3_K
+    {WeightFormat::kGgmlQ3_K, WeightFormat::kGgmlQ4_0, 256, 96},      // Q3_K files where H is no multiple of 256
+    {WeightFormat::kGgmlTQ1_0, WeightFormat::kGgmlTQ2_0, 512, 256},
+    {WeightFormat::kGgmlTQ2_0, WeightFormat::kGgmlQ4_0, 256, 160},    // TQ files: Q4_0 where H is no multiple of 256
 };
 
 TEST_P(GgufKernelTest, GroupedFfnMatchesTheReference) {
@@ -376,7 +386,7 @@ TEST(GgufGroupedFfn, UnsupportedOrMixedTypesAreClearErrors) {
   for (Isa isa : {Isa::kScalar, Isa::kAvx2}) {
     const std::string e = error_of([&] { make_grouped_ffn(shape, views, isa); });
     EXPECT_NE(e.find("down weights are ggml type F16"), std::string::npos) << e;
-    EXPECT_NE(e.find("must be one of Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4"),
+    EXPECT_NE(e.find("must be one of Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, Q2_K, Q3_K, TQ1_0, TQ2_0, MXFP4"),
               std::string::npos)
         << e;
   }

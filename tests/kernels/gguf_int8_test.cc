@@ -192,7 +192,9 @@ TEST(GgufInt8Pack, PanelsHoldTheExactWeightsInTheDocumentedBytes) {
   const std::map<std::string, double> documented = {{"Q8_0", 1.125}, {"Q4_0", 0.625}, {"Q4_1", 0.75},
                                                     {"Q5_0", 0.75},  {"Q5_1", 0.875}, {"Q4_K", 0.75},
                                                     {"Q5_K", 0.875}, {"Q6_K", 1.0},  {"IQ4_NL", 0.625},
-                                                    {"IQ4_XS", 0.625}};
+                                                    {"IQ4_XS", 0.625},
+                                                    {"Q2_K", 1.0},   {"Q3_K", 0.75}, {"TQ1_0", 0.625},
+                                                    {"TQ2_0", 0.625}};
   for (int nr : {16, 32})
     for (const WeightFormat f : kInt8Formats) {
       const std::string type = gguf_block_format(f)->type_name;
@@ -259,6 +261,10 @@ const Int8FfnCase kInt8FfnCases[] = {
     {WeightFormat::kGgmlIQ4_NL, WeightFormat::kGgmlIQ4_NL, 96, 64},
     {WeightFormat::kGgmlIQ4_XS, WeightFormat::kGgmlIQ4_NL, 256, 96},  // IQ4_XS files where H is no multiple of 256
     {WeightFormat::kGgmlIQ4_XS, WeightFormat::kGgmlIQ4_XS, 512, 256},
+    {WeightFormat::kGgmlQ2_K, WeightFormat::kGgmlQ3_K, 256, 256},     // Q2_K files: down Q3_K
+    {WeightFormat::kGgmlQ3_K, WeightFormat::kGgmlQ4_0, 256, 96},      // Q3_K files where H is no multiple of 256
+    {WeightFormat::kGgmlTQ1_0, WeightFormat::kGgmlTQ2_0, 512, 256},
+    {WeightFormat::kGgmlTQ2_0, WeightFormat::kGgmlQ4_0, 256, 160},    // TQ files: Q4_0 where H is no multiple of 256
 };
 
 double max_abs(const std::vector<float>& v) {

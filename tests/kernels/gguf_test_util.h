@@ -61,10 +61,15 @@ inline void random_block(Rng& rng, uint32_t type, std::byte* out) {
     return;
   }
   // Magnitudes so that the values are about 1: codes times scales reach 127 (Q8_0, IQ4), 8 (Q4_0), 16 (Q4_1, Q5_x),
-  // 63 * 31 (K), 128 * 32 (Q6_K).
+  // 63 * 31 (K), 128 * 32 (Q6_K), 15 * 3 (Q2_K), 32 * 4 (Q3_K), 1 (TQ).
   const kernels::GgufBlockFormat& b = *kernels::gguf_block_format_of_type(type);
   const bool k_quant = t.block_values == 256;
+  const GgmlType g = static_cast<GgmlType>(type);
+  const bool ternary = g == GgmlType::kTQ1_0 || g == GgmlType::kTQ2_0;
   const double magnitude = b.values ? (k_quant ? 1.0 / 2048 : 1.0 / 64)  // the IQ4 values reach 127
+                           : ternary ? 1.0
+                           : g == GgmlType::kQ2_K ? 1.0 / 32
+                           : g == GgmlType::kQ3_K ? 1.0 / 128
                            : b.code_bits == 8 ? 1.0 / 64
                            : b.code_bits == 6 ? 1.0 / 2048
                            : k_quant ? 1.0 / 1024
@@ -75,9 +80,11 @@ inline void random_block(Rng& rng, uint32_t type, std::byte* out) {
     return float_to_f16(static_cast<float>(v));
   };
   const uint16_t d = field(), dmin = field();
-  const size_t d_at = type == static_cast<uint32_t>(GgmlType::kQ6_K) ? 208 : 0;
+  // The f16 d (and dmin after it): first in most blocks, last in the K-quants of 2, 3 and 6 bits and the TQ types.
+  const size_t d_at = g == GgmlType::kQ6_K ? 208 : g == GgmlType::kQ2_K ? 80 : g == GgmlType::kQ3_K ? 108
+                      : g == GgmlType::kTQ1_0 ? 52 : g == GgmlType::kTQ2_0 ? 64 : 0;
   std::memcpy(out + d_at, &d, 2);
-  if (ggml_block_has_offsets(type)) std::memcpy(out + 2, &dmin, 2);
+  if (ggml_block_has_offsets(type)) std::memcpy(out + d_at + 2, &dmin, 2);
 }
 
 // An (n, k) kGgml matrix of random blocks (n rows, blocks along k).

@@ -161,7 +161,8 @@ TEST(QuantRef, RowDecoderWalksBlocksAndPlainTypes) {
   EXPECT_TRUE(can_dequantize(static_cast<uint32_t>(GgmlType::kQ6_K)));
   EXPECT_TRUE(can_dequantize(static_cast<uint32_t>(GgmlType::kQ4_1)));
   EXPECT_FALSE(can_dequantize(static_cast<uint32_t>(GgmlType::kQ8_1)));
-  EXPECT_FALSE(can_dequantize(static_cast<uint32_t>(GgmlType::kQ2_K)));
+  EXPECT_TRUE(can_dequantize(static_cast<uint32_t>(GgmlType::kQ2_K)));
+  EXPECT_FALSE(can_dequantize(16));  // IQ2_XXS
   EXPECT_FALSE(can_dequantize(999));
 }
 
@@ -175,7 +176,8 @@ TEST(QuantRef, RandomBlocksMatchGgufPyBitForBit) {
   const auto f = GgufFile::open(test::data_dir() + "/gguf/quant_blocks.gguf");
   int checked = 0;
   for (const char* type :
-       {"F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS", "MXFP4"}) {
+       {"F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS", "MXFP4", "Q2_K",
+        "Q3_K", "TQ1_0", "TQ2_0"}) {
     SCOPED_TRACE(type);
     const GgufTensorInfo& blocks = f.tensor(std::string(type) + ".blocks");
     const GgufTensorInfo& expected = f.tensor(std::string(type) + ".expected");
@@ -192,7 +194,7 @@ TEST(QuantRef, RandomBlocksMatchGgufPyBitForBit) {
     }
     checked += static_cast<int>(got.size());
   }
-  EXPECT_EQ(checked, 256 + 256 + 6 * 24 * 32 + 4 * 6 * 256 + 24 * 32);  // every value the script wrote
+  EXPECT_EQ(checked, 256 + 256 + 6 * 24 * 32 + 8 * 6 * 256 + 24 * 32);  // every value the script wrote
 }
 
 uint64_t fnv1a64(const std::vector<float>& values) {

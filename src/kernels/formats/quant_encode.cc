@@ -159,6 +159,107 @@ void encode_k(const float* x, int levels, uint16_t* d_bits, uint16_t* dmin_bits,
   }
 }
 
+// Puts 2-bit code q of value i of a Q2_K, Q3_K or TQ2_0 block (see quant_ref.cc's two_bit_code).
+void put_two_bit_code(uint8_t* qs, int i, int q) {
+  qs[32 * (i / 128) + i % 32] |= static_cast<uint8_t>((q & 3) << (2 * ((i % 128) / 32)));
+}
+
+// Q2_K: x ~ d*sc*q - dmin*m per sub-block of 16, q 2-bit, sc and m 4-bit.
+void encode_q2_k(const float* x, BlockQ2_K* b) {
+  float step[16], low[16], max_step = 0.0f, max_low = 0.0f;
+  for (int s = 0; s < 16; ++s) {
+    float lo = 0.0f, hi = 0.0f;
+    for (int l = 0; l < 16; ++l) {
+      lo = std::min(lo, x[16 * s + l]);
+      hi = std::max(hi, x[16 * s + l]);
+    }
+    step[s] = (hi - lo) / 3.0f;
+    low[s] = -lo;
+    max_step = std::max(max_step, step[s]);
+    max_low = std::max(max_low, low[s]);
+  }
+  b->d = float_to_f16(max_step / 15.0f);
+  b->dmin = float_to_f16(max_low / 15.0f);
+  const float d = f16_to_float(b->d), dmin = f16_to_float(b->dmin);
+  std::memset(b->qs, 0, sizeof b->qs);
+  for (int s = 0; s < 16; ++s) {
+    const int sc = round_clamp(step[s] * inverse_or_zero(d), 0, 15), m = round_clamp(low[s] * inverse_or_zero(dmin), 0, 15);
+    b->scales[s] = static_cast<uint8_t>(sc | m << 4);
+    const float scale = d * static_cast<float>(sc), min = dmin * static_cast<float>(m);
+    for (int l = 0; l < 16; ++l)
+      put_two_bit_code(b->qs, 16 * s + l, round_clamp((x[16 * s + l] + min) * inverse_or_zero(scale), 0, 3));
+  }
+}
+
+// Q3_K: x ~ d*(sc - 32)*q per sub-block of 16, q in -4..3 (2 bits plus the hmask bit), sc 6-bit (sc - 32 of either
+// sign).
+void encode_q3_k(const float* x, BlockQ3_K* b) {
+  // As Q4_0: each sub-block's scale is its value of largest magnitude over -4, so that value gets code -4.
+  float step[16], max_step = 0.0f;
+  for (int s = 0; s < 16; ++s) {
+    float max = 0.0f;
+    for (int l = 0; l < 16; ++l)
+      if (std::abs(x[16 * s + l]) > std::abs(max)) max = x[16 * s + l];
+    step[s] = max / -4.0f;
+    max_step = std::max(max_step, std::abs(step[s]));
+  }
+  b->d = float_to_f16(max_step / 32.0f);
+  const float d = f16_to_float(b->d);
+  std::memset(b->hmask, 0, sizeof b->hmask);
+  std::memset(b->qs, 0, sizeof b->qs);
+  std::memset(b->scales, 0, sizeof b->scales);
+  for (int s = 0; s < 16; ++s) {
+    const int sc = round_clamp(step[s] * inverse_or_zero(d), -32, 31) + 32;  // see quant_ref.cc's q3_k_scale
+    b->scales[s % 8] |= static_cast<uint8_t>((sc & 15) << (s < 8 ? 0 : 4));
+    b->scales[8 + s % 4] |= static_cast<uint8_t>((sc >> 4) << (2 * (s / 4)));
+    const float scale = d * static_cast<float>(sc - 32);
+    for (int l = 0; l < 16; ++l) {
+      const int i = 16 * s + l, q = round_clamp(x[i] * inverse_or_zero(scale), -4, 3);
+      put_two_bit_code(b->qs, i, q);  // q & 3: q + 4 for q < 0, whose hmask bit stays clear
+      if (q >= 0) b->hmask[i % 32] |= static_cast<uint8_t>(1 << (i / 32));
+    }
+  }
+}
+
+// The ternary types: d = the largest magnitude, q = round(x / d) + 1 in 0..2.
+float tq_scale(const float* x) {
+  float amax = 0.0f;
+  for (int i = 0; i < 256; ++i) amax = std::max(amax, std::abs(x[i]));
+  return amax;
+}
+void encode_tq2_0(const float* x, BlockTq2_0* b) {
+  b->d = float_to_f16(tq_scale(x));
+  const float inv = inverse_or_zero(f16_to_float(b->d));
+  std::memset(b->qs, 0, sizeof b->qs);
+  for (int i = 0; i < 256; ++i) put_two_bit_code(b->qs, i, round_clamp(x[i] * inv, -1, 1) + 1);
+}
+// TQ1_0 packs trits t[0..count) (the first most significant, count 5, or 4 and a zero fifth) as the byte
+// ceil(v * 256 / 243), v their base-3 value, so that trit n reads back as ((byte * 3^n mod 256) * 3) >> 8.
+uint8_t pack_trits(const int* t, int count) {
+  int v = 0;
+  for (int n = 0; n < 5; ++n) v = 3 * v + (n < count ? t[n] : 0);
+  return static_cast<uint8_t>((v * 256 + 242) / 243);
+}
+void encode_tq1_0(const float* x, BlockTq1_0* b) {
+  b->d = float_to_f16(tq_scale(x));
+  const float inv = inverse_or_zero(f16_to_float(b->d));
+  int t[256];
+  for (int i = 0; i < 256; ++i) t[i] = round_clamp(x[i] * inv, -1, 1) + 1;
+  int group[5];
+  for (int m = 0; m < 32; ++m) {  // values 0-159: trit n of qs[m] is value 32n + m
+    for (int n = 0; n < 5; ++n) group[n] = t[32 * n + m];
+    b->qs[m] = pack_trits(group, 5);
+  }
+  for (int m = 0; m < 16; ++m) {  // values 160-239: trit n of qs[32 + m] is value 160 + 16n + m
+    for (int n = 0; n < 5; ++n) group[n] = t[160 + 16 * n + m];
+    b->qs[32 + m] = pack_trits(group, 5);
+  }
+  for (int m = 0; m < 4; ++m) {  // values 240-255: trit n of qh[m] is value 240 + 4n + m
+    for (int n = 0; n < 4; ++n) group[n] = t[240 + 4 * n + m];
+    b->qh[m] = pack_trits(group, 4);
+  }
+}
+
 // Q6_K: x ~ d*sc*(q - 32) per sub-block of 16, sc signed 8-bit.
 void encode_q6_k(const float* x, BlockQ6_K* b) {
   float step[16], max_step = 0.0f;
@@ -251,6 +352,30 @@ void quantize_row_simple(uint32_t type, const float* x, int64_t n, std::byte* ou
       case GgmlType::kQ6_K: {
         BlockQ6_K blk;
         encode_q6_k(xb, &blk);
+        std::memcpy(ob, &blk, sizeof blk);
+        break;
+      }
+      case GgmlType::kQ2_K: {
+        BlockQ2_K blk;
+        encode_q2_k(xb, &blk);
+        std::memcpy(ob, &blk, sizeof blk);
+        break;
+      }
+      case GgmlType::kQ3_K: {
+        BlockQ3_K blk;
+        encode_q3_k(xb, &blk);
+        std::memcpy(ob, &blk, sizeof blk);
+        break;
+      }
+      case GgmlType::kTQ1_0: {
+        BlockTq1_0 blk;
+        encode_tq1_0(xb, &blk);
+        std::memcpy(ob, &blk, sizeof blk);
+        break;
+      }
+      case GgmlType::kTQ2_0: {
+        BlockTq2_0 blk;
+        encode_tq2_0(xb, &blk);
         std::memcpy(ob, &blk, sizeof blk);
         break;
       }

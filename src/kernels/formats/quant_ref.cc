@@ -75,6 +75,30 @@ int q5_code(const uint8_t* qs, const uint8_t* qh_bytes, int i) {
   return nibble | static_cast<int>((qh >> i) & 1) << 4;
 }
 
+// The 2-bit code of value i (0..255) of a Q2_K, Q3_K or TQ2_0 block: bits 2s, 2s + 1 of qs[32n + l] for
+// i = 128n + 32s + l.
+int two_bit_code(const uint8_t* qs, int i) { return (qs[32 * (i / 128) + i % 32] >> (2 * ((i % 128) / 32))) & 3; }
+
+// Q3_K's signed code (-4..3) of value i: the 2-bit code, less 4 where bit i / 32 of hmask[i % 32] is clear.
+int q3_k_code(const BlockQ3_K& b, int i) { return two_bit_code(b.qs, i) - ((b.hmask[i % 32] >> (i / 32)) & 1 ? 0 : 4); }
+
+// Q3_K's signed scale (sc - 32, sc 6-bit) of sub-block s (0..15).
+int q3_k_scale(const BlockQ3_K& b, int s) {
+  const int low = s < 8 ? b.scales[s] & 15 : b.scales[s - 8] >> 4;
+  const int high = (b.scales[8 + s % 4] >> (2 * (s / 4))) & 3;
+  return (low | high << 4) - 32;
+}
+
+// TQ1_0's signed code (q - 1, in -1..1) of value i: trit n of a byte b is ((b * 3^n mod 256) * 3) >> 8, the byte and
+// n as quant_formats.h lays them out.
+int tq1_0_code(const BlockTq1_0& b, int i) {
+  static constexpr uint8_t kPow3[5] = {1, 3, 9, 27, 81};
+  const uint8_t byte = i < 160 ? b.qs[i % 32] : i < 240 ? b.qs[32 + (i - 160) % 16] : b.qh[(i - 240) % 4];
+  const int n = i < 160 ? i / 32 : i < 240 ? (i - 160) / 16 : (i - 240) / 4;
+  const auto shifted = static_cast<uint8_t>(byte * kPow3[n]);
+  return ((shifted * 3) >> 8) - 1;
+}
+
 // IQ4_XS's 6-bit scale ls of sub-block ib (0..7).
 int iq4_xs_scale(const BlockIq4Xs& b, int ib) {
   return ((b.scales_l[ib / 2] >> 4 * (ib % 2)) & 15) | (((b.scales_h >> 2 * ib) & 3) << 4);
@@ -101,6 +125,33 @@ void dequantize_block_iq4_xs_ref(const std::byte* block, float* out) {
       out[32 * ib + j + 16] = dl * static_cast<float>(kIq4nlValues[b.qs[16 * ib + j] >> 4]);
     }
   }
+}
+
+void dequantize_block_q2_k_ref(const std::byte* block, float* out) {
+  const auto b = load_block<BlockQ2_K>(block);
+  const float d = f16_to_float(b.d), dmin = f16_to_float(b.dmin);
+  for (int i = 0; i < 256; ++i) {
+    const float scale = d * static_cast<float>(b.scales[i / 16] & 15), min = dmin * static_cast<float>(b.scales[i / 16] >> 4);
+    out[i] = scale * static_cast<float>(two_bit_code(b.qs, i)) - min;
+  }
+}
+
+void dequantize_block_q3_k_ref(const std::byte* block, float* out) {
+  const auto b = load_block<BlockQ3_K>(block);
+  const float d = f16_to_float(b.d);
+  for (int i = 0; i < 256; ++i) out[i] = d * static_cast<float>(q3_k_scale(b, i / 16)) * static_cast<float>(q3_k_code(b, i));
+}
+
+void dequantize_block_tq1_0_ref(const std::byte* block, float* out) {
+  const auto b = load_block<BlockTq1_0>(block);
+  const float d = f16_to_float(b.d);
+  for (int i = 0; i < 256; ++i) out[i] = static_cast<float>(tq1_0_code(b, i)) * d;
+}
+
+void dequantize_block_tq2_0_ref(const std::byte* block, float* out) {
+  const auto b = load_block<BlockTq2_0>(block);
+  const float d = f16_to_float(b.d);
+  for (int i = 0; i < 256; ++i) out[i] = static_cast<float>(two_bit_code(b.qs, i) - 1) * d;
 }
 
 void dequantize_block_q4_1_ref(const std::byte* block, float* out) {
@@ -267,6 +318,35 @@ void split_block_ref(uint32_t type, const std::byte* block, GgmlBlockCodes* out)
       }
       return;
     }
+    case GgmlType::kQ2_K: {
+      const auto b = load_block<BlockQ2_K>(block);
+      const float d = f16_to_float(b.d), dmin = f16_to_float(b.dmin);
+      for (int s = 0; s < 16; ++s) {
+        out->scale[s] = d * static_cast<float>(b.scales[s] & 15);
+        out->offset[s] = -(dmin * static_cast<float>(b.scales[s] >> 4));
+      }
+      for (int i = 0; i < 256; ++i) out->code[i] = static_cast<int8_t>(two_bit_code(b.qs, i));
+      return;
+    }
+    case GgmlType::kQ3_K: {
+      const auto b = load_block<BlockQ3_K>(block);
+      const float d = f16_to_float(b.d);
+      for (int s = 0; s < 16; ++s) out->scale[s] = d * static_cast<float>(q3_k_scale(b, s));
+      for (int i = 0; i < 256; ++i) out->code[i] = static_cast<int8_t>(q3_k_code(b, i));
+      return;
+    }
+    case GgmlType::kTQ1_0: {
+      const auto b = load_block<BlockTq1_0>(block);
+      for (int s = 0; s < 8; ++s) out->scale[s] = f16_to_float(b.d);
+      for (int i = 0; i < 256; ++i) out->code[i] = static_cast<int8_t>(tq1_0_code(b, i));
+      return;
+    }
+    case GgmlType::kTQ2_0: {
+      const auto b = load_block<BlockTq2_0>(block);
+      for (int s = 0; s < 8; ++s) out->scale[s] = f16_to_float(b.d);
+      for (int i = 0; i < 256; ++i) out->code[i] = static_cast<int8_t>(two_bit_code(b.qs, i) - 1);
+      return;
+    }
     case GgmlType::kQ6_K: {
       const auto b = load_block<BlockQ6_K>(block);
       const float d = f16_to_float(b.d);
@@ -316,7 +396,11 @@ void dequantize_row_ref(uint32_t type, const std::byte* src, float* out, int64_t
     case GgmlType::kQ5_1: decode = dequantize_block_q5_1_ref; break;
     case GgmlType::kIQ4_NL: decode = dequantize_block_iq4_nl_ref; break;
     case GgmlType::kIQ4_XS: decode = dequantize_block_iq4_xs_ref; break;
+    case GgmlType::kQ2_K: decode = dequantize_block_q2_k_ref; break;
+    case GgmlType::kQ3_K: decode = dequantize_block_q3_k_ref; break;
     case GgmlType::kQ4_K: decode = dequantize_block_q4_k_ref; break;
+    case GgmlType::kTQ1_0: decode = dequantize_block_tq1_0_ref; break;
+    case GgmlType::kTQ2_0: decode = dequantize_block_tq2_0_ref; break;
     case GgmlType::kQ5_K: decode = dequantize_block_q5_k_ref; break;
     case GgmlType::kQ6_K: decode = dequantize_block_q6_k_ref; break;
     case GgmlType::kMXFP4: decode = dequantize_block_mxfp4_ref; break;

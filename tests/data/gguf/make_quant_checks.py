@@ -2,7 +2,8 @@
 """Test data for hymoe's GGUF block decoders, checked against llama.cpp's own Python package (gguf-py).
 
 Writes, next to this script:
-  quant_blocks.gguf  for each of F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4:
+  quant_blocks.gguf  for each of F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4,
+                     Q2_K, Q3_K, TQ1_0, TQ2_0:
                      `<type>.blocks`, random blocks of that type (every bit pattern of codes and packed scales; f16
                      scale fields finite, with negative, zero and subnormal values; E8M0 exponents below 255), and
                      `<type>.expected`, gguf-py's dequantization of them as F32.
@@ -50,7 +51,8 @@ def random_blocks(rng, qtype, n_blocks):
     raw = rng.integers(0, 256, size=(n_blocks, block_bytes), dtype=np.uint8)
     # Offsets of the f16 scale fields in each block.
     f16_fields = {T.Q8_0: [0], T.Q4_0: [0], T.Q4_1: [0, 2], T.Q5_0: [0], T.Q5_1: [0, 2], T.Q4_K: [0, 2],
-                  T.Q5_K: [0, 2], T.Q6_K: [208], T.IQ4_NL: [0], T.IQ4_XS: [0], T.MXFP4: []}[qtype]
+                  T.Q5_K: [0, 2], T.Q6_K: [208], T.IQ4_NL: [0], T.IQ4_XS: [0], T.MXFP4: [],
+                  T.Q2_K: [80, 82], T.Q3_K: [108], T.TQ1_0: [52], T.TQ2_0: [64]}[qtype]
     for off in f16_fields:
         raw[:, off:off + 2] = finite_f16(rng, n_blocks).view(np.uint8).reshape(n_blocks, 2)
     if qtype == T.MXFP4:
@@ -93,7 +95,8 @@ def fuzz_seeds(out_dir):
     w.add_uint32("qwen2moe.expert_count", 2)
     w.add_tensor("f16", rng.standard_normal((2, 3)).astype(np.float16))
     w.add_tensor("bf16", rng.integers(0, 256, size=(1, 8), dtype=np.uint8), raw_dtype=T.BF16)
-    for qtype in (T.Q8_0, T.Q4_0, T.Q4_K, T.Q5_K, T.Q6_K, T.MXFP4, T.Q4_1, T.Q5_0, T.Q5_1, T.IQ4_NL, T.IQ4_XS):
+    for qtype in (T.Q8_0, T.Q4_0, T.Q4_K, T.Q5_K, T.Q6_K, T.MXFP4, T.Q4_1, T.Q5_0, T.Q5_1, T.IQ4_NL, T.IQ4_XS, T.Q2_K,
+                  T.Q3_K, T.TQ1_0, T.TQ2_0):
         raw = random_blocks(rng, qtype, 2)
         w.add_tensor(qtype.name, raw.reshape(2, 1, -1), raw_dtype=qtype)
     w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
@@ -116,7 +119,8 @@ def main():
     writer.add_tensor("BF16.expected", (bf16.astype(np.uint32) << 16).view(np.float32))
     # (Types added later come last, so the earlier ones keep their random blocks.)
     for qtype, n_blocks in [(T.Q8_0, 24), (T.Q4_0, 24), (T.Q4_K, 6), (T.Q5_K, 6), (T.Q6_K, 6), (T.MXFP4, 24),
-                            (T.Q4_1, 24), (T.Q5_0, 24), (T.Q5_1, 24), (T.IQ4_NL, 24), (T.IQ4_XS, 6)]:
+                            (T.Q4_1, 24), (T.Q5_0, 24), (T.Q5_1, 24), (T.IQ4_NL, 24), (T.IQ4_XS, 6),
+                            (T.Q2_K, 6), (T.Q3_K, 6), (T.TQ1_0, 6), (T.TQ2_0, 6)]:
         raw = random_blocks(rng, qtype, n_blocks)
         block_values, _ = gguf.GGML_QUANT_SIZES[qtype]
         # Two rows, so the decoder also walks rows.
