@@ -34,6 +34,8 @@ DEEPSEEK2_LIKE = ("deepseek2", "glm4moe", "dots1", "bailingmoe2")
 # normalization and scale as deepseek2 does.
 SOFTMAX_SHARED_COUNT = ("deepseek", "bailingmoe")
 NORM_FLOOR = 6.103515625e-5
+# Architectures whose experts' hidden size llama.cpp takes from feed_forward_length.
+FF_LENGTH_HIDDEN = ("llama", "olmoe", "granitemoe", "phimoe")
 
 # Byte offsets of the f16 scale fields (d, and dmin where present) inside one block.
 SCALE_FIELDS = {Q.Q8_0: [0], Q.Q4_0: [0], Q.Q4_1: [0, 2], Q.Q5_0: [0], Q.Q5_1: [0, 2], Q.Q4_K: [0, 2], Q.Q5_K: [0, 2],
@@ -280,13 +282,13 @@ def build_case(out_dir, spec, seed):
     w.add_block_count(2)
     w.add_context_length(4096)
     w.add_embedding_length(D)
-    w.add_feed_forward_length(H if arch in ("llama", "olmoe", "granitemoe") else n_ff)
+    w.add_feed_forward_length(H if arch in FF_LENGTH_HIDDEN else n_ff)
     w.add_head_count(4)
     w.add_head_count_kv(2)
     w.add_layer_norm_rms_eps(1e-6)
     w.add_expert_count(E)
     w.add_expert_used_count(K)
-    if arch not in ("llama", "olmoe", "granitemoe"):
+    if arch not in FF_LENGTH_HIDDEN:
         w.add_expert_feed_forward_length(H)
     if arch in ("qwen2moe", "hunyuan-moe", "qwen3next", "qwen35moe") or (arch in ("ernie4_5-moe", "granitemoe") and Hs):
         w.add_expert_shared_feed_forward_length(Hs)
@@ -581,6 +583,10 @@ CASES = [
          norm=True, w_scale=0.0, types=dict(gate=Q.TQ2_0, up=Q.TQ2_0, down=Q.Q4_0, dense=Q.Q8_0),
          description="TQ2_0 gate/up with the down projections of a hidden that is no multiple of 256 in TQ2_0's "
                      "fallback Q4_0 (llama-quantize)"),
+    dict(case="phimoe_q4_k", arch="phimoe", D=256, H=32, E=8, K=2, n_ff=32, gating="softmax", norm=True,
+         w_scale=0.0, types=dict(gate=Q.Q4_K, up=Q.Q4_K, down=Q.Q8_0, dense=Q.Q8_0),
+         description="phimoe (Phi-3.5-MoE) as llama.cpp runs it: phi3's graph, softmax top-2 renormalized (not "
+                     "transformers' sparsemixer), experts feed_forward_length wide"),
 ]
 
 

@@ -60,7 +60,7 @@ struct GgufArchitecture {
 
 constexpr std::string_view kReadFromMetadata =
     "gating, normalization and scale read from metadata; ungated shared expert";
-constexpr std::array<GgufArchitecture, 19> kArchitectures = {{
+constexpr std::array<GgufArchitecture, 20> kArchitectures = {{
     {.name = "llama", .hidden = HiddenRule::kFeedForwardLength, .norm_weights = true,
      .fixed = "softmax gating, normalized weights, no scale, no shared expert"},
     {.name = "qwen2moe", .hidden = HiddenRule::kExpertKeyOrFfnOverK, .shared = SharedRule::kSharedLength,
@@ -109,6 +109,10 @@ constexpr std::array<GgufArchitecture, 19> kArchitectures = {{
     {.name = "qwen35moe", .hidden = HiddenRule::kExpertKeyOrFfnOverK, .shared = SharedRule::kSharedLength,
      .shared_gate = true, .norm_weights = true, .merged_gate_up = true,
      .fixed = "softmax gating, normalized weights, no scale, sigmoid-gated shared expert"},
+    // Phi-3.5-MoE as llama.cpp runs it (phi3's graph): softmax top-k renormalized, not transformers' sparsemixer.
+    {.name = "phimoe", .hidden = HiddenRule::kFeedForwardLength, .norm_weights = true,
+     .fixed = "softmax gating, normalized weights, no scale, no shared expert (llama.cpp's graph, not the "
+              "sparsemixer of transformers' PhiMoE)"},
 }};
 
 std::string key(const GgufMoeConfig& c, std::string_view name) { return c.architecture + "." + std::string(name); }

@@ -377,7 +377,7 @@ TEST(GgufMoeRejects, UnknownArchitecture) {
   EXPECT_NE(error_of(moe_file("gpt2")).find("m.gguf: architecture 'gpt2' is not one hymoe runs (llama, qwen2moe, "
                                             "qwen3moe, olmoe, deepseek2, gpt-oss, glm4moe, dots1, bailingmoe2, "
                                             "qwen3vlmoe, hunyuan-moe, qwen3next, ernie4_5-moe, deepseek, "
-                                            "bailingmoe, llada-moe, granitemoe, llama4, qwen35moe)"),
+                                            "bailingmoe, llada-moe, granitemoe, llama4, qwen35moe, phimoe)"),
             std::string::npos)
       << error_of(moe_file("gpt2"));
 }
