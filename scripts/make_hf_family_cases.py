@@ -86,6 +86,17 @@ def qwen3_vl_moe_config():
     return transformers.Qwen3VLMoeConfig(text_config=text, vision_config=vision)
 
 
+def qwen3_5_moe_config():
+    # Qwen3.5-MoE: the language model's keys in text_config, softmax always renormalized, a sigmoid-gated shared
+    # expert, every layer MoE (layer 0 linear attention, layer 1 full).
+    text = dict(moe_intermediate_size=16, shared_expert_intermediate_size=24, num_experts=16, num_experts_per_tok=4,
+                layer_types=["linear_attention", "full_attention"], linear_num_value_heads=4, linear_num_key_heads=2,
+                linear_key_head_dim=16, linear_value_head_dim=16, **SMALL)
+    vision = dict(depth=1, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=64, patch_size=4,
+                  spatial_merge_size=2, temporal_patch_size=1)
+    return transformers.Qwen3_5MoeConfig(text_config=text, vision_config=vision)
+
+
 def hunyuan_v1_moe_config():
     # Hunyuan-A13B: softmax top-k always renormalized, experts and an ungated shared MLP of intermediate_size; the
     # top-k given per layer, as its releases give it.
@@ -231,6 +242,12 @@ CASES = [
          checkpoint_down="w2", description="Phi-3.5-MoE (phimoe): the sparsemixer in eval mode (top-2, each weight a "
          "softmax over the logits within 2 router_jitter_noise of the chosen one, relative), router_jitter_noise 0.3 so "
          "the masks keep several experts; saved under the released names (block_sparse_moe, w1/w3/w2)"),
+    dict(name="qwen3_5_moe_e16_k4", family="qwen3_5_moe", config=qwen3_5_moe_config,
+         model_class="Qwen3_5MoeForConditionalGeneration", router="softmax", shared="gated", text_config=True,
+         checkpoint_layers="model.language_model.layers.",
+         description="Qwen3.5-MoE (qwen3_5_moe): the language model's keys under text_config, softmax top-4 always "
+         "renormalized, a sigmoid-gated shared expert of shared_expert_intermediate_size 24, experts saved one per "
+         "expert under model.language_model.layers.N.mlp"),
     dict(name="exaone_moe_e16_k4", family="exaone_moe", config=exaone_moe_config,
          model_class="ExaoneMoeForCausalLM", description="EXAONE-MoE (exaone_moe): V3's router, one group, "
          "renormalized, routed_scaling_factor 2.5 (its default), 2 shared experts (num_shared_experts), layer 1 MoE "
@@ -386,8 +403,8 @@ def build_case(out_dir, spec):
     up = (rng.standard_normal((E, H, D)) / np.sqrt(D)).astype(np.float32)
     down = (rng.standard_normal((E, D, H)) / np.sqrt(H)).astype(np.float32)
     Hs = {"experts": H * v["n_shared"], "gated": getattr(cfg, "shared_expert_intermediate_size", 0),
-          "shared_mlp": cfg.intermediate_size, "granite": getattr(cfg, "shared_intermediate_size", 0),
-          "llama4": cfg.intermediate_size,
+          "shared_mlp": getattr(cfg, "intermediate_size", 0), "granite": getattr(cfg, "shared_intermediate_size", 0),
+          "llama4": getattr(cfg, "intermediate_size", 0),
           None: 0}[shared_kind]
     shared = {n: (rng.standard_normal(s) / np.sqrt(s[1])).astype(np.float32)
               for n, s in (("gate_proj", (Hs, D)), ("up_proj", (Hs, D)), ("down_proj", (D, Hs)))} if Hs else {}

@@ -1,0 +1,53 @@
+// Qwen3.5-MoE (qwen3_5_moe: Qwen3.5-35B-A3B, 397B-A17B), the language model's MoE blocks: the keys are those of
+// config.json's text_config; every layer is MoE (Qwen3_5MoeDecoderLayer has no dense rule, whatever its attention
+// kind); softmax top-k, always renormalized (Qwen3_5MoeTopKRouter has no norm_topk_prob); one shared expert of
+// shared_expert_intermediate_size (Qwen3_5MoeTextConfig's default 512) scaled per token by
+// sigmoid(shared_expert_gate x), as Qwen2-MoE's. save_pretrained writes the experts one per expert
+// (experts.E.gate_proj / up_proj / down_proj) under model.language_model.layers.N.mlp. The text-only model
+// (qwen3_5_moe_text, Qwen3_5MoeForCausalLM) has the same keys at the top level and its layers under model.layers.
+#include "models/families.h"
+#include "models/family_common.h"
+
+namespace hymoe {
+namespace {
+
+using namespace family_detail;
+
+class Qwen3_5Moe final : public FamilyBase {
+ public:
+  Qwen3_5Moe(const HfConfig& text, std::string_view name, std::string layers)
+      : FamilyBase(text, name, read_common_fields(text)),
+        experts_(text.integer_or({"num_experts"}, 256)),
+        layers_(std::move(layers)) {}
+
+ private:
+  void fill(int64_t layer, MoELayerSpec& s) const override {
+    s.hidden = c_.integer_or({"moe_intermediate_size"}, 512);
+    s.num_experts = experts_;
+    s.router.scoring = RouterScoring::kSoftmax;
+    s.router.normalize = true;
+    s.activation = read_hidden_act(c_);
+    const std::string p = layers_ + std::to_string(layer) + ".mlp.";
+    s.router_weight = p + "gate.weight";
+    s.experts_prefix = p + "experts.";
+    s.shared.hidden = c_.integer_or({"shared_expert_intermediate_size"}, 512);
+    s.shared.prefix = p + "shared_expert.";
+    s.shared.gate_weight = p + "shared_expert_gate.weight";
+  }
+
+  int64_t experts_;
+  std::string layers_;  // "model.language_model.layers." or "model.layers."
+};
+
+}  // namespace
+
+std::unique_ptr<ModelFamily> make_qwen3_5_moe_family(const HfConfig& config) {
+  std::optional<HfConfig> text = config.object("text_config");
+  if (!text) fail(config.label(), ": missing object 'text_config' (the language model's keys of a qwen3_5_moe model)");
+  return std::make_unique<Qwen3_5Moe>(*text, "qwen3_5_moe", "model.language_model.layers.");
+}
+std::unique_ptr<ModelFamily> make_qwen3_5_moe_text_family(const HfConfig& config) {
+  return std::make_unique<Qwen3_5Moe>(config, "qwen3_5_moe_text", "model.layers.");
+}
+
+}  // namespace hymoe
