@@ -97,6 +97,11 @@ def qwen3_5_moe_config():
     return transformers.Qwen3_5MoeConfig(text_config=text, vision_config=vision)
 
 
+def qwen3_5_moe_text_config():
+    # The text-only Qwen3.5-MoE (Qwen3_5MoeForCausalLM): the same keys at the top level.
+    return qwen3_5_moe_config().text_config
+
+
 def hunyuan_v1_moe_config():
     # Hunyuan-A13B: softmax top-k always renormalized, experts and an ungated shared MLP of intermediate_size; the
     # top-k given per layer, as its releases give it.
@@ -248,6 +253,10 @@ CASES = [
          description="Qwen3.5-MoE (qwen3_5_moe): the language model's keys under text_config, softmax top-4 always "
          "renormalized, a sigmoid-gated shared expert of shared_expert_intermediate_size 24, experts saved one per "
          "expert under model.language_model.layers.N.mlp"),
+    dict(name="qwen3_5_moe_text_e16_k4", family="qwen3_5_moe_text", config=qwen3_5_moe_text_config,
+         model_class="Qwen3_5MoeForCausalLM", router="softmax", shared="gated",
+         description="the text-only Qwen3.5-MoE (qwen3_5_moe_text): qwen3_5_moe's block with its keys at the top "
+         "level and its layers under model.layers"),
     dict(name="exaone_moe_e16_k4", family="exaone_moe", config=exaone_moe_config,
          model_class="ExaoneMoeForCausalLM", description="EXAONE-MoE (exaone_moe): V3's router, one group, "
          "renormalized, routed_scaling_factor 2.5 (its default), 2 shared experts (num_shared_experts), layer 1 MoE "
