@@ -102,6 +102,47 @@ def qwen3_5_moe_text_config():
     return qwen3_5_moe_config().text_config
 
 
+def glm4v_moe_config():
+    # GLM-4.5V: glm4_moe's block in the language model (keys under text_config), 4 groups keep 2.
+    text = dict(vocab_size=128, hidden_size=64, intermediate_size=96, moe_intermediate_size=32, num_hidden_layers=2,
+                num_attention_heads=4, num_key_value_heads=2, n_routed_experts=16, num_experts_per_tok=4,
+                n_shared_experts=1, first_k_dense_replace=1, n_group=4, topk_group=2, max_position_embeddings=64,
+                rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 1, 1],
+                                 "partial_rotary_factor": 0.5})
+    vision = dict(depth=1, hidden_size=32, num_heads=2, intermediate_size=32, out_hidden_size=64, patch_size=14,
+                  image_size=28)
+    return transformers.Glm4vMoeConfig(text_config=text, vision_config=vision)
+
+
+def mimo_v2_flash_config():
+    # MiMo-V2-Flash: V3's router without a shared expert, layer 1 sparse by mlp_layer_types' default.
+    return transformers.MiMoV2FlashConfig(
+        vocab_size=128, hidden_size=64, intermediate_size=96, moe_intermediate_size=32, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=24, v_head_dim=16, n_routed_experts=16,
+        num_experts_per_tok=4, n_group=4, topk_group=2, max_position_embeddings=64, sliding_window=8)
+
+
+def kimi_linear_config():
+    # Kimi-Linear: V3's block under its own key names (saved as num_experts, num_experts_per_token, ...), scale
+    # 2.446 by default, both layers full attention (the block is the same beside its linear attention).
+    return transformers.KimiLinearConfig(
+        vocab_size=128, hidden_size=64, intermediate_size=96, moe_intermediate_size=32, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=4, num_experts=16, num_experts_per_token=4, num_shared_experts=1,
+        num_expert_group=4, topk_group=2, kv_lora_rank=16, qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=16,
+        max_position_embeddings=64, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+        layer_types=["full_attention", "full_attention"])
+
+
+def mistral4_config():
+    # Mistral 4: groups over softmax scores (4 groups keep 2, excluded experts 0.0), renormalized (+1e-20), one
+    # shared expert, layer 1 MoE by first_k_dense_replace 1; experts saved fused.
+    return transformers.Mistral4Config(
+        vocab_size=128, hidden_size=64, intermediate_size=96, moe_intermediate_size=32, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=4, n_routed_experts=16, num_experts_per_tok=4, n_shared_experts=1,
+        n_group=4, topk_group=2, first_k_dense_replace=1, kv_lora_rank=16, q_lora_rank=32, qk_rope_head_dim=8,
+        qk_nope_head_dim=8, v_head_dim=16, max_position_embeddings=64, pad_token_id=0)
+
+
 def hunyuan_v1_moe_config():
     # Hunyuan-A13B: softmax top-k always renormalized, experts and an ungated shared MLP of intermediate_size; the
     # top-k given per layer, as its releases give it.
@@ -257,6 +298,23 @@ CASES = [
          model_class="Qwen3_5MoeForCausalLM", router="softmax", shared="gated",
          description="the text-only Qwen3.5-MoE (qwen3_5_moe_text): qwen3_5_moe's block with its keys at the top "
          "level and its layers under model.layers"),
+    dict(name="glm4v_moe_e16_g4_tg2_k4", family="glm4v_moe", config=glm4v_moe_config,
+         model_class="Glm4vMoeForConditionalGeneration", text_config=True,
+         checkpoint_layers="model.language_model.layers.",
+         description="GLM-4.5V (glm4v_moe): glm4_moe's block in the language model, keys under text_config, tensors "
+         "under model.language_model.layers; 4 groups keep 2, one shared expert"),
+    dict(name="mimo_v2_flash_e16_g4_tg2_k4", family="mimo_v2_flash", config=mimo_v2_flash_config,
+         model_class="MiMoV2FlashForCausalLM", shared=None,
+         description="MiMo-V2-Flash (mimo_v2_flash): V3's router (4 groups keep 2, correction bias), no shared expert, "
+         "layer 1 sparse by mlp_layer_types"),
+    dict(name="kimi_linear_e16_g4_tg2_k4", family="kimi_linear", config=kimi_linear_config,
+         model_class="KimiLinearForCausalLM", checkpoint_block="block_sparse_moe", checkpoint_down="w2",
+         description="Kimi-Linear (kimi_linear): V3's block under its own key names, routed_scaling_factor 2.446, "
+         "saved under block_sparse_moe with Mixtral's expert names (w1, w3, w2)"),
+    dict(name="mistral4_e16_g4_tg2_k4", family="mistral4", config=mistral4_config, model_class="Mistral4ForCausalLM",
+         router="softmax_groups",
+         description="Mistral 4 (mistral4): 4 groups of softmax scores keep 2 (top-2 sums; excluded experts 0.0), "
+         "renormalized, one shared expert; experts saved fused (gate_up_proj (E, 2I, D), down_proj (E, D, I))"),
     dict(name="exaone_moe_e16_k4", family="exaone_moe", config=exaone_moe_config,
          model_class="ExaoneMoeForCausalLM", description="EXAONE-MoE (exaone_moe): V3's router, one group, "
          "renormalized, routed_scaling_factor 2.5 (its default), 2 shared experts (num_shared_experts), layer 1 MoE "
@@ -320,9 +378,11 @@ def sparsemixer_route64(router, x, eps):
     return np.array(idx), np.array(w), (min(gaps[1], mask_margin), gaps[0], np.inf), False, False
 
 
-def route64(router, bias, x, n_group, topk_group, k, norm, scale):
-    """DeepSeek-V3/GLM routing in float64: (indices in canonical order, weights, margins)."""
-    s = 1.0 / (1.0 + np.exp(-(x @ router.T)))
+def route64(router, bias, x, n_group, topk_group, k, norm, scale, softmax=False):
+    """DeepSeek-V3/GLM routing in float64: (indices in canonical order, weights, margins). softmax: Mistral 4's
+    groups over softmax scores (no bias; excluded experts score 0.0, which orders as -inf among positive scores)."""
+    logits = x @ router.T
+    s = np.exp(logits - logits.max()) / np.exp(logits - logits.max()).sum() if softmax else 1.0 / (1.0 + np.exp(-logits))
     c = s + bias
     E = c.shape[0]
     per = E // n_group
@@ -346,7 +406,7 @@ def route64(router, bias, x, n_group, topk_group, k, norm, scale):
     group_cut = gsrt[topk_group - 1] - gsrt[topk_group] if topk_group < n_group else np.inf
     unlimited = np.argsort(-c, kind="stable")[:k]
     unbiased = np.argsort(-s, kind="stable")[:k]
-    return idx, w, (cut, slot, group_cut), set(unlimited) != set(idx), set(unbiased) != set(idx)
+    return idx, w, (cut, slot, group_cut), set(unlimited) != set(idx), not softmax and set(unbiased) != set(idx)
 
 
 def language_model(model):
@@ -377,6 +437,7 @@ def build_case(out_dir, spec):
     softmax = spec.get("router", "v3") in ("softmax", "softmax_bias")
     llama4 = spec.get("router") == "llama4"
     sparsemixer = spec.get("router") == "sparsemixer"
+    softmax_groups = spec.get("router") == "softmax_groups"
     softmax_bias = spec.get("router") == "softmax_bias"
     shared_kind = spec.get("shared", "experts")
     prefix = spec.get("checkpoint_layers", "model.layers.") + "1." + spec.get("checkpoint_block", "mlp") + "."
@@ -396,6 +457,9 @@ def build_case(out_dir, spec):
             routes = [sparsemixer_route64(router.astype(np.float64), t, cfg.router_jitter_noise) for t in xs]
         elif llama4:  # sigmoid of the chosen logits, no bias, no renormalization
             routes = [route64(router.astype(np.float64), np.zeros(E), t, 1, 1, K, False, 1.0) for t in xs]
+        elif softmax_groups:
+            routes = [route64(router.astype(np.float64), np.zeros(E), t, v["n_group"], v["topk_group"], K, v["norm"],
+                              v["scale"], softmax=True) for t in xs]
         else:
             routes = [route64(router.astype(np.float64), bias.astype(np.float64), t, v["n_group"], v["topk_group"], K,
                               v["norm"], v["scale"]) for t in xs]
@@ -404,7 +468,7 @@ def build_case(out_dir, spec):
         by_bias = sum(r[4] for r in routes)
         groups_act = v["n_group"] > v["topk_group"]
         if margins.min() >= MARGIN and (by_groups >= 2 or not groups_act) and (
-                by_bias >= 2 or (softmax and not softmax_bias) or llama4 or sparsemixer):
+                by_bias >= 2 or (softmax and not softmax_bias) or llama4 or sparsemixer or softmax_groups):
             break
     else:
         raise SystemExit(f"{spec['name']}: no seed gives margins >= {MARGIN}")
@@ -428,7 +492,7 @@ def build_case(out_dir, spec):
         (gate_module.wg if hasattr(gate_module, "wg") else gate_module).weight.copy_(torch.from_numpy(router))
         if softmax_bias:
             block.gate.moe_statics.e_score_correction_bias.copy_(torch.from_numpy(bias).reshape(1, E))
-        elif not softmax and not llama4 and not sparsemixer:
+        elif not softmax and not llama4 and not sparsemixer and not softmax_groups:
             owner = block if spec.get("bias_of") == "block" else block.gate
             owner.e_score_correction_bias.copy_(torch.from_numpy(bias))
         if spec.get("experts_in_out"):  # (E, D, 2I) gate columns first, (E, I, D)
@@ -531,7 +595,8 @@ def build_case(out_dir, spec):
         "model_class": spec["model_class"], "checkpoint_prefix": prefix, "layer": 1, "dtype": "float32",
         "input_shape": list(x.shape), "token_order": "t = b*L + l", "experts_implementation": "eager",
         "seed": seed, "rank_space": ("biased softmax probability" if softmax_bias else "softmax probability") if softmax
-        else "sigmoid score" if llama4 else "logit (sparsemixer)" if sparsemixer else "biased sigmoid score",
+        else "sigmoid score" if llama4 else "logit (sparsemixer)" if sparsemixer
+        else "softmax probability (groups)" if softmax_groups else "biased sigmoid score",
         "margin_threshold": MARGIN,
         "margins": {"topk_cut": float(margins[0]), "between_selected_slots": float(margins[1]) if np.isfinite(margins[1]) else None,
                     "group_cut": float(margins[2]) if np.isfinite(margins[2]) else None},

@@ -168,7 +168,8 @@ enum class ExpertStorage {
   kFusedConcatInOut,       // Qwen3-VL-MoE as released: <experts_prefix>gate_up_proj (E, D, 2I), gate columns [0, I),
                            // up [I, 2I); down_proj (E, I, D); no biases
   kFusedGateUpOutIn,       // GGUF with gate and up merged: <experts_prefix><gate_name>.weight (E, 2I, D), expert e's
-                           // gate rows [2Ie, 2Ie + I), up [2Ie + I, 2I(e + 1)); down as kFusedOutIn
+                           // gate rows [2Ie, 2Ie + I), up [2Ie + I, 2I(e + 1)); down as kFusedOutIn (Granite-MoE's
+                           // input_linear / output_linear; Mistral 4's gate_up_proj / down_proj, fused_suffix "")
 };
 
 // The tensor of expert e's matrix `matrix` where each expert has tensors of its own: <prefix><e>.<matrix>.weight
@@ -205,6 +206,7 @@ struct MoELayerSpec {
   ExpertStorage storage = ExpertStorage::kPerExpertLinear;
   std::string experts_prefix;                           // "model.layers.1.mlp.experts."
   std::string gate_name = "gate_proj", up_name = "up_proj", down_name = "down_proj";  // per-expert names
+  std::string fused_suffix = ".weight";  // kFusedOutIn, kFusedGateUpOutIn: <experts_prefix><name><fused_suffix>
   // kFusedOutIn only: float biases <experts_prefix><name>.bias, (E, out) each (GGUF gpt-oss), added as the kernels
   // add gpt-oss's (grouped_ffn.h, MlpWeightsView).
   bool expert_biases = false;

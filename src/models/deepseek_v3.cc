@@ -16,6 +16,14 @@
 // (n_group 1, topk_group 1, routed_scaling_factor 1.0); EXAONE-MoE (exaone_moe) under ExaoneMoeConfig's
 // (num_experts and num_shared_experts for the counts, mlp_layer_types from first_k_dense_replace 1, scale 2.5), its
 // checkpoints holding the bias as mlp.e_score_correction_bias.
+// GLM-4.5V (glm4v_moe) runs glm4_moe's block in its language model: keys under text_config, tensors under
+// model.language_model.layers. MiMo-V2-Flash (mimo_v2_flash): V3's router without a shared expert, MoE where
+// mlp_layer_types says "sparse" (["dense"] + ["sparse"] * (n - 1) when absent), a null routed_scaling_factor 1.0.
+// Kimi-Linear (kimi_linear): V3's block under KimiLinearConfig's own key names (num_experts, num_experts_per_token,
+// num_shared_experts, num_expert_group, moe_renormalize; routed_scaling_factor 2.446), the block under
+// block_sparse_moe with Mixtral's expert names (w1 gate, w3 up, w2 down). Mistral 4 (mistral4): the same groups over
+// softmax scores (input dtype, no correction bias; experts of excluded groups score 0.0, not -inf), every layer from
+// first_k_dense_replace 0, its experts saved fused: gate_up_proj (E, 2I, D) gate rows first, down_proj (E, D, I).
 #include "models/families.h"
 #include "models/family_common.h"
 
@@ -36,7 +44,19 @@ struct V3Defaults {
   bool mlp_layer_types;      // the layer rule is the config's mlp_layer_types, "dense" or "sparse" per layer
   const char* experts_key = "n_routed_experts";
   const char* shared_key = "n_shared_experts";
-  const char* bias_name = "gate.e_score_correction_bias";  // under the layer's mlp., as the checkpoints name it
+  const char* bias_name = "gate.e_score_correction_bias";  // under the layer's block, as the checkpoints name it
+  const char* config_object = nullptr;  // the object of config.json the keys sit in ("text_config"), or the top level
+  const char* layers = "model.layers.";  // the checkpoint's layer prefix
+  const char* block = "mlp.";            // the MoE block under a layer
+  bool shared_experts = true;            // false: the block has no shared expert (the key is not read)
+  const char* top_k_key = "num_experts_per_tok";
+  const char* n_group_key = "n_group";
+  const char* norm_key = "norm_topk_prob";
+  const char* gate_name = "gate_proj";   // the routed experts' matrices
+  const char* up_name = "up_proj";
+  const char* down_name = "down_proj";
+  bool softmax_scores = false;           // softmax scores, no correction bias, excluded groups 0.0 (mistral4)
+  bool fused_experts = false;            // gate_up_proj (E, 2I, D), down_proj (E, D, I) (mistral4)
 };
 constexpr V3Defaults kDeepseekV3{"deepseek_v3", 3, 8, 4, 2.5, true, 1, false};
 constexpr V3Defaults kGlm4Moe{"glm4_moe", 1, 1, 1, 1.0, true, 1, false};
@@ -46,11 +66,35 @@ constexpr V3Defaults kGlm4MoeLite{"glm4_moe_lite", 1, 1, 1, 1.8, true, 1, true};
 constexpr V3Defaults kSolarOpen{"solar_open", -1, 1, 1, 1.0, true, 1, false};
 constexpr V3Defaults kExaoneMoe{"exaone_moe", 1, 1, 1, 2.5, true, 1, true, "num_experts", "num_shared_experts",
                                 "e_score_correction_bias"};
+constexpr V3Defaults kGlm4vMoe{.family = "glm4v_moe", .first_k_dense_replace = 1, .n_group = 1, .topk_group = 1,
+                               .routed_scaling_factor = 1.0, .norm_topk_prob = true, .n_shared_experts = 1,
+                               .mlp_layer_types = false, .config_object = "text_config",
+                               .layers = "model.language_model.layers."};
+constexpr V3Defaults kMimoV2Flash{.family = "mimo_v2_flash", .first_k_dense_replace = 1, .n_group = 1, .topk_group = 1,
+                                  .routed_scaling_factor = 1.0, .norm_topk_prob = true, .n_shared_experts = 0,
+                                  .mlp_layer_types = true, .shared_experts = false};
+constexpr V3Defaults kKimiLinear{.family = "kimi_linear", .first_k_dense_replace = 1, .n_group = 1, .topk_group = 1,
+                                 .routed_scaling_factor = 2.446, .norm_topk_prob = true, .n_shared_experts = 1,
+                                 .mlp_layer_types = true, .experts_key = "num_experts",
+                                 .shared_key = "num_shared_experts", .block = "block_sparse_moe.",
+                                 .top_k_key = "num_experts_per_token", .n_group_key = "num_expert_group",
+                                 .norm_key = "moe_renormalize", .gate_name = "w1", .up_name = "w3", .down_name = "w2"};
+constexpr V3Defaults kMistral4{.family = "mistral4", .first_k_dense_replace = 0, .n_group = 1, .topk_group = 1,
+                               .routed_scaling_factor = 1.0, .norm_topk_prob = true, .n_shared_experts = 1,
+                               .mlp_layer_types = false, .softmax_scores = true, .fused_experts = true};
+
+// The object of config.json a family's keys sit in: the whole config, or d.config_object (required).
+HfConfig keys_of(const HfConfig& c, const V3Defaults& d) {
+  if (!d.config_object) return c;
+  std::optional<HfConfig> o = c.object(d.config_object);
+  if (!o) fail(c.label(), ": missing object '", d.config_object, "' (the language model's keys of a ", d.family, " model)");
+  return *o;
+}
 
 class DeepseekV3 final : public FamilyBase {
  public:
   DeepseekV3(const HfConfig& c, const V3Defaults& d)
-      : FamilyBase(c, d.family, read_common_fields(c)), d_(d),
+      : FamilyBase(c, d.family, read_common_fields(c, {d.top_k_key})), d_(d),
         first_moe_(d.first_k_dense_replace < 0 ? 0 : c.integer_or({"first_k_dense_replace"}, d.first_k_dense_replace)) {
     if (!d.mlp_layer_types) return;
     const int64_t n = c.integer({"num_hidden_layers"});
@@ -76,23 +120,32 @@ class DeepseekV3 final : public FamilyBase {
     s.hidden = c_.integer({"moe_intermediate_size"});
     s.num_experts = c_.integer({d_.experts_key});
     RouterOptions& r = s.router;
-    r.scoring = RouterScoring::kSigmoid;
-    r.selection_bias = true;
+    r.scoring = d_.softmax_scores ? RouterScoring::kSoftmax : RouterScoring::kSigmoid;
+    r.selection_bias = !d_.softmax_scores;
     r.group_limited = true;  // with n_group = topk_group = 1 a no-op
-    r.n_group = c_.integer_or({"n_group"}, d_.n_group);
+    r.n_group = c_.integer_or({d_.n_group_key}, d_.n_group);
     r.top_group = c_.integer_or({"topk_group"}, d_.topk_group);
     r.group_score = GroupScore::kTop2Sum;
-    r.excluded_score = -std::numeric_limits<float>::infinity();
-    r.normalize = c_.boolean_or({"norm_topk_prob"}, d_.norm_topk_prob);
+    r.excluded_score = d_.softmax_scores ? 0.0f : -std::numeric_limits<float>::infinity();
+    r.normalize = c_.boolean_or({d_.norm_key}, d_.norm_topk_prob);
     r.normalize_epsilon = 1e-20;
     r.scaling_factor = c_.number_or({"routed_scaling_factor"}, d_.routed_scaling_factor);
     s.activation = read_hidden_act(c_);
-    const std::string p = layer_prefix(layer) + "mlp.";
+    const std::string p = d_.layers + std::to_string(layer) + "." + d_.block;
     s.router_weight = p + "gate.weight";
-    s.selection_bias = p + d_.bias_name;
+    if (r.selection_bias) s.selection_bias = p + d_.bias_name;
     s.experts_prefix = p + "experts.";
-    s.shared.hidden = s.hidden * (d_.n_shared_experts < 0 ? c_.integer({d_.shared_key})
-                                                           : c_.integer_or({d_.shared_key}, d_.n_shared_experts));
+    s.gate_name = d_.gate_name;
+    s.up_name = d_.up_name;
+    s.down_name = d_.down_name;
+    if (d_.fused_experts) {
+      s.storage = ExpertStorage::kFusedGateUpOutIn;
+      s.gate_name = "gate_up_proj";
+      s.fused_suffix = "";
+    }
+    if (d_.shared_experts)
+      s.shared.hidden = s.hidden * (d_.n_shared_experts < 0 ? c_.integer({d_.shared_key})
+                                                             : c_.integer_or({d_.shared_key}, d_.n_shared_experts));
     s.shared.prefix = p + "shared_experts.";
   }
 
@@ -121,6 +174,18 @@ std::unique_ptr<ModelFamily> make_deepseek_v32_family(const HfConfig& config) {
 }
 std::unique_ptr<ModelFamily> make_glm4_moe_lite_family(const HfConfig& config) {
   return std::make_unique<DeepseekV3>(config, kGlm4MoeLite);
+}
+std::unique_ptr<ModelFamily> make_glm4v_moe_family(const HfConfig& config) {
+  return std::make_unique<DeepseekV3>(keys_of(config, kGlm4vMoe), kGlm4vMoe);
+}
+std::unique_ptr<ModelFamily> make_mimo_v2_flash_family(const HfConfig& config) {
+  return std::make_unique<DeepseekV3>(config, kMimoV2Flash);
+}
+std::unique_ptr<ModelFamily> make_kimi_linear_family(const HfConfig& config) {
+  return std::make_unique<DeepseekV3>(config, kKimiLinear);
+}
+std::unique_ptr<ModelFamily> make_mistral4_family(const HfConfig& config) {
+  return std::make_unique<DeepseekV3>(config, kMistral4);
 }
 
 }  // namespace hymoe

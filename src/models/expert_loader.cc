@@ -270,9 +270,10 @@ ExpertWeights load_fused_out_in_experts(const TensorSource& src, const MoELayerS
   const std::string& p = spec.experts_prefix;
   // Gate and up in tensors of their own, or merged into one (E, 2H, D) with each expert's gate rows before its up.
   const bool merged = spec.storage == ExpertStorage::kFusedGateUpOutIn;
-  const TensorRef gate = checked_tensor(src, p + spec.gate_name + ".weight", {E, merged ? 2 * H : H, D}, why);
-  const TensorRef up = merged ? gate : checked_tensor(src, p + spec.up_name + ".weight", {E, H, D}, why);
-  const TensorRef down = checked_tensor(src, p + spec.down_name + ".weight", {E, D, H}, why);
+  const std::string& suffix = spec.fused_suffix;
+  const TensorRef gate = checked_tensor(src, p + spec.gate_name + suffix, {E, merged ? 2 * H : H, D}, why);
+  const TensorRef up = merged ? gate : checked_tensor(src, p + spec.up_name + suffix, {E, H, D}, why);
+  const TensorRef down = checked_tensor(src, p + spec.down_name + suffix, {E, D, H}, why);
   HYMOE_CHECK(!merged || !spec.expert_biases, "merged gate/up experts have no biases");
   ExpertWeights w;
   if (!gate.ggml_type || !up.ggml_type || !down.ggml_type) {

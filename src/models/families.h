@@ -35,6 +35,10 @@ std::unique_ptr<ModelFamily> make_llama4_family(const HfConfig& config);
 std::unique_ptr<ModelFamily> make_llama4_text_family(const HfConfig& config);   // llama4.cc
 std::unique_ptr<ModelFamily> make_phimoe_family(const HfConfig& config);
 std::unique_ptr<ModelFamily> make_qwen3_5_moe_family(const HfConfig& config);
+std::unique_ptr<ModelFamily> make_glm4v_moe_family(const HfConfig& config);      // deepseek_v3.cc: the same block
+std::unique_ptr<ModelFamily> make_mimo_v2_flash_family(const HfConfig& config);  // deepseek_v3.cc: the same block
+std::unique_ptr<ModelFamily> make_kimi_linear_family(const HfConfig& config);    // deepseek_v3.cc: the same block
+std::unique_ptr<ModelFamily> make_mistral4_family(const HfConfig& config);       // deepseek_v3.cc: the same block
 std::unique_ptr<ModelFamily> make_qwen3_5_moe_text_family(const HfConfig& config);  // qwen3_5_moe.cc
 
 // A GGUF file's family (llama.cpp's semantics for its general.architecture) and its tensors, sharing one mapping.

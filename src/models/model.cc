@@ -83,12 +83,12 @@ std::vector<std::string> Model::layer_tensor_names(int64_t layer) const {
   if (s.router.selection_bias) names.push_back(s.selection_bias);
   switch (s.storage) {
     case ExpertStorage::kFusedOutIn:  // GGUF: the prefix is the block's, so name each tensor
-      for (const std::string* n : {&s.gate_name, &s.up_name, &s.down_name}) names.push_back(s.experts_prefix + *n + ".weight");
+      for (const std::string* n : {&s.gate_name, &s.up_name, &s.down_name}) names.push_back(s.experts_prefix + *n + s.fused_suffix);
       if (s.expert_biases)
         for (const std::string* n : {&s.gate_name, &s.up_name, &s.down_name}) names.push_back(s.experts_prefix + *n + ".bias");
       break;
     case ExpertStorage::kFusedGateUpOutIn:
-      for (const std::string* n : {&s.gate_name, &s.down_name}) names.push_back(s.experts_prefix + *n + ".weight");
+      for (const std::string* n : {&s.gate_name, &s.down_name}) names.push_back(s.experts_prefix + *n + s.fused_suffix);
       break;
     case ExpertStorage::kFusedConcatInOut:
       for (const char* n : {"gate_up_proj", "down_proj"}) names.push_back(s.experts_prefix + n);
