@@ -143,6 +143,19 @@ def mistral4_config():
         qk_nope_head_dim=8, v_head_dim=16, max_position_embeddings=64, pad_token_id=0)
 
 
+def qwen3_omni_moe_config():
+    # Qwen3-Omni-MoE: Qwen3-MoE's block in the thinker's language model (keys under thinker_config.text_config);
+    # no talker (enable_audio_output false), layer 0 dense by mlp_only_layers.
+    text = dict(vocab_size=128, hidden_size=64, intermediate_size=96, moe_intermediate_size=32, num_hidden_layers=2,
+                num_attention_heads=4, num_key_value_heads=2, head_dim=16, num_experts=16, num_experts_per_tok=4,
+                mlp_only_layers=[0], max_position_embeddings=64)
+    thinker = dict(text_config=text, vision_config=dict(depth=1, hidden_size=32, num_heads=2, intermediate_size=32,
+                                                        out_hidden_size=64, deepstack_visual_indexes=[0]),
+                   audio_config=dict(encoder_layers=1, d_model=32, encoder_attention_heads=2, encoder_ffn_dim=32,
+                                     output_dim=64, num_mel_bins=16, downsample_hidden_size=8))
+    return transformers.Qwen3OmniMoeConfig(thinker_config=thinker, enable_audio_output=False)
+
+
 def hunyuan_v1_moe_config():
     # Hunyuan-A13B: softmax top-k always renormalized, experts and an ungated shared MLP of intermediate_size; the
     # top-k given per layer, as its releases give it.
@@ -315,6 +328,11 @@ CASES = [
          router="softmax_groups",
          description="Mistral 4 (mistral4): 4 groups of softmax scores keep 2 (top-2 sums; excluded experts 0.0), "
          "renormalized, one shared expert; experts saved fused (gate_up_proj (E, 2I, D), down_proj (E, D, I))"),
+    dict(name="qwen3_omni_moe_e16_k4", family="qwen3_omni_moe", config=qwen3_omni_moe_config,
+         model_class="Qwen3OmniMoeForConditionalGeneration", router="softmax", shared=None, thinker=True,
+         checkpoint_layers="thinker.model.layers.",
+         description="Qwen3-Omni-MoE (qwen3_omni_moe): Qwen3-MoE's block in the thinker's language model, keys under "
+         "thinker_config.text_config (norm_topk_prob true by default), tensors under thinker.model.layers"),
     dict(name="exaone_moe_e16_k4", family="exaone_moe", config=exaone_moe_config,
          model_class="ExaoneMoeForCausalLM", description="EXAONE-MoE (exaone_moe): V3's router, one group, "
          "renormalized, routed_scaling_factor 2.5 (its default), 2 shared experts (num_shared_experts), layer 1 MoE "
@@ -410,7 +428,10 @@ def route64(router, bias, x, n_group, topk_group, k, norm, scale, softmax=False)
 
 
 def language_model(model):
-    """The decoder a model's layers sit in: model.model, or model.model.language_model for a multimodal one."""
+    """The decoder a model's layers sit in: model.model, model.model.language_model for a multimodal one, or
+    model.thinker.model.language_model for Qwen3-Omni."""
+    if hasattr(model, "thinker"):
+        return model.thinker.model.language_model
     return getattr(model.model, "language_model", model.model)
 
 
@@ -430,6 +451,8 @@ def build_case(out_dir, spec):
     full_cfg = cfg
     if hasattr(cfg, "text_config") and spec.get("text_config"):  # the language model's keys
         cfg = cfg.text_config
+    if spec.get("thinker"):  # Qwen3-Omni: the thinker's language model
+        cfg = cfg.thinker_config.text_config
     v = config_values(cfg)
     E, K, D, H = v["E"], cfg.num_experts_per_tok, cfg.hidden_size, v["H"]
     if isinstance(K, list):  # one per layer (Hunyuan): layer 1's
