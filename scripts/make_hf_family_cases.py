@@ -156,6 +156,15 @@ def qwen3_omni_moe_config():
     return transformers.Qwen3OmniMoeConfig(thinker_config=thinker, enable_audio_output=False)
 
 
+def jamba_config():
+    # Jamba: softmax top-k, not renormalized; layer 0 attention with a dense MLP, layer 1 Mamba with the MoE block
+    # (expert_layer_period 2, offset 1: the defaults).
+    return transformers.JambaConfig(vocab_size=128, hidden_size=64, intermediate_size=32, num_hidden_layers=2,
+                                    num_attention_heads=4, num_key_value_heads=2, num_experts=16, num_experts_per_tok=4,
+                                    attn_layer_period=2, attn_layer_offset=0, mamba_d_state=4,
+                                    max_position_embeddings=64)
+
+
 def hunyuan_v1_moe_config():
     # Hunyuan-A13B: softmax top-k always renormalized, experts and an ungated shared MLP of intermediate_size; the
     # top-k given per layer, as its releases give it.
@@ -333,6 +342,10 @@ CASES = [
          checkpoint_layers="thinker.model.layers.",
          description="Qwen3-Omni-MoE (qwen3_omni_moe): Qwen3-MoE's block in the thinker's language model, keys under "
          "thinker_config.text_config (norm_topk_prob true by default), tensors under thinker.model.layers"),
+    dict(name="jamba_e16_k4", family="jamba", config=jamba_config, model_class="JambaForCausalLM", router="softmax",
+         norm=False, shared=None, block_attr="feed_forward", router_attr="router", checkpoint_block="feed_forward",
+         description="Jamba (jamba): softmax top-4 NOT renormalized, experts of intermediate_size, layer 1 MoE by "
+         "expert_layer_period 2 / offset 1 (a Mamba layer), under model.layers.N.feed_forward"),
     dict(name="exaone_moe_e16_k4", family="exaone_moe", config=exaone_moe_config,
          model_class="ExaoneMoeForCausalLM", description="EXAONE-MoE (exaone_moe): V3's router, one group, "
          "renormalized, routed_scaling_factor 2.5 (its default), 2 shared experts (num_shared_experts), layer 1 MoE "
@@ -454,6 +467,8 @@ def build_case(out_dir, spec):
     if spec.get("thinker"):  # Qwen3-Omni: the thinker's language model
         cfg = cfg.thinker_config.text_config
     v = config_values(cfg)
+    if "norm" in spec:  # a router that never renormalizes whatever the config (Jamba)
+        v["norm"] = spec["norm"]
     E, K, D, H = v["E"], cfg.num_experts_per_tok, cfg.hidden_size, v["H"]
     if isinstance(K, list):  # one per layer (Hunyuan): layer 1's
         K = K[1]
