@@ -165,6 +165,17 @@ def jamba_config():
                                     max_position_embeddings=64)
 
 
+def cohere2_moe_config(selection="softmax", combination="average"):
+    # Cohere2-MoE: top-k of the logits weighed by expert_selection_fn, a shared MLP combined by
+    # shared_expert_combination_strategy; layer 0 dense by mlp_layer_types.
+    return transformers.Cohere2MoeConfig(
+        vocab_size=128, hidden_size=64, intermediate_size=32, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=16, num_experts=16, num_experts_per_tok=4, num_shared_experts=1,
+        mlp_layer_types=["dense", "sparse"], prefix_dense_intermediate_size=96, max_position_embeddings=64,
+        sliding_window=8, pad_token_id=0, bos_token_id=1, eos_token_id=2, expert_selection_fn=selection,
+        shared_expert_combination_strategy=combination)
+
+
 def hunyuan_v1_moe_config():
     # Hunyuan-A13B: softmax top-k always renormalized, experts and an ungated shared MLP of intermediate_size; the
     # top-k given per layer, as its releases give it.
@@ -346,6 +357,15 @@ CASES = [
          norm=False, shared=None, block_attr="feed_forward", router_attr="router", checkpoint_block="feed_forward",
          description="Jamba (jamba): softmax top-4 NOT renormalized, experts of intermediate_size, layer 1 MoE by "
          "expert_layer_period 2 / offset 1 (a Mamba layer), under model.layers.N.feed_forward"),
+    dict(name="cohere2_moe_e16_k4", family="cohere2_moe", config=cohere2_moe_config, model_class="Cohere2MoeForCausalLM",
+         router="topk_softmax", shared_average=True,
+         description="Cohere2-MoE (cohere2_moe) under its defaults: a float32 softmax over the top-4 logits, one shared "
+         "expert of intermediate_size averaged with the routed output ((routed + shared) / 2), layer 0 dense by "
+         "mlp_layer_types"),
+    dict(name="cohere2_moe_sigmoid_sum_e16_k4", family="cohere2_moe",
+         config=lambda: cohere2_moe_config("sigmoid", "sum"), model_class="Cohere2MoeForCausalLM",
+         router="topk_sigmoid", description="Cohere2-MoE with expert_selection_fn sigmoid (the top-4 logits' sigmoids "
+         "divided by their sum) and shared_expert_combination_strategy sum"),
     dict(name="exaone_moe_e16_k4", family="exaone_moe", config=exaone_moe_config,
          model_class="ExaoneMoeForCausalLM", description="EXAONE-MoE (exaone_moe): V3's router, one group, "
          "renormalized, routed_scaling_factor 2.5 (its default), 2 shared experts (num_shared_experts), layer 1 MoE "
@@ -370,6 +390,26 @@ def softmax_route64(router, x, k, norm, bias=None, norm_min=0.0):
     slot = np.min(np.diff(-srt[:k])) if k > 1 else np.inf
     by_bias = bias is not None and set(np.argsort(-p, kind="stable")[:k]) != set(idx)
     return idx, w, (cut, slot, np.inf), False, by_bias
+
+
+def topk_logits_route64(router, x, k, sigmoid, norm):
+    """Cohere2-MoE in float64: the top-k logits, weighed by a softmax over them, or by their sigmoids (divided by
+    their sum where norm): (indices, weights, margins, False, False)."""
+    logits = x @ router.T
+    order = np.argsort(-logits, kind="stable")
+    idx = order[:k]
+    top = logits[idx]
+    if sigmoid:
+        w = 1.0 / (1.0 + np.exp(-top))
+        if norm:
+            w = w / w.sum()
+    else:
+        w = np.exp(top - top.max())
+        w = w / w.sum()
+    srt = logits[order]
+    cut = srt[k - 1] - srt[k] if len(srt) > k else np.inf
+    slot = np.min(np.diff(-srt[:k])) if k > 1 else np.inf
+    return idx, w, (cut, slot, np.inf), False, False
 
 
 def config_values(cfg):
@@ -476,6 +516,7 @@ def build_case(out_dir, spec):
     llama4 = spec.get("router") == "llama4"
     sparsemixer = spec.get("router") == "sparsemixer"
     softmax_groups = spec.get("router") == "softmax_groups"
+    topk_logits = spec.get("router") in ("topk_softmax", "topk_sigmoid")
     softmax_bias = spec.get("router") == "softmax_bias"
     shared_kind = spec.get("shared", "experts")
     prefix = spec.get("checkpoint_layers", "model.layers.") + "1." + spec.get("checkpoint_block", "mlp") + "."
@@ -495,6 +536,9 @@ def build_case(out_dir, spec):
             routes = [sparsemixer_route64(router.astype(np.float64), t, cfg.router_jitter_noise) for t in xs]
         elif llama4:  # sigmoid of the chosen logits, no bias, no renormalization
             routes = [route64(router.astype(np.float64), np.zeros(E), t, 1, 1, K, False, 1.0) for t in xs]
+        elif topk_logits:
+            routes = [topk_logits_route64(router.astype(np.float64), t, K, spec["router"] == "topk_sigmoid", v["norm"])
+                      for t in xs]
         elif softmax_groups:
             routes = [route64(router.astype(np.float64), np.zeros(E), t, v["n_group"], v["topk_group"], K, v["norm"],
                               v["scale"], softmax=True) for t in xs]
@@ -506,7 +550,7 @@ def build_case(out_dir, spec):
         by_bias = sum(r[4] for r in routes)
         groups_act = v["n_group"] > v["topk_group"]
         if margins.min() >= MARGIN and (by_groups >= 2 or not groups_act) and (
-                by_bias >= 2 or (softmax and not softmax_bias) or llama4 or sparsemixer or softmax_groups):
+                by_bias >= 2 or (softmax and not softmax_bias) or llama4 or sparsemixer or softmax_groups or topk_logits):
             break
     else:
         raise SystemExit(f"{spec['name']}: no seed gives margins >= {MARGIN}")
@@ -530,7 +574,7 @@ def build_case(out_dir, spec):
         (gate_module.wg if hasattr(gate_module, "wg") else gate_module).weight.copy_(torch.from_numpy(router))
         if softmax_bias:
             block.gate.moe_statics.e_score_correction_bias.copy_(torch.from_numpy(bias).reshape(1, E))
-        elif not softmax and not llama4 and not sparsemixer and not softmax_groups:
+        elif not softmax and not llama4 and not sparsemixer and not softmax_groups and not topk_logits:
             owner = block if spec.get("bias_of") == "block" else block.gate
             owner.e_score_correction_bias.copy_(torch.from_numpy(bias))
         if spec.get("experts_in_out"):  # (E, D, 2I) gate columns first, (E, I, D)
@@ -619,6 +663,8 @@ def build_case(out_dir, spec):
             if shared_gate is not None:
                 out = out / (1.0 + np.exp(-(shared_gate[0].astype(np.float64) @ xs[t])))
             y64[t] += out
+            if spec.get("shared_average"):  # Cohere2-MoE's "average"
+                y64[t] /= 2
     y_err = float(np.abs(y.reshape(-1, D) - y64).max())
     w_err = float(np.abs(weights_canonical - np.stack([r[1] for r in routes])).max())
     y_max = float(np.abs(y).max())
@@ -634,7 +680,7 @@ def build_case(out_dir, spec):
         "input_shape": list(x.shape), "token_order": "t = b*L + l", "experts_implementation": "eager",
         "seed": seed, "rank_space": ("biased softmax probability" if softmax_bias else "softmax probability") if softmax
         else "sigmoid score" if llama4 else "logit (sparsemixer)" if sparsemixer
-        else "softmax probability (groups)" if softmax_groups else "biased sigmoid score",
+        else "softmax probability (groups)" if softmax_groups else "logit" if topk_logits else "biased sigmoid score",
         "margin_threshold": MARGIN,
         "margins": {"topk_cut": float(margins[0]), "between_selected_slots": float(margins[1]) if np.isfinite(margins[1]) else None,
                     "group_cut": float(margins[2]) if np.isfinite(margins[2]) else None},

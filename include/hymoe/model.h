@@ -187,6 +187,7 @@ struct SharedExpertSpec {
   // Granite-MoE's shared_mlp: gate and up as one (2 hidden, D) tensor <prefix><gate_name>.weight, gate rows
   // [0, hidden), up [hidden, 2 hidden); up_name unused.
   bool merged_gate_up = false;
+  bool average = false;  // Cohere2-MoE's "average": the layer's output is (routed + shared) / 2, not their sum
 };
 
 struct MoELayerSpec {

@@ -105,6 +105,7 @@ Tensor ModelMoELayer::forward(const Tensor& x) {
   pass.dispatch = &dispatch;
   (spec_.router.scale_input ? pass.input_scale : pass.row_scale) = row_scale.data();
   pass.shared_token_scale = shared_scale.empty() ? nullptr : shared_scale.data();
+  pass.shared_average = spec_.shared.average && pass.shared;
   pass.y = y.data();
   run_expert_pass(pass);
   routing_ = std::move(routing);

@@ -50,7 +50,10 @@ void run_expert_pass(const ExpertPassArgs& a) {
     args.saved_gate = a.saved_shared_gate;
     a.shared->run(args);
     if (a.check_stage) a.check_stage("shared expert outputs", shared_out, T * D, D, "token");
-    for (int64_t i = 0; i < T * D; ++i) a.y[i] += shared_out[i];
+    if (a.shared_average)  // (routed + shared) / 2: the halving is exact, as transformers' division by 2 is
+      for (int64_t i = 0; i < T * D; ++i) a.y[i] = (a.y[i] + shared_out[i]) * 0.5f;
+    else
+      for (int64_t i = 0; i < T * D; ++i) a.y[i] += shared_out[i];
     if (a.check_stage) a.check_stage("layer outputs y (routed + shared)", a.y, T * D, D, "token");
   }
 }

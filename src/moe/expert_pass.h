@@ -23,6 +23,7 @@ struct ExpertPassArgs {
   const float* input_scale = nullptr;       // (R) per routed row, multiplying its input instead (Llama 4); the
                                             // scaled rows are materialized, so row_scale must then be nullptr
   const float* shared_token_scale = nullptr;  // (T) per-token factor of the shared expert, or nullptr for 1
+  bool shared_average = false;  // y = (routed + shared) / 2 (Cohere2-MoE's "average"), else routed + shared
   // Optional train-mode saves of the pre-activations: (R, H) routed, (T, H) shared; gate ones only when gated.
   float* saved_up = nullptr;
   float* saved_gate = nullptr;

@@ -94,6 +94,7 @@ struct ExpertEngine::Impl final : runtime::Job {
   int64_t E = 0, D = 0, H = 0;
   std::unique_ptr<kernels::GroupedFfn> routed, shared;
   std::vector<float> shared_gate;  // (D) Qwen2-MoE's sigmoid gate of the shared expert, or empty
+  bool shared_average = false;     // Cohere2-MoE: (routed + shared) / 2
   bool keep_host = true;
   // What released experts are packed again from (only when keep_host is false): expert_view gives a slot's view,
   // into the model's mapped files (kept open by `model`) or into the caller's tensors.
@@ -247,6 +248,7 @@ struct ExpertEngine::Impl final : runtime::Job {
     pass.dispatch = &dispatch;
     pass.row_scale = row_scale.data();
     pass.shared_token_scale = shared_scale;
+    pass.shared_average = shared_average && pass.shared;
     pass.y = y;
     run_expert_pass(pass);
     if (c.y_dtype == DType::kBF16) {
@@ -464,6 +466,7 @@ ExpertEngine ExpertEngine::from_model(const Model& model, int64_t layer, const E
     const ExpertWeights shared = load_shared_expert(model.source(), spec, model.quantization());
     impl->shared = make_expert_ffn(spec, shared.views, spec.shared.hidden);
     impl->shared_gate = load_shared_gate(model.source(), spec);
+    impl->shared_average = spec.shared.average;
   }
   return ExpertEngine(std::move(impl));
 }

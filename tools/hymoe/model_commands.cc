@@ -131,8 +131,9 @@ int run_model_inspect(const std::string& dir) {
                                        ? fmt::format("clamped SwiGLU with biases (alpha {}, limit {})", s.swiglu_alpha, s.swiglu_limit)
                                        : expert_activation_name(s.activation));
   if (s.shared.hidden > 0)
-    fmt::print("  shared expert: {} of {}{}\n", expert_activation_name(s.activation), s.shared.hidden,
-               s.shared.gate_weight.empty() ? "" : ", sigmoid-gated per token");
+    fmt::print("  shared expert: {} of {}{}{}\n", expert_activation_name(s.activation), s.shared.hidden,
+               s.shared.gate_weight.empty() ? "" : ", sigmoid-gated per token",
+               s.shared.average ? "; output (routed + shared) / 2" : "");
   else
     fmt::print("  shared expert: none\n");
   int64_t total = 0;
