@@ -224,6 +224,11 @@ def granitemoeshared_config():
                                                num_experts_per_tok=4, shared_intermediate_size=48)
 
 
+def granitemoe_swa_config():
+    return transformers.GraniteMoeSWAConfig(**SMALL_NO_HEAD_DIM, intermediate_size=32, num_local_experts=16,
+                                            num_experts_per_tok=4, shared_intermediate_size=48)
+
+
 def granitemoehybrid_config():
     return transformers.GraniteMoeHybridConfig(**SMALL_NO_HEAD_DIM, intermediate_size=32, num_local_experts=16,
                                                num_experts_per_tok=4, shared_intermediate_size=48,
@@ -366,6 +371,12 @@ CASES = [
          config=lambda: cohere2_moe_config("sigmoid", "sum"), model_class="Cohere2MoeForCausalLM",
          router="topk_sigmoid", description="Cohere2-MoE with expert_selection_fn sigmoid (the top-4 logits' sigmoids "
          "divided by their sum) and shared_expert_combination_strategy sum"),
+    dict(name="granitemoe_swa_e16_k4", family="granitemoe_swa", config=granitemoe_swa_config,
+         model_class="GraniteMoeSWAForCausalLM", router="softmax", shared="granite", block_attr="block_sparse_moe",
+         router_attr="router", checkpoint_block="block_sparse_moe", checkpoint_check="experts.down_proj",
+         description="Granite-MoE with sliding-window attention (granitemoe_swa): granitemoeshared's block and shared "
+         "MLP under transformers' own names (block_sparse_moe.router.weight, experts.gate_up_proj (E, 2I, D), "
+         "experts.down_proj (E, D, I), no .weight suffix)"),
     dict(name="exaone_moe_e16_k4", family="exaone_moe", config=exaone_moe_config,
          model_class="ExaoneMoeForCausalLM", description="EXAONE-MoE (exaone_moe): V3's router, one group, "
          "renormalized, routed_scaling_factor 2.5 (its default), 2 shared experts (num_shared_experts), layer 1 MoE "

@@ -5,6 +5,9 @@
 // its output) and output_linear (E, D, I); act = hidden_act. The shared MLP (shared_mlp.input_linear (2S, D), the
 // same gate-then-up halves, output_linear (D, S)) runs on every token when shared_intermediate_size > 0 (always
 // in granitemoehybrid). Every layer is MoE (a hybrid's mamba layers too) when num_local_experts > 0.
+// granitemoe_swa is the same block stored under transformers' own names (no conversion mapping renames them on
+// save): block_sparse_moe.router.weight, block_sparse_moe.experts.gate_up_proj (E, 2I, D) gate rows first and
+// experts.down_proj (E, D, I), without a .weight suffix; its shared_mlp as granitemoeshared's.
 #include "models/families.h"
 #include "models/family_common.h"
 
@@ -15,8 +18,8 @@ using namespace family_detail;
 
 class GraniteMoe final : public FamilyBase {
  public:
-  GraniteMoe(const HfConfig& c, std::string_view name, bool shared_key)
-      : FamilyBase(c, name, read_common_fields(c)), shared_key_(shared_key) {}
+  GraniteMoe(const HfConfig& c, std::string_view name, bool shared_key, bool transformers_names = false)
+      : FamilyBase(c, name, read_common_fields(c)), shared_key_(shared_key), transformers_names_(transformers_names) {}
 
  private:
   std::string dense_reason(int64_t) const override {
@@ -35,6 +38,13 @@ class GraniteMoe final : public FamilyBase {
     s.experts_prefix = p + "block_sparse_moe.";
     s.gate_name = "input_linear";
     s.down_name = "output_linear";
+    if (transformers_names_) {
+      s.router_weight = p + "block_sparse_moe.router.weight";
+      s.experts_prefix = p + "block_sparse_moe.experts.";
+      s.gate_name = "gate_up_proj";
+      s.down_name = "down_proj";
+      s.fused_suffix = "";
+    }
     if (shared_key_) {
       s.shared.hidden = c_.integer_or({"shared_intermediate_size"}, 0);
       s.shared.prefix = p + "shared_mlp.";
@@ -45,6 +55,7 @@ class GraniteMoe final : public FamilyBase {
   }
 
   bool shared_key_;
+  bool transformers_names_;  // granitemoe_swa
 };
 
 }  // namespace
@@ -57,6 +68,9 @@ std::unique_ptr<ModelFamily> make_granitemoeshared_family(const HfConfig& config
 }
 std::unique_ptr<ModelFamily> make_granitemoehybrid_family(const HfConfig& config) {
   return std::make_unique<GraniteMoe>(config, "granitemoehybrid", true);
+}
+std::unique_ptr<ModelFamily> make_granitemoe_swa_family(const HfConfig& config) {
+  return std::make_unique<GraniteMoe>(config, "granitemoe_swa", true, true);
 }
 
 }  // namespace hymoe
