@@ -377,6 +377,9 @@ CASES = [
          description="Granite-MoE with sliding-window attention (granitemoe_swa): granitemoeshared's block and shared "
          "MLP under transformers' own names (block_sparse_moe.router.weight, experts.gate_up_proj (E, 2I, D), "
          "experts.down_proj (E, D, I), no .weight suffix)"),
+    dict(name="dbrx_e16_k4", family="dbrx", builder=lambda out, spec: build_dbrx_case(out, spec),
+         description="DBRX (dbrx): settings in ffn_config, softmax top-4 divided by the weights' 1-norm (their sum), "
+         "experts stacked as (E I, D) w1 / v1 / w2 under transformer.blocks.N.ffn.experts.mlp, w2 used as h @ W"),
     dict(name="exaone_moe_e16_k4", family="exaone_moe", config=exaone_moe_config,
          model_class="ExaoneMoeForCausalLM", description="EXAONE-MoE (exaone_moe): V3's router, one group, "
          "renormalized, routed_scaling_factor 2.5 (its default), 2 shared experts (num_shared_experts), layer 1 MoE "
@@ -738,6 +741,96 @@ def wrap_as_llama4(text_dir, out_dir, prefix):
         f.write("\n")
 
 
+def build_dbrx_case(out_dir, spec):
+    """DBRX's layout is its own (transformer.blocks.N.ffn, experts stacked as (E I, D) w1 / v1 / w2 with w2 used as
+    h @ W, settings in ffn_config), so its case is built here rather than by build_case; the files are the same."""
+    E, K, D, H = 16, 4, 64, 32
+    cfg = transformers.DbrxConfig(d_model=D, n_heads=4, n_layers=2, vocab_size=128, max_seq_len=64,
+                                  attn_config={"kv_n_heads": 2, "rope_theta": 10000.0, "clip_qkv": 8.0},
+                                  ffn_config={"ffn_hidden_size": H, "moe_num_experts": E, "moe_top_k": K})
+    prefix = "transformer.blocks.1.ffn."
+    for seed in range(700000, 701000):
+        rng = np.random.default_rng(seed)
+        router = (rng.standard_normal((E, D)) * 1.5 / np.sqrt(D)).astype(np.float32)
+        x = rng.standard_normal((2, 5, D)).astype(np.float32)
+        xs = x.reshape(-1, D).astype(np.float64)
+        routes = [softmax_route64(router.astype(np.float64), t, K, True) for t in xs]  # p-norm of order 1: the sum
+        margins = np.min([r[2] for r in routes], axis=0)
+        if margins.min() >= MARGIN:
+            break
+    else:
+        raise SystemExit(f"{spec['name']}: no seed gives margins >= {MARGIN}")
+    gate = (rng.standard_normal((E, H, D)) / np.sqrt(D)).astype(np.float32)
+    up = (rng.standard_normal((E, H, D)) / np.sqrt(D)).astype(np.float32)
+    down = (rng.standard_normal((E, D, H)) / np.sqrt(H)).astype(np.float32)
+    torch.manual_seed(0)
+    model = transformers.DbrxForCausalLM(cfg).eval()
+    block = model.transformer.blocks[1].ffn
+    with torch.no_grad():
+        block.router.layer.weight.copy_(torch.from_numpy(router))
+        block.experts.mlp.w1.copy_(torch.from_numpy(gate.reshape(E * H, D)))
+        block.experts.mlp.v1.copy_(torch.from_numpy(up.reshape(E * H, D)))
+        # w2's rows of expert e are used as h @ W: (H, D), the transpose of the (D, H) down matrix
+        block.experts.mlp.w2.copy_(torch.from_numpy(np.ascontiguousarray(down.transpose(0, 2, 1)).reshape(E * H, D)))
+    os.makedirs(out_dir, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        model.save_pretrained(tmp)
+        with open(os.path.join(tmp, "config.json")) as f:
+            config = json.load(f)
+        weights = {}
+        with safe_open(os.path.join(tmp, "model.safetensors"), "np") as f:
+            for n in f.keys():
+                if n.startswith(prefix):
+                    weights[n] = f.get_tensor(n)
+        loaded = transformers.DbrxForCausalLM.from_pretrained(tmp, dtype=torch.float32).eval()
+    assert sorted(weights) == [prefix + n for n in ("experts.mlp.v1", "experts.mlp.w1", "experts.mlp.w2",
+                                                    "router.layer.weight")], sorted(weights)
+    with open(os.path.join(out_dir, "config.json"), "w") as f:
+        json.dump(config, f, indent=2, sort_keys=True)
+        f.write("\n")
+    save_file(weights, os.path.join(out_dir, "weights.safetensors"), metadata={"format": "pt"})
+    lblock = loaded.transformer.blocks[1].ffn
+    with torch.no_grad():
+        xt = torch.from_numpy(x)
+        y = lblock(xt).reshape(x.shape).numpy()
+        tw, ti = lblock.route_tokens_to_experts(lblock.router(xt))
+    indices = np.stack([r[0] for r in routes]).astype(np.int64)
+    tw, ti = tw.numpy(), ti.numpy()
+    weights_canonical = np.zeros_like(tw)
+    for t in range(ti.shape[0]):
+        assert set(ti[t]) == set(indices[t]), (t, ti[t], indices[t])
+        for slot, e in enumerate(indices[t]):
+            weights_canonical[t, slot] = tw[t, list(ti[t]).index(e)]
+    y64 = np.zeros_like(xs)
+    silu = lambda z: z / (1.0 + np.exp(-z))
+    for t in range(xs.shape[0]):
+        for e, w in zip(routes[t][0], routes[t][1]):
+            h = silu(gate[e].astype(np.float64) @ xs[t]) * (up[e].astype(np.float64) @ xs[t])
+            y64[t] += w * (down[e].astype(np.float64) @ h)
+    y_err = float(np.abs(y.reshape(-1, D) - y64).max())
+    y_max = float(np.abs(y).max())
+    save_file({"x": x}, os.path.join(out_dir, "input.safetensors"))
+    save_file({"y": y, "route.indices": indices, "route.weights": weights_canonical.astype(np.float32)},
+              os.path.join(out_dir, "expected.safetensors"))
+    meta = {
+        "name": spec["name"], "family": "dbrx", "description": spec["description"],
+        "generator": "scripts/make_hf_family_cases.py", "transformers_version": transformers.__version__,
+        "torch_version": torch.__version__, "numpy_version": np.__version__, "config_class": "DbrxConfig",
+        "model_class": "DbrxForCausalLM", "checkpoint_prefix": prefix, "layer": 1, "dtype": "float32",
+        "input_shape": list(x.shape), "token_order": "t = b*L + l", "experts_implementation": "DbrxExperts' loop",
+        "seed": seed, "rank_space": "softmax probability", "margin_threshold": MARGIN,
+        "margins": {"topk_cut": float(margins[0]), "between_selected_slots": float(margins[1]), "group_cut": None},
+        "errors": {"y_vs_fp64": y_err,
+                   "route_weights_vs_fp64": float(np.abs(weights_canonical - np.stack([r[1] for r in routes])).max())},
+        "suggested_tolerance": {"y": {"rtol": 1e-4, "atol": 2e-5 * max(1.0, y_max)},
+                                "route.weights": {"rtol": 1e-5, "atol": 1e-6}, "route.indices": "exact"},
+    }
+    with open(os.path.join(out_dir, "meta.json"), "w") as f:
+        json.dump(meta, f, indent=1)
+        f.write("\n")
+    print(f"{spec['name']}: seed {seed}, margins {margins}, y vs fp64 {y_err:.2e}, max|y| {y_max:.3f}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "tests", "data", "conformance",
@@ -746,7 +839,7 @@ def main():
     args = ap.parse_args()
     for spec in CASES:
         if not args.case or spec["name"] in args.case:
-            build_case(os.path.join(args.out, spec["name"]), spec)
+            (spec.get("builder") or build_case)(os.path.join(args.out, spec["name"]), spec)
 
 
 if __name__ == "__main__":

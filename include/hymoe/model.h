@@ -79,6 +79,7 @@ class HfConfig {
 
   const std::string& label() const { return label_; }
   bool has(const std::string& key) const;  // present and not null
+  bool is_null(const std::string& key) const;  // present, with the value null
   // The first present key of `keys` (accepting the spellings releases and transformers use), else an error
   // naming all of them.
   int64_t integer(std::initializer_list<const char*> keys) const;
@@ -170,6 +171,9 @@ enum class ExpertStorage {
   kFusedGateUpOutIn,       // GGUF with gate and up merged: <experts_prefix><gate_name>.weight (E, 2I, D), expert e's
                            // gate rows [2Ie, 2Ie + I), up [2Ie + I, 2I(e + 1)); down as kFusedOutIn (Granite-MoE's
                            // input_linear / output_linear; Mistral 4's gate_up_proj / down_proj, fused_suffix "")
+  kStackedRowsDownInOut,   // DBRX: <experts_prefix><gate_name>, <up_name>, <down_name> with fused_suffix, (E I, D)
+                           // each, expert e rows [eI, (e + 1)I); gate and up nn.Linear (out I, in D), down used as
+                           // h @ W (in I, out D)
 };
 
 // The tensor of expert e's matrix `matrix` where each expert has tensors of its own: <prefix><e>.<matrix>.weight

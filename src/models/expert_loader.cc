@@ -366,6 +366,33 @@ std::vector<float> load_f32(const TensorSource& source, const std::string& name,
   return out;
 }
 
+// DBRX: w1 (gate), v1 (up) and w2 (down) stacked as (E I, D) each; gate and up rows are nn.Linear rows, and an
+// expert's I rows of w2 are used as h @ W, so they are an (in I, out D) matrix: the same bytes as an (out I, in D)
+// view, read with the layout flipped.
+ExpertWeights load_stacked_rows_experts(const TensorSource& src, const MoELayerSpec& spec, const Quantization& quant,
+                                        const std::string& why) {
+  const int64_t E = spec.num_experts, D = spec.dim, I = spec.hidden;
+  const std::string& p = spec.experts_prefix;
+  if (quant.method != Quantization::Method::kNone)
+    fail(src.label(), ": quantization_config is not read for ", spec.family, "'s stacked experts");
+  const TensorRef gate = checked_tensor(src, p + spec.gate_name + spec.fused_suffix, {E * I, D}, why);
+  const TensorRef up = checked_tensor(src, p + spec.up_name + spec.fused_suffix, {E * I, D}, why);
+  const TensorRef down = checked_tensor(src, p + spec.down_name + spec.fused_suffix, {E * I, D}, why);
+  ExpertWeights w;
+  for (int64_t e = 0; e < E; ++e) {
+    kernels::MlpWeightsView v;
+    v.gate = linear_view_of(src, row_slice(gate, e * I, I, D), I, D, quant, w);
+    v.up = linear_view_of(src, row_slice(up, e * I, I, D), I, D, quant, w);
+    v.down = linear_view_of(src, row_slice(down, e * I, I, D), I, D, quant, w);
+    v.down.layout = WeightLayout::kInOut;  // (I, D) row-major: k = I inputs, n = D outputs
+    v.down.k = I;
+    v.down.n = D;
+    w.views.push_back(v);
+  }
+  note_dtype(w, w.views[0]);
+  return w;
+}
+
 ExpertWeights load_routed_experts(const TensorSource& source, const MoELayerSpec& spec, const Quantization& quant) {
   if (spec.storage == ExpertStorage::kFusedInterleavedInOut || spec.storage == ExpertStorage::kFusedConcatInOut)
     return load_fused_experts(source, spec, quant);
@@ -373,6 +400,7 @@ ExpertWeights load_routed_experts(const TensorSource& source, const MoELayerSpec
                           ", expert intermediate size " + std::to_string(spec.hidden);
   if (spec.storage == ExpertStorage::kFusedOutIn || spec.storage == ExpertStorage::kFusedGateUpOutIn)
     return load_fused_out_in_experts(source, spec, why);
+  if (spec.storage == ExpertStorage::kStackedRowsDownInOut) return load_stacked_rows_experts(source, spec, quant, why);
   if (quant.method == Quantization::Method::kMxfp4)
     fail(source.label(), ": quant_method mxfp4 is only known for gpt-oss's fused experts, not ", spec.family);
   // kPerExpertLinear, or GGUF's split layout (each expert's tensor viewed in place like a row range of the fused one)

@@ -26,6 +26,8 @@ void check_layer_in_range(const HfConfig& c, std::string_view family, int64_t la
 // transformers' ACT2FN that hymoe runs on the gate projection; any other is an error naming config.json, the key
 // and the supported names.
 ExpertActivation read_hidden_act(const HfConfig& c);
+// The same for an activation name read under another key (DBRX's ffn_config.ffn_act_fn.name), named in errors.
+ExpertActivation activation_named(const HfConfig& c, std::string_view key, const std::string& act);
 
 // Qwen2/3-MoE's rule: layer i is MoE iff i is not in mlp_only_layers, num_experts > 0 and
 // (i + 1) % decoder_sparse_step == 0. Returns "" for MoE, else the rule that makes it dense.

@@ -34,7 +34,7 @@ struct FamilyRegistry {
       {"mimo_v2_flash", make_mimo_v2_flash_family}, {"kimi_linear", make_kimi_linear_family},
       {"mistral4", make_mistral4_family},           {"qwen3_omni_moe", make_qwen3_omni_moe_family},
       {"jamba", make_jamba_family},                 {"cohere2_moe", make_cohere2_moe_family},
-      {"granitemoe_swa", make_granitemoe_swa_family},
+      {"granitemoe_swa", make_granitemoe_swa_family}, {"dbrx", make_dbrx_family},
       // Kimi-K2 is the DeepSeek-V3 architecture under its own model_type (its config.json says "kimi_k2").
       {"kimi_k2", make_deepseek_v3_family}};
 };
@@ -110,15 +110,18 @@ std::string expert_activation_name(ExpertActivation a) {
 
 namespace family_detail {
 
-ExpertActivation read_hidden_act(const HfConfig& c) {
-  const std::string act = c.string_or({"hidden_act"}, "silu");
+ExpertActivation activation_named(const HfConfig& c, std::string_view key, const std::string& act) {
   std::string known;
   for (const auto& [name, activation] : kHiddenActs) {
     if (name == act) return activation;
     known += (known.empty() ? "" : ", ") + std::string(name);
   }
-  fail(c.label(), ": hidden_act='", act, "' is not an expert activation hymoe runs (supported: ", known,
-       "); transformers applies ACT2FN[hidden_act] to the experts' gate projection");
+  fail(c.label(), ": ", key, "='", act, "' is not an expert activation hymoe runs (supported: ", known,
+       "); transformers applies ACT2FN[", key, "] to the experts' gate projection");
+}
+
+ExpertActivation read_hidden_act(const HfConfig& c) {
+  return activation_named(c, "hidden_act", c.string_or({"hidden_act"}, "silu"));
 }
 
 CommonFields read_common_fields(const HfConfig& c, std::initializer_list<const char*> top_k_keys) {

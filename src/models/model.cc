@@ -90,6 +90,9 @@ std::vector<std::string> Model::layer_tensor_names(int64_t layer) const {
     case ExpertStorage::kFusedGateUpOutIn:
       for (const std::string* n : {&s.gate_name, &s.down_name}) names.push_back(s.experts_prefix + *n + s.fused_suffix);
       break;
+    case ExpertStorage::kStackedRowsDownInOut:
+      for (const std::string* n : {&s.gate_name, &s.up_name, &s.down_name}) names.push_back(s.experts_prefix + *n + s.fused_suffix);
+      break;
     case ExpertStorage::kFusedConcatInOut:
       for (const char* n : {"gate_up_proj", "down_proj"}) names.push_back(s.experts_prefix + n);
       break;
