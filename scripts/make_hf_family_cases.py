@@ -133,6 +133,17 @@ def kimi_linear_config():
         layer_types=["full_attention", "full_attention"])
 
 
+def bailing_hybrid_config():
+    # Ling's hybrid (bailing_hybrid): V3's block under its own key names, 4 groups keep 2, layer 0 dense by
+    # first_k_dense_replace 1, both layers full attention (the block is the same beside its linear attention).
+    return transformers.BailingHybridConfig(
+        vocab_size=128, hidden_size=64, intermediate_size=96, moe_intermediate_size=32, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=4, num_experts=16, num_experts_per_token=4, num_shared_experts=1,
+        num_expert_group=4, topk_group=2, first_k_dense_replace=1, kv_lora_rank=16, q_lora_rank=32,
+        qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=16, layer_types=["full_attention", "full_attention"],
+        pad_token_id=0, bos_token_id=1, eos_token_id=2)
+
+
 def mistral4_config():
     # Mistral 4: groups over softmax scores (4 groups keep 2, excluded experts 0.0), renormalized (+1e-20), one
     # shared expert, layer 1 MoE by first_k_dense_replace 1; experts saved fused.
@@ -349,6 +360,10 @@ CASES = [
          model_class="KimiLinearForCausalLM", checkpoint_block="block_sparse_moe", checkpoint_down="w2",
          description="Kimi-Linear (kimi_linear): V3's block under its own key names, routed_scaling_factor 2.446, "
          "saved under block_sparse_moe with Mixtral's expert names (w1, w3, w2)"),
+    dict(name="bailing_hybrid_e16_g4_tg2_k4", family="bailing_hybrid", config=bailing_hybrid_config,
+         model_class="BailingHybridForCausalLM",
+         description="Ling's hybrid (bailing_hybrid): V3's block under its own key names (num_experts_per_token, "
+         "num_expert_group, moe_renormalize), 4 groups keep 2, one shared expert, layer 1 sparse by mlp_layer_types"),
     dict(name="mistral4_e16_g4_tg2_k4", family="mistral4", config=mistral4_config, model_class="Mistral4ForCausalLM",
          router="softmax_groups",
          description="Mistral 4 (mistral4): 4 groups of softmax scores keep 2 (top-2 sums; excluded experts 0.0), "

@@ -24,6 +24,8 @@
 // block_sparse_moe with Mixtral's expert names (w1 gate, w3 up, w2 down). Mistral 4 (mistral4): the same groups over
 // softmax scores (input dtype, no correction bias; experts of excluded groups score 0.0, not -inf), every layer from
 // first_k_dense_replace 0, its experts saved fused: gate_up_proj (E, 2I, D) gate rows first, down_proj (E, D, I).
+// Ling's hybrid (bailing_hybrid): V3's block under Kimi-Linear's key names, BailingHybridConfig's defaults (8 groups
+// keep 4, scale 2.5, mlp_layer_types from first_k_dense_replace 2).
 #include "models/families.h"
 #include "models/family_common.h"
 
@@ -79,6 +81,11 @@ constexpr V3Defaults kKimiLinear{.family = "kimi_linear", .first_k_dense_replace
                                  .shared_key = "num_shared_experts", .block = "block_sparse_moe.",
                                  .top_k_key = "num_experts_per_token", .n_group_key = "num_expert_group",
                                  .norm_key = "moe_renormalize", .gate_name = "w1", .up_name = "w3", .down_name = "w2"};
+constexpr V3Defaults kBailingHybrid{.family = "bailing_hybrid", .first_k_dense_replace = 2, .n_group = 8,
+                                    .topk_group = 4, .routed_scaling_factor = 2.5, .norm_topk_prob = true,
+                                    .n_shared_experts = 1, .mlp_layer_types = true, .experts_key = "num_experts",
+                                    .shared_key = "num_shared_experts", .top_k_key = "num_experts_per_token",
+                                    .n_group_key = "num_expert_group", .norm_key = "moe_renormalize"};
 constexpr V3Defaults kMistral4{.family = "mistral4", .first_k_dense_replace = 0, .n_group = 1, .topk_group = 1,
                                .routed_scaling_factor = 1.0, .norm_topk_prob = true, .n_shared_experts = 1,
                                .mlp_layer_types = false, .softmax_scores = true, .fused_experts = true};
@@ -183,6 +190,9 @@ std::unique_ptr<ModelFamily> make_mimo_v2_flash_family(const HfConfig& config) {
 }
 std::unique_ptr<ModelFamily> make_kimi_linear_family(const HfConfig& config) {
   return std::make_unique<DeepseekV3>(config, kKimiLinear);
+}
+std::unique_ptr<ModelFamily> make_bailing_hybrid_family(const HfConfig& config) {
+  return std::make_unique<DeepseekV3>(config, kBailingHybrid);
 }
 std::unique_ptr<ModelFamily> make_mistral4_family(const HfConfig& config) {
   return std::make_unique<DeepseekV3>(config, kMistral4);

@@ -44,6 +44,7 @@ std::unique_ptr<ModelFamily> make_jamba_family(const HfConfig& config);
 std::unique_ptr<ModelFamily> make_cohere2_moe_family(const HfConfig& config);
 std::unique_ptr<ModelFamily> make_granitemoe_swa_family(const HfConfig& config);  // granitemoe.cc
 std::unique_ptr<ModelFamily> make_dbrx_family(const HfConfig& config);
+std::unique_ptr<ModelFamily> make_bailing_hybrid_family(const HfConfig& config);  // deepseek_v3.cc: the same block
 std::unique_ptr<ModelFamily> make_qwen3_5_moe_text_family(const HfConfig& config);  // qwen3_5_moe.cc
 
 // A GGUF file's family (llama.cpp's semantics for its general.architecture) and its tensors, sharing one mapping.

@@ -35,6 +35,7 @@ struct FamilyRegistry {
       {"mistral4", make_mistral4_family},           {"qwen3_omni_moe", make_qwen3_omni_moe_family},
       {"jamba", make_jamba_family},                 {"cohere2_moe", make_cohere2_moe_family},
       {"granitemoe_swa", make_granitemoe_swa_family}, {"dbrx", make_dbrx_family},
+      {"bailing_hybrid", make_bailing_hybrid_family},
       // Kimi-K2 is the DeepSeek-V3 architecture under its own model_type (its config.json says "kimi_k2").
       {"kimi_k2", make_deepseek_v3_family}};
 };
