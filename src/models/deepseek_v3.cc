@@ -25,7 +25,8 @@
 // softmax scores (input dtype, no correction bias; experts of excluded groups score 0.0, not -inf), every layer from
 // first_k_dense_replace 0, its experts saved fused: gate_up_proj (E, 2I, D) gate rows first, down_proj (E, D, I).
 // Ling's hybrid (bailing_hybrid): V3's block under Kimi-Linear's key names, BailingHybridConfig's defaults (8 groups
-// keep 4, scale 2.5, mlp_layer_types from first_k_dense_replace 2).
+// keep 4, scale 2.5, mlp_layer_types from first_k_dense_replace 2), its checkpoints naming the correction bias
+// mlp.gate.expert_bias.
 #include "models/families.h"
 #include "models/family_common.h"
 
@@ -84,8 +85,9 @@ constexpr V3Defaults kKimiLinear{.family = "kimi_linear", .first_k_dense_replace
 constexpr V3Defaults kBailingHybrid{.family = "bailing_hybrid", .first_k_dense_replace = 2, .n_group = 8,
                                     .topk_group = 4, .routed_scaling_factor = 2.5, .norm_topk_prob = true,
                                     .n_shared_experts = 1, .mlp_layer_types = true, .experts_key = "num_experts",
-                                    .shared_key = "num_shared_experts", .top_k_key = "num_experts_per_token",
-                                    .n_group_key = "num_expert_group", .norm_key = "moe_renormalize"};
+                                    .shared_key = "num_shared_experts", .bias_name = "gate.expert_bias",
+                                    .top_k_key = "num_experts_per_token", .n_group_key = "num_expert_group",
+                                    .norm_key = "moe_renormalize"};
 constexpr V3Defaults kMistral4{.family = "mistral4", .first_k_dense_replace = 0, .n_group = 1, .topk_group = 1,
                                .routed_scaling_factor = 1.0, .norm_topk_prob = true, .n_shared_experts = 1,
                                .mlp_layer_types = false, .softmax_scores = true, .fused_experts = true};
