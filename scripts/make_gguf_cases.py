@@ -29,13 +29,16 @@ from gguf import GGMLQuantizationType as Q
 T = 7
 MARGIN = 2e-3
 # Architectures whose MoE metadata is deepseek2's (llama.cpp reads the same keys; glm4moe's gating defaults to sigmoid).
-DEEPSEEK2_LIKE = ("deepseek2", "glm4moe", "dots1", "bailingmoe2")
+DEEPSEEK2_LIKE = ("deepseek2", "glm4moe", "dots1", "bailingmoe2", "deepseek32", "glm-dsa", "afmoe", "kimi-linear",
+                  "exaone-moe")
 # Architectures whose graph fixes softmax but reads the shared-expert count, leading dense blocks and (some) the
 # normalization and scale as deepseek2 does.
 SOFTMAX_SHARED_COUNT = ("deepseek", "bailingmoe")
 NORM_FLOOR = 6.103515625e-5
 # Architectures whose experts' hidden size llama.cpp takes from feed_forward_length.
-FF_LENGTH_HIDDEN = ("llama", "olmoe", "granitemoe", "phimoe")
+FF_LENGTH_HIDDEN = ("llama", "olmoe", "granitemoe", "phimoe", "dbrx", "mistral3", "jamba", "minimax-m2")
+# Architectures without deepseek2's metadata whose graph reads expert_gating_func (required there).
+GATING_KEY = ("minimax-m2", "lfm2moe")
 
 # Byte offsets of the f16 scale fields (d, and dmin where present) inside one block.
 SCALE_FIELDS = {Q.Q8_0: [0], Q.Q4_0: [0], Q.Q4_1: [0, 2], Q.Q5_0: [0], Q.Q5_1: [0, 2], Q.Q4_K: [0, 2], Q.Q5_K: [0, 2],
@@ -288,8 +291,15 @@ def build_case(out_dir, spec, seed):
     w.add_layer_norm_rms_eps(1e-6)
     w.add_expert_count(E)
     w.add_expert_used_count(K)
-    if arch not in FF_LENGTH_HIDDEN:
+    if arch not in FF_LENGTH_HIDDEN or arch == "minimax-m2":  # minimax-m2 requires the key, then sizes by n_ff
         w.add_expert_feed_forward_length(H)
+    if arch in GATING_KEY:
+        w.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID if spec["gating"] == "sigmoid"
+                                 else gguf.ExpertGatingFuncType.SOFTMAX)
+    if arch == "lfm2moe":
+        w.add_leading_dense_block_count(1)
+    if arch == "exaone-moe":  # its shared expert's own length (else H)
+        w.add_expert_shared_feed_forward_length(Hs)
     if arch in ("qwen2moe", "hunyuan-moe", "qwen3next", "qwen35moe") or (arch in ("ernie4_5-moe", "granitemoe") and Hs):
         w.add_expert_shared_feed_forward_length(Hs)
     if arch in SOFTMAX_SHARED_COUNT:
@@ -305,7 +315,7 @@ def build_case(out_dir, spec, seed):
         w.add_uint32(f"{arch}.interleave_moe_layer_step", 1)
     if arch in DEEPSEEK2_LIKE:  # shared experts of H each, gating, normalization and scale from the metadata
         w.add_leading_dense_block_count(1)
-        w.add_expert_shared_count(Hs // H)
+        w.add_expert_shared_count(1 if arch == "exaone-moe" else Hs // H)  # exaone-moe sizes by length, not count
         if not spec.get("omit_gating_func"):
             w.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID if spec["gating"] == "sigmoid"
                                      else gguf.ExpertGatingFuncType.SOFTMAX)
@@ -587,6 +597,58 @@ CASES = [
          w_scale=0.0, types=dict(gate=Q.Q4_K, up=Q.Q4_K, down=Q.Q8_0, dense=Q.Q8_0),
          description="phimoe (Phi-3.5-MoE) as llama.cpp runs it: phi3's graph, softmax top-2 renormalized (not "
                      "transformers' sparsemixer), experts feed_forward_length wide"),
+    dict(case="dbrx_q8_0", arch="dbrx", D=64, H=32, E=8, K=4, n_ff=32, gating="softmax", norm=True, w_scale=0.0,
+         types=dict(gate=Q.Q8_0, up=Q.Q8_0, down=Q.Q8_0, dense=Q.Q8_0),
+         description="dbrx: softmax top-4 normalized, experts feed_forward_length wide"),
+    dict(case="mistral3_q4_0", arch="mistral3", D=64, H=32, E=8, K=2, n_ff=32, gating="softmax", norm=True,
+         w_scale=0.0, types=dict(gate=Q.Q4_0, up=Q.Q4_0, down=Q.Q4_0, dense=Q.Q8_0),
+         description="mistral3 (Mistral Large 3's MoE): softmax top-2 normalized, experts feed_forward_length wide"),
+    dict(case="jamba_q8_0", arch="jamba", D=64, H=32, E=8, K=2, n_ff=32, gating="softmax", norm=False, w_scale=0.0,
+         types=dict(gate=Q.Q8_0, up=Q.Q8_0, down=Q.Q8_0, dense=Q.Q8_0),
+         description="jamba: softmax top-2 NOT normalized, experts feed_forward_length wide, MoE where a block has "
+                     "a router"),
+    dict(case="rnd1_q8_0", arch="rnd1", D=64, H=32, E=8, K=4, n_ff=64, gating="softmax", norm=True, w_scale=0.0,
+         types=dict(gate=Q.Q8_0, up=Q.Q8_0, down=Q.Q8_0, dense=Q.Q8_0),
+         description="rnd1: qwen3moe's routing (softmax top-4 normalized)"),
+    dict(case="minimax_m2_sigmoid_bias_q8_0", arch="minimax-m2", D=64, H=32, E=8, K=2, n_ff=32, gating="sigmoid",
+         norm=True, w_scale=0.0, exp_probs_b=True, types=dict(gate=Q.Q8_0, up=Q.Q8_0, down=Q.Q8_0, dense=Q.Q8_0),
+         description="minimax-m2: sigmoid gating from the (required) key, exp_probs_b for choosing (changes >= 2 "
+                     "tokens), normalized, experts sized by feed_forward_length"),
+    dict(case="mimo2_sigmoid_bias_q8_0", arch="mimo2", D=64, H=32, E=8, K=2, n_ff=64, gating="sigmoid", norm=True,
+         w_scale=0.0, exp_probs_b=True, types=dict(gate=Q.Q8_0, up=Q.Q8_0, down=Q.Q8_0, dense=Q.Q8_0),
+         description="mimo2 (MiMo-V2-Flash): sigmoid fixed by the graph, exp_probs_b, normalized, no shared expert"),
+    dict(case="lfm2moe_sigmoid_bias_q8_0", arch="lfm2moe", D=64, H=32, E=8, K=2, n_ff=64, gating="sigmoid",
+         norm=True, w_scale=0.0, exp_probs_b=True, types=dict(gate=Q.Q8_0, up=Q.Q8_0, down=Q.Q8_0, dense=Q.Q8_0),
+         description="lfm2moe: gating from the (required) key, exp_probs_b, normalized, leading dense block"),
+    dict(case="deepseek32_sigmoid_groups_q8_0", arch="deepseek32", D=64, H=32, E=8, K=2, H_shared=32, n_ff=64,
+         gating="sigmoid", norm=True, w_scale=2.5, exp_probs_b=True, groups=4, groups_used=2,
+         types=dict(gate=Q.Q8_0, up=Q.Q8_0, down=Q.Q8_0, shared_gate=Q.Q8_0, shared_up=Q.Q8_0, shared_down=Q.Q8_0,
+                    dense=Q.Q8_0),
+         description="deepseek32 (DeepSeek-V3.2): dots1's declaration: gating from the required key, exp_probs_b and "
+                     "4 groups keep 2 (each changes >= 2 tokens), normalized, scale 2.5, one shared expert"),
+    dict(case="glm_dsa_q8_0", arch="glm-dsa", D=64, H=32, E=8, K=2, H_shared=32, n_ff=64, gating="sigmoid",
+         omit_gating_func=True, norm=True, w_scale=2.5, exp_probs_b=True,
+         types=dict(gate=Q.Q8_0, up=Q.Q8_0, down=Q.Q8_0, shared_gate=Q.Q8_0, shared_up=Q.Q8_0, shared_down=Q.Q8_0,
+                    dense=Q.Q8_0),
+         description="glm-dsa: glm4moe's declaration, no expert_gating_func key (sigmoid), exp_probs_b, normalized, "
+                     "scale 2.5, one shared expert"),
+    dict(case="afmoe_q8_0", arch="afmoe", D=64, H=32, E=8, K=2, H_shared=64, n_ff=64, gating="sigmoid",
+         omit_gating_func=True, norm=True, w_scale=1.5, exp_probs_b=True,
+         types=dict(gate=Q.Q8_0, up=Q.Q8_0, down=Q.Q8_0, shared_gate=Q.Q8_0, shared_up=Q.Q8_0, shared_down=Q.Q8_0,
+                    dense=Q.Q8_0),
+         description="afmoe: sigmoid without the key, exp_probs_b, normalized, scale 1.5, two shared experts"),
+    dict(case="kimi_linear_q8_0", arch="kimi-linear", D=64, H=32, E=8, K=2, H_shared=32, n_ff=64, gating="sigmoid",
+         norm=True, w_scale=2.446, exp_probs_b=True,
+         types=dict(gate=Q.Q8_0, up=Q.Q8_0, down=Q.Q8_0, shared_gate=Q.Q8_0, shared_up=Q.Q8_0, shared_down=Q.Q8_0,
+                    dense=Q.Q8_0),
+         description="kimi-linear: gating from the required key, exp_probs_b, normalized (fixed), scale 2.446, one "
+                     "shared expert"),
+    dict(case="exaone_moe_q8_0", arch="exaone-moe", D=64, H=32, E=8, K=2, H_shared=64, n_ff=64, gating="sigmoid",
+         norm=True, w_scale=2.5, exp_probs_b=True,
+         types=dict(gate=Q.Q8_0, up=Q.Q8_0, down=Q.Q8_0, shared_gate=Q.Q8_0, shared_up=Q.Q8_0, shared_down=Q.Q8_0,
+                    dense=Q.Q8_0),
+         description="exaone-moe: gating from the required key, exp_probs_b, normalized, scale 2.5, a shared expert "
+                     "of expert_shared_feed_forward_length 64 (its length: expert_shared_count 1 times H would be 32)"),
 ]
 
 

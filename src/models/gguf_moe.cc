@@ -5,6 +5,7 @@
 // records them; 0c1e57098, the peer harness's version, for the others: src/models/<arch>.cpp there).
 #include "hymoe/gguf_moe.h"
 
+#include <algorithm>
 #include <array>
 #include <optional>
 
@@ -28,6 +29,8 @@ enum class SharedRule {
   kCountTimesSharedLength,  // expert_shared_count * (expert_shared_feed_forward_length, else H) (bailingmoe2)
   kSharedLengthOrNone,      // expert_shared_feed_forward_length; none where it is absent or 0 (ernie4_5-moe)
   kExpertHidden,            // the routed experts' H (llama4)
+  kSharedLengthOrHidden,    // expert_shared_feed_forward_length where present and not 0, else H; always (exaone-moe)
+  kAtLeastOneTimesHidden,   // max(expert_shared_count, 1) * H (kimi-linear: a count of 0 still builds one)
 };
 // The gating function: fixed by the graph, or expert_gating_func (1 softmax, 2 sigmoid, 3 softmax over the
 // selected logits) with what an absent key (or 0, llama.cpp's NONE) means.
@@ -60,7 +63,7 @@ struct GgufArchitecture {
 
 constexpr std::string_view kReadFromMetadata =
     "gating, normalization and scale read from metadata; ungated shared expert";
-constexpr std::array<GgufArchitecture, 20> kArchitectures = {{
+constexpr std::array<GgufArchitecture, 32> kArchitectures = {{
     {.name = "llama", .hidden = HiddenRule::kFeedForwardLength, .norm_weights = true,
      .fixed = "softmax gating, normalized weights, no scale, no shared expert"},
     {.name = "qwen2moe", .hidden = HiddenRule::kExpertKeyOrFfnOverK, .shared = SharedRule::kSharedLength,
@@ -113,6 +116,37 @@ constexpr std::array<GgufArchitecture, 20> kArchitectures = {{
     {.name = "phimoe", .hidden = HiddenRule::kFeedForwardLength, .norm_weights = true,
      .fixed = "softmax gating, normalized weights, no scale, no shared expert (llama.cpp's graph, not the "
               "sparsemixer of transformers' PhiMoE)"},
+    // The rest of llama.cpp 0c1e57098's architectures whose MoE call is one of the shapes above (src/models/<arch>.cpp
+    // there). Where a graph picks its MoE blocks by the router's presence (jamba, mimo2), so does hymoe.
+    {.name = "dbrx", .hidden = HiddenRule::kFeedForwardLength, .norm_weights = true,
+     .fixed = "softmax gating, normalized weights, no scale, no shared expert"},
+    {.name = "mistral3", .hidden = HiddenRule::kFeedForwardLength, .norm_weights = true,
+     .fixed = "softmax gating, normalized weights, no scale, no shared expert"},
+    {.name = "jamba", .hidden = HiddenRule::kFeedForwardLength, .norm_weights = false,
+     .fixed = "softmax gating, weights not normalized, no scale, no shared expert; MoE where a block has a router"},
+    {.name = "rnd1", .hidden = HiddenRule::kExpertKeyOrFfnOverK, .norm_weights = true,
+     .fixed = "softmax gating, normalized weights, no scale, no shared expert"},
+    {.name = "minimax-m2", .hidden = HiddenRule::kFeedForwardLength, .gating = GatingRule::kKeyRequired,
+     .norm_weights = true, .selection_bias = true,
+     .fixed = "gating read from metadata, normalized weights, no scale, no shared expert"},
+    {.name = "mimo2", .gating = GatingRule::kSigmoid, .norm_weights = true, .selection_bias = true,
+     .fixed = "sigmoid gating, normalized weights, no scale, no shared expert; MoE where a block has a router"},
+    {.name = "lfm2moe", .gating = GatingRule::kKeyRequired, .norm_weights = true, .selection_bias = true,
+     .leading_dense = true, .fixed = "gating read from metadata, normalized weights, no scale, no shared expert"},
+    {.name = "deepseek32", .shared = SharedRule::kCountTimesHidden, .gating = GatingRule::kKeyRequired,
+     .reads_scale = true, .selection_bias = true, .leading_dense = true, .fixed = kReadFromMetadata},
+    {.name = "glm-dsa", .shared = SharedRule::kCountTimesHidden, .gating = GatingRule::kKeyOrSigmoid,
+     .reads_scale = true, .selection_bias = true, .leading_dense = true,
+     .fixed = "gating (sigmoid without the key), normalization and scale read from metadata; ungated shared expert"},
+    {.name = "afmoe", .shared = SharedRule::kCountTimesHidden, .gating = GatingRule::kKeyOrSigmoid,
+     .reads_scale = true, .selection_bias = true, .leading_dense = true,
+     .fixed = "gating (sigmoid without the key), normalization and scale read from metadata; ungated shared "
+              "expert (the graph's ffn_post_norm after the block is outside it)"},
+    {.name = "kimi-linear", .shared = SharedRule::kAtLeastOneTimesHidden, .gating = GatingRule::kKeyRequired,
+     .norm_weights = true, .reads_scale = true, .selection_bias = true, .leading_dense = true,
+     .fixed = "gating and scale read from metadata, normalized weights; ungated shared expert"},
+    {.name = "exaone-moe", .shared = SharedRule::kSharedLengthOrHidden, .gating = GatingRule::kKeyRequired,
+     .reads_scale = true, .selection_bias = true, .leading_dense = true, .fixed = kReadFromMetadata},
 }};
 
 std::string key(const GgufMoeConfig& c, std::string_view name) { return c.architecture + "." + std::string(name); }
@@ -169,6 +203,13 @@ GgufMoeConfig read_gguf_moe_config(const GgufFile& file) {
     case SharedRule::kSharedLength: c.shared_hidden = shared_ff().value_or(n_ff.value_or(0)); break;
     case SharedRule::kSharedLengthOrNone: c.shared_hidden = shared_ff().value_or(0); break;
     case SharedRule::kExpertHidden: c.shared_hidden = c.expert_hidden; break;
+    case SharedRule::kSharedLengthOrHidden: c.shared_hidden = shared_ff().value_or(0) ? *shared_ff() : c.expert_hidden; break;
+    case SharedRule::kAtLeastOneTimesHidden: {
+      const uint64_t hidden = uint64_t{c.expert_hidden} * std::max(file.require_u32(key(c, "expert_shared_count")), 1u);
+      if (hidden > UINT32_MAX) fail(file.label(), ": shared expert hidden size ", hidden, " is too large");
+      c.shared_hidden = static_cast<uint32_t>(hidden);
+      break;
+    }
     case SharedRule::kCountTimesHidden:
     case SharedRule::kCountTimesSharedLength: {
       const uint32_t count = file.require_u32(key(c, "expert_shared_count"));
@@ -315,6 +356,12 @@ GgufMoeBlock find_gguf_moe_block(const GgufFile& file, const GgufMoeConfig& c, u
     b.up_exps = get("ffn_up_exps.weight", {D, H, E, 1}, true);
     b.down_exps = get("ffn_down_exps.weight", {H, D, E, 1}, true);
   }
+  // Per-expert scales (ffn_*_exps.scale, NVFP4 files' second level) multiply the experts' outputs in the graphs that
+  // pass them; hymoe does not apply them, so a block that has them is refused rather than run without.
+  for (const char* projection : {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps", "ffn_gate_up_exps"})
+    if (file.find_tensor(prefix + projection + ".scale"))
+      fail(file.label(), ": MoE block ", block, " has per-expert scales '", prefix, projection,
+           ".scale', which hymoe does not apply");
   if (c.selection_bias) b.exp_probs_b = get("exp_probs_b.bias", {E, 1, 1, 1}, false);
   if (c.biases) {
     b.router_bias = get("ffn_gate_inp.bias", {E, 1, 1, 1}, true);

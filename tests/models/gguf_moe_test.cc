@@ -377,9 +377,45 @@ TEST(GgufMoeRejects, UnknownArchitecture) {
   EXPECT_NE(error_of(moe_file("gpt2")).find("m.gguf: architecture 'gpt2' is not one hymoe runs (llama, qwen2moe, "
                                             "qwen3moe, olmoe, deepseek2, gpt-oss, glm4moe, dots1, bailingmoe2, "
                                             "qwen3vlmoe, hunyuan-moe, qwen3next, ernie4_5-moe, deepseek, "
-                                            "bailingmoe, llada-moe, granitemoe, llama4, qwen35moe, phimoe)"),
+                                            "bailingmoe, llada-moe, granitemoe, llama4, qwen35moe, phimoe, dbrx, "
+                                            "mistral3, jamba, rnd1, minimax-m2, mimo2, lfm2moe, deepseek32, "
+                                            "glm-dsa, afmoe, kimi-linear, exaone-moe)"),
             std::string::npos)
       << error_of(moe_file("gpt2"));
+}
+
+// Per-expert scale tensors (NVFP4 files' second level) would change every expert's output: a block with them is
+// refused, naming the tensor, rather than run without them.
+TEST(GgufMoeRejects, PerExpertScalesAreNotDropped) {
+  for (const char* projection : {"gate", "up", "down"}) {
+    FileSpec spec = moe_file("deepseek32");
+    spec.kvs.insert(spec.kvs.end(), {kv_u32("deepseek32.expert_shared_count", 0), kv_u32("deepseek32.expert_gating_func", 2)});
+    EXPECT_EQ(error_of(spec), "");
+    spec.tensors.push_back({"blk.1.ffn_" + std::string(projection) + "_exps.scale", 0, {E}});
+    EXPECT_NE(error_of(spec).find("m.gguf: MoE block 1 has per-expert scales 'blk.1.ffn_" + std::string(projection) +
+                                  "_exps.scale', which hymoe does not apply"),
+              std::string::npos)
+        << error_of(spec);
+  }
+}
+
+// exaone-moe's shared expert is expert_shared_feed_forward_length wide where that is set, else H; kimi-linear's is
+// max(expert_shared_count, 1) * H, one even at a count of 0, as llama.cpp builds them.
+TEST(GgufMoeConfig, SharedExpertRulesOfExaoneAndKimiLinear) {
+  FileSpec exaone = moe_file("exaone-moe");
+  exaone.kvs.insert(exaone.kvs.end(), {kv_u32("exaone-moe.expert_gating_func", 2), kv_u32("exaone-moe.expert_shared_count", 3)});
+  auto shared_of = [](const FileSpec& spec) {
+    const auto f = GgufFile::from_bytes(build(spec), "m.gguf");
+    return read_gguf_moe_config(f).shared_hidden;
+  };
+  EXPECT_EQ(shared_of(exaone), H);
+  exaone.kvs.push_back(kv_u32("exaone-moe.expert_shared_feed_forward_length", 2 * H + 3));
+  EXPECT_EQ(shared_of(exaone), 2 * H + 3);
+  FileSpec kimi = moe_file("kimi-linear");
+  kimi.kvs.insert(kimi.kvs.end(), {kv_u32("kimi-linear.expert_gating_func", 2), kv_u32("kimi-linear.expert_shared_count", 0)});
+  EXPECT_EQ(shared_of(kimi), H);
+  kimi.kvs.back() = kv_u32("kimi-linear.expert_shared_count", 3);
+  EXPECT_EQ(shared_of(kimi), 3 * H);
 }
 
 TEST(GgufMoeRejects, UnsupportedType) {
