@@ -187,6 +187,65 @@ def cohere2_moe_config(selection="softmax", combination="average"):
         shared_expert_combination_strategy=combination)
 
 
+def minimax_config():
+    # MiniMax-Text-01 (minimax): Mixtral's block (softmax top-k, always renormalized).
+    return transformers.MiniMaxConfig(intermediate_size=32, num_local_experts=16, num_experts_per_tok=4,
+                                      layer_types=["full_attention", "full_attention"], **SMALL)
+
+
+def glm_moe_dsa_config():
+    # GLM-5 with DSA attention: V3's block, 4 groups keep 2, layer 0 dense by mlp_layer_types.
+    return transformers.GlmMoeDsaConfig(
+        vocab_size=128, hidden_size=64, intermediate_size=96, moe_intermediate_size=32, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=4, n_routed_experts=16, num_experts_per_tok=4, n_shared_experts=1,
+        n_group=4, topk_group=2, mlp_layer_types=["dense", "sparse"], kv_lora_rank=16, q_lora_rank=32,
+        qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=16, max_position_embeddings=64)
+
+
+def sarvam_moe_config():
+    # Sarvam-MoE: glm4_moe's block (run by Glm4MoeForCausalLM), 4 groups keep 2, layer 0 dense.
+    return transformers.SarvamMoEConfig(
+        vocab_size=128, hidden_size=64, intermediate_size=96, moe_intermediate_size=32, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=4, head_dim=16, n_routed_experts=16, num_experts_per_tok=4,
+        n_shared_experts=1, n_group=4, topk_group=2, first_k_dense_replace=1, max_position_embeddings=64)
+
+
+def qwen4_exp_text_config():
+    # Qwen4-Exp's language model: Qwen2-MoE's block (sigmoid-gated shared expert), norm_topk_prob left to its default.
+    return transformers.Qwen4ExpTextConfig(moe_intermediate_size=16, shared_expert_intermediate_size=24, num_experts=16,
+                                           num_experts_per_tok=4, **SMALL)
+
+
+def hy_v3_config():
+    # Hunyuan-V3: sigmoid with the block's correction bias, no groups, always renormalized, router_scaling_factor.
+    return transformers.HYV3Config(moe_intermediate_size=32, intermediate_size=96, num_experts=16, num_experts_per_tok=4,
+                                   num_shared_experts=1, mlp_layer_types=["dense", "sparse"], **SMALL)
+
+
+def afmoe_config():
+    # AFMoE: sigmoid with expert_bias, always renormalized, route_scale 1.5, two shared experts, MoE from
+    # num_dense_layers 1.
+    return transformers.AfmoeConfig(moe_intermediate_size=32, intermediate_size=96, num_experts=16, num_experts_per_tok=4,
+                                    num_shared_experts=2, num_dense_layers=1, route_scale=1.5, **SMALL)
+
+
+def lfm2_moe_config():
+    # LFM2-MoE: sigmoid with expert_bias, renormalized (+1e-6), routed_scaling_factor 1.25, no shared expert, MoE
+    # from num_dense_layers 1.
+    return transformers.Lfm2MoeConfig(vocab_size=128, hidden_size=64, intermediate_size=96, moe_intermediate_size=32,
+                                      num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4, num_experts=16,
+                                      num_experts_per_tok=4, num_dense_layers=1, routed_scaling_factor=1.25,
+                                      layer_types=["full_attention", "full_attention"], max_position_embeddings=64)
+
+
+def laguna_config():
+    # Laguna: sigmoid with the correction bias, always renormalized, moe_routed_scaling_factor 1.5, one shared MLP
+    # of shared_expert_intermediate_size 48, layer 1 sparse by mlp_layer_types.
+    return transformers.LagunaConfig(moe_intermediate_size=32, intermediate_size=96, num_experts=16, num_experts_per_tok=4,
+                                     shared_expert_intermediate_size=48, moe_routed_scaling_factor=1.5,
+                                     mlp_layer_types=["dense", "sparse"], **SMALL)
+
+
 def hunyuan_v1_moe_config():
     # Hunyuan-A13B: softmax top-k always renormalized, experts and an ungated shared MLP of intermediate_size; the
     # top-k given per layer, as its releases give it.
@@ -395,6 +454,38 @@ CASES = [
     dict(name="dbrx_e16_k4", family="dbrx", builder=lambda out, spec: build_dbrx_case(out, spec),
          description="DBRX (dbrx): settings in ffn_config, softmax top-4 divided by the weights' 1-norm (their sum), "
          "experts stacked as (E I, D) w1 / v1 / w2 under transformer.blocks.N.ffn.experts.mlp, w2 used as h @ W"),
+    dict(name="minimax_e16_k4", family="minimax", config=minimax_config, model_class="MiniMaxForCausalLM",
+         router="softmax", shared=None, checkpoint_block="block_sparse_moe", checkpoint_down="w2",
+         description="MiniMax-Text-01 (minimax): Mixtral's block, saved under block_sparse_moe with w1/w3/w2"),
+    dict(name="glm_moe_dsa_e16_g4_tg2_k4", family="glm_moe_dsa", config=glm_moe_dsa_config,
+         model_class="GlmMoeDsaForCausalLM",
+         description="GLM-5 with DSA attention (glm_moe_dsa): V3's block, 4 groups keep 2, one shared expert, layer 1 "
+         "sparse by mlp_layer_types"),
+    dict(name="sarvam_moe_e16_g4_tg2_k4", family="sarvam_moe", config=sarvam_moe_config, model_class="auto",
+         description="Sarvam-MoE (sarvam_moe, run by Glm4MoeForCausalLM): glm4_moe's block, 4 groups keep 2, the "
+         "bias saved as mlp.gate.expert_bias"),
+    dict(name="qwen4_exp_text_e16_k4", family="qwen4_exp_text", config=qwen4_exp_text_config,
+         model_class="Qwen4ExpForCausalLM", router="softmax", shared="gated",
+         description="Qwen4-Exp's language model (qwen4_exp_text): Qwen2-MoE's block, renormalized by "
+         "norm_topk_prob's default (true), a sigmoid-gated shared expert"),
+    dict(name="hy_v3_e16_k4", family="hy_v3", config=hy_v3_config, model_class="HYV3ForCausalLM", bias_of="block",
+         scale_attr="router_scaling_factor", weights_from_reference=True,
+         description="Hunyuan-V3 (hy_v3): sigmoid with the block's correction bias (saved as mlp.expert_bias), always "
+         "renormalized, router_scaling_factor 2.826, shared MLP saved as mlp.shared_mlp, layer 1 sparse"),
+    dict(name="afmoe_e16_k4", family="afmoe", config=afmoe_config, model_class="AfmoeForCausalLM", router_attr="router",
+         bias_attr="expert_bias", scale_attr="route_scale", weights_from_reference=True,
+         description="AFMoE (afmoe): sigmoid with expert_bias, always renormalized, route_scale 1.5, two shared "
+         "experts, MoE from num_dense_layers 1; router saved as mlp.router.gate"),
+    dict(name="lfm2_moe_e16_k4", family="lfm2_moe", config=lfm2_moe_config, model_class="Lfm2MoeForCausalLM",
+         block_attr="feed_forward", checkpoint_block="feed_forward", checkpoint_down="w2", bias_attr="expert_bias",
+         shared=None, norm_eps=1e-6, weights_from_reference=True,
+         description="LFM2-MoE (lfm2_moe): sigmoid with expert_bias, renormalized (+1e-6), routed_scaling_factor "
+         "1.25, no shared expert, under feed_forward with w1/w3/w2, MoE from num_dense_layers 1"),
+    dict(name="laguna_e16_k4", family="laguna", config=laguna_config, model_class="LagunaForCausalLM",
+         shared="sized", shared_size_attr="shared_expert_intermediate_size", scale_attr="moe_routed_scaling_factor",
+         norm_eps=0.0, weights_from_reference=True,
+         description="Laguna (laguna): sigmoid with the correction bias (saved as mlp.experts.e_score_correction_bias), "
+         "always renormalized, moe_routed_scaling_factor 1.5, a shared MLP of 48 saved as mlp.shared_expert"),
     dict(name="exaone_moe_e16_k4", family="exaone_moe", config=exaone_moe_config,
          model_class="ExaoneMoeForCausalLM", description="EXAONE-MoE (exaone_moe): V3's router, one group, "
          "renormalized, routed_scaling_factor 2.5 (its default), 2 shared experts (num_shared_experts), layer 1 MoE "
@@ -478,7 +569,7 @@ def sparsemixer_route64(router, x, eps):
     return np.array(idx), np.array(w), (min(gaps[1], mask_margin), gaps[0], np.inf), False, False
 
 
-def route64(router, bias, x, n_group, topk_group, k, norm, scale, softmax=False):
+def route64(router, bias, x, n_group, topk_group, k, norm, scale, softmax=False, eps=1e-20):
     """DeepSeek-V3/GLM routing in float64: (indices in canonical order, weights, margins). softmax: Mistral 4's
     groups over softmax scores (no bias; excluded experts score 0.0, which orders as -inf among positive scores)."""
     logits = x @ router.T
@@ -496,7 +587,7 @@ def route64(router, bias, x, n_group, topk_group, k, norm, scale, softmax=False)
     idx = order[:k]
     w = s[idx]
     if norm:
-        w = w / (w.sum() + 1e-20)
+        w = w / (w.sum() + eps)
     w = w * scale
     finite = masked[np.isfinite(masked)]
     srt = np.sort(finite)[::-1]
@@ -538,6 +629,8 @@ def build_case(out_dir, spec):
     v = config_values(cfg)
     if "norm" in spec:  # a router that never renormalizes whatever the config (Jamba)
         v["norm"] = spec["norm"]
+    if spec.get("scale_attr"):  # the scaling factor under the family's own name
+        v["scale"] = getattr(cfg, spec["scale_attr"])
     E, K, D, H = v["E"], cfg.num_experts_per_tok, cfg.hidden_size, v["H"]
     if isinstance(K, list):  # one per layer (Hunyuan): layer 1's
         K = K[1]
@@ -573,7 +666,7 @@ def build_case(out_dir, spec):
                               v["scale"], softmax=True) for t in xs]
         else:
             routes = [route64(router.astype(np.float64), bias.astype(np.float64), t, v["n_group"], v["topk_group"], K,
-                              v["norm"], v["scale"]) for t in xs]
+                              v["norm"], v["scale"], eps=spec.get("norm_eps", 1e-20)) for t in xs]
         margins = np.min([r[2] for r in routes], axis=0)
         by_groups = sum(r[3] for r in routes)
         by_bias = sum(r[4] for r in routes)
@@ -588,21 +681,27 @@ def build_case(out_dir, spec):
     down = (rng.standard_normal((E, D, H)) / np.sqrt(H)).astype(np.float32)
     Hs = {"experts": H * v["n_shared"], "gated": getattr(cfg, "shared_expert_intermediate_size", 0),
           "shared_mlp": getattr(cfg, "intermediate_size", 0), "granite": getattr(cfg, "shared_intermediate_size", 0),
-          "llama4": getattr(cfg, "intermediate_size", 0),
+          "llama4": getattr(cfg, "intermediate_size", 0), "sized": getattr(cfg, spec.get("shared_size_attr", "-"), 0),
           None: 0}[shared_kind]
     shared = {n: (rng.standard_normal(s) / np.sqrt(s[1])).astype(np.float32)
               for n, s in (("gate_proj", (Hs, D)), ("up_proj", (Hs, D)), ("down_proj", (D, Hs)))} if Hs else {}
     shared_gate = (rng.standard_normal((1, D)) / np.sqrt(D)).astype(np.float32) if shared_kind == "gated" else None
 
     torch.manual_seed(0)
-    model = getattr(transformers, spec["model_class"])(full_cfg).eval()
+    model_class = (transformers.AutoModelForCausalLM if spec["model_class"] == "auto"
+                   else getattr(transformers, spec["model_class"]))
+    model = (model_class.from_config(full_cfg) if spec["model_class"] == "auto" else model_class(full_cfg)).eval()
     block_attr = spec.get("block_attr", "mlp")
     block = getattr(language_model(model).layers[1], block_attr)
     gate_module = getattr(block, spec.get("router_attr", "gate"))
+    if isinstance(getattr(gate_module, "gate", None), torch.nn.Linear):  # a router module holding its linear (afmoe)
+        gate_module = gate_module.gate
     with torch.no_grad():
         (gate_module.wg if hasattr(gate_module, "wg") else gate_module).weight.copy_(torch.from_numpy(router))
         if softmax_bias:
             block.gate.moe_statics.e_score_correction_bias.copy_(torch.from_numpy(bias).reshape(1, E))
+        elif spec.get("bias_attr"):  # the bias on the block under its own name
+            getattr(block, spec["bias_attr"]).copy_(torch.from_numpy(bias))
         elif not softmax and not llama4 and not sparsemixer and not softmax_groups and not topk_logits:
             owner = block if spec.get("bias_of") == "block" else block.gate
             owner.e_score_correction_bias.copy_(torch.from_numpy(bias))
@@ -613,6 +712,7 @@ def build_case(out_dir, spec):
             block.experts.gate_up_proj.copy_(torch.from_numpy(np.concatenate([gate, up], axis=1)))
             block.experts.down_proj.copy_(torch.from_numpy(down))
         shared_module = {"gated": getattr(block, "shared_expert", None), "llama4": getattr(block, "shared_expert", None),
+                         "sized": getattr(block, "shared_experts", None),
                          "shared_mlp": getattr(block, "shared_mlp", None)}.get(shared_kind,
                                                                                getattr(block, "shared_experts", None))
         if shared_kind == "granite":  # one (2S, D) input_linear: gate rows, then up rows
@@ -643,7 +743,7 @@ def build_case(out_dir, spec):
             for n in f.keys():
                 if n.startswith(prefixes):
                     weights[n] = f.get_tensor(n)
-        loaded = getattr(transformers, spec["model_class"]).from_pretrained(
+        loaded = model_class.from_pretrained(
             tmp, dtype=torch.float32, experts_implementation="eager").eval()
     with open(os.path.join(out_dir, "config.json"), "w") as f:
         json.dump(config, f, indent=2, sort_keys=True)
@@ -667,6 +767,9 @@ def build_case(out_dir, spec):
         if llama4:  # its router returns (scores over all E, logits)
             scores, _ = lblock.router(xt.reshape(-1, D))
             tw, ti = torch.topk(scores, K, dim=-1)
+        elif spec.get("weights_from_reference"):  # routers whose call differs: y checks them, weights from float64
+            ti = torch.from_numpy(np.stack([r[0] for r in routes]))
+            tw = torch.from_numpy(np.stack([r[1] for r in routes]).astype(np.float32))
         else:
             _, tw, ti = getattr(lblock, spec.get("router_attr", "gate"))(xt.reshape(-1, D), *gate_args)
     indices = np.stack([r[0] for r in routes]).astype(np.int64)

@@ -60,6 +60,16 @@ struct V3Defaults {
   const char* down_name = "down_proj";
   bool softmax_scores = false;           // softmax scores, no correction bias, excluded groups 0.0 (mistral4)
   bool fused_experts = false;            // gate_up_proj (E, 2I, D), down_proj (E, D, I) (mistral4)
+  const char* router_name = "gate.weight";      // under the block
+  const char* shared_prefix = "shared_experts.";
+  const char* shared_gate_name = "gate_proj";   // the shared MLP's matrices
+  const char* shared_up_name = "up_proj";
+  const char* shared_down_name = "down_proj";
+  const char* scale_key = "routed_scaling_factor";
+  const char* first_dense_key = "first_k_dense_replace";
+  double normalize_epsilon = 1e-20;
+  const char* bias_switch_key = nullptr;   // a boolean key (default true) that turns the correction bias on
+  const char* shared_hidden_key = nullptr; // the shared MLP's own width, instead of moe_intermediate_size * count
 };
 constexpr V3Defaults kDeepseekV3{"deepseek_v3", 3, 8, 4, 2.5, true, 1, false};
 constexpr V3Defaults kGlm4Moe{"glm4_moe", 1, 1, 1, 1.0, true, 1, false};
@@ -88,6 +98,47 @@ constexpr V3Defaults kBailingHybrid{.family = "bailing_hybrid", .first_k_dense_r
                                     .shared_key = "num_shared_experts", .bias_name = "gate.expert_bias",
                                     .top_k_key = "num_experts_per_token", .n_group_key = "num_expert_group",
                                     .norm_key = "moe_renormalize"};
+// GLM-5 with DSA attention (glm_moe_dsa): V3's block, MoE by mlp_layer_types (from first_k_dense_replace 3).
+constexpr V3Defaults kGlmMoeDsa{.family = "glm_moe_dsa", .first_k_dense_replace = 3, .n_group = 1, .topk_group = 1,
+                                .routed_scaling_factor = 2.5, .norm_topk_prob = true, .n_shared_experts = 1,
+                                .mlp_layer_types = true};
+// Sarvam-MoE (sarvam_moe, run by Glm4MoeForCausalLM): glm4_moe's block under its defaults, the bias saved as
+// mlp.gate.expert_bias.
+constexpr V3Defaults kSarvamMoe{.family = "sarvam_moe", .first_k_dense_replace = 1, .n_group = 1, .topk_group = 1,
+                                .routed_scaling_factor = 2.5, .norm_topk_prob = true, .n_shared_experts = 1,
+                                .mlp_layer_types = false, .bias_name = "gate.expert_bias"};
+// Hunyuan-V3 (hy_v3): sigmoid with the correction bias (mlp.expert_bias) and no groups, always renormalized
+// (+1e-20), times router_scaling_factor (2.826); the router mlp.router.gate, the shared MLP mlp.shared_mlp.
+constexpr V3Defaults kHyV3{.family = "hy_v3", .first_k_dense_replace = 1, .n_group = 1, .topk_group = 1,
+                           .routed_scaling_factor = 2.826, .norm_topk_prob = true, .n_shared_experts = 1,
+                           .mlp_layer_types = true, .experts_key = "num_experts", .shared_key = "num_shared_experts",
+                           .bias_name = "expert_bias", .norm_key = nullptr, .router_name = "router.gate.weight",
+                           .shared_prefix = "shared_mlp.", .scale_key = "router_scaling_factor"};
+// AFMoE (afmoe): sigmoid with the correction bias (mlp.expert_bias), always renormalized (+1e-20), times
+// route_scale (1.0); MoE from num_dense_layers (1); the router mlp.router.gate.
+constexpr V3Defaults kAfmoe{.family = "afmoe", .first_k_dense_replace = 1, .n_group = 1, .topk_group = 1,
+                            .routed_scaling_factor = 1.0, .norm_topk_prob = true, .n_shared_experts = 2,
+                            .mlp_layer_types = false, .experts_key = "num_experts", .shared_key = "num_shared_experts",
+                            .bias_name = "expert_bias", .norm_key = nullptr, .router_name = "router.gate.weight",
+                            .scale_key = "route_scale", .first_dense_key = "num_dense_layers"};
+// LFM2-MoE (lfm2_moe): sigmoid, the correction bias (feed_forward.expert_bias) where use_expert_bias (default true),
+// renormalized with norm_topk_prob (+1e-6), times routed_scaling_factor (1.0); no shared expert; MoE from
+// num_dense_layers (2); the block under feed_forward with Mixtral's expert names.
+constexpr V3Defaults kLfm2Moe{.family = "lfm2_moe", .first_k_dense_replace = 2, .n_group = 1, .topk_group = 1,
+                              .routed_scaling_factor = 1.0, .norm_topk_prob = true, .n_shared_experts = 0,
+                              .mlp_layer_types = false, .experts_key = "num_experts", .bias_name = "expert_bias",
+                              .block = "feed_forward.", .shared_experts = false, .gate_name = "w1", .up_name = "w3",
+                              .down_name = "w2", .first_dense_key = "num_dense_layers", .normalize_epsilon = 1e-6,
+                              .bias_switch_key = "use_expert_bias"};
+// Laguna (laguna): sigmoid with the correction bias (saved as mlp.experts.e_score_correction_bias), always
+// renormalized (no eps), times moe_routed_scaling_factor (1.0); one shared MLP mlp.shared_expert of
+// shared_expert_intermediate_size; MoE by mlp_layer_types. A router logit softcap is refused (make_laguna_family).
+constexpr V3Defaults kLaguna{.family = "laguna", .first_k_dense_replace = 1, .n_group = 1, .topk_group = 1,
+                             .routed_scaling_factor = 1.0, .norm_topk_prob = true, .n_shared_experts = 1,
+                             .mlp_layer_types = true, .experts_key = "num_experts",
+                             .bias_name = "experts.e_score_correction_bias", .norm_key = nullptr,
+                             .shared_prefix = "shared_expert.", .scale_key = "moe_routed_scaling_factor",
+                             .normalize_epsilon = 0.0, .shared_hidden_key = "shared_expert_intermediate_size"};
 constexpr V3Defaults kMistral4{.family = "mistral4", .first_k_dense_replace = 0, .n_group = 1, .topk_group = 1,
                                .routed_scaling_factor = 1.0, .norm_topk_prob = true, .n_shared_experts = 1,
                                .mlp_layer_types = false, .softmax_scores = true, .fused_experts = true};
@@ -104,7 +155,7 @@ class DeepseekV3 final : public FamilyBase {
  public:
   DeepseekV3(const HfConfig& c, const V3Defaults& d)
       : FamilyBase(c, d.family, read_common_fields(c, {d.top_k_key})), d_(d),
-        first_moe_(d.first_k_dense_replace < 0 ? 0 : c.integer_or({"first_k_dense_replace"}, d.first_k_dense_replace)) {
+        first_moe_(d.first_k_dense_replace < 0 ? 0 : c.integer_or({d.first_dense_key}, d.first_k_dense_replace)) {
     if (!d.mlp_layer_types) return;
     const int64_t n = c.integer({"num_hidden_layers"});
     std::vector<std::string> fallback;
@@ -130,18 +181,18 @@ class DeepseekV3 final : public FamilyBase {
     s.num_experts = c_.integer({d_.experts_key});
     RouterOptions& r = s.router;
     r.scoring = d_.softmax_scores ? RouterScoring::kSoftmax : RouterScoring::kSigmoid;
-    r.selection_bias = !d_.softmax_scores;
+    r.selection_bias = !d_.softmax_scores && (!d_.bias_switch_key || c_.boolean_or({d_.bias_switch_key}, true));
     r.group_limited = true;  // with n_group = topk_group = 1 a no-op
     r.n_group = c_.integer_or({d_.n_group_key}, d_.n_group);
     r.top_group = c_.integer_or({"topk_group"}, d_.topk_group);
     r.group_score = GroupScore::kTop2Sum;
     r.excluded_score = d_.softmax_scores ? 0.0f : -std::numeric_limits<float>::infinity();
-    r.normalize = c_.boolean_or({d_.norm_key}, d_.norm_topk_prob);
-    r.normalize_epsilon = 1e-20;
-    r.scaling_factor = c_.number_or({"routed_scaling_factor"}, d_.routed_scaling_factor);
+    r.normalize = d_.norm_key ? c_.boolean_or({d_.norm_key}, d_.norm_topk_prob) : d_.norm_topk_prob;
+    r.normalize_epsilon = d_.normalize_epsilon;
+    r.scaling_factor = c_.number_or({d_.scale_key}, d_.routed_scaling_factor);
     s.activation = read_hidden_act(c_);
     const std::string p = d_.layers + std::to_string(layer) + "." + d_.block;
-    s.router_weight = p + "gate.weight";
+    s.router_weight = p + d_.router_name;
     if (r.selection_bias) s.selection_bias = p + d_.bias_name;
     s.experts_prefix = p + "experts.";
     s.gate_name = d_.gate_name;
@@ -152,10 +203,15 @@ class DeepseekV3 final : public FamilyBase {
       s.gate_name = "gate_up_proj";
       s.fused_suffix = "";
     }
-    if (d_.shared_experts)
+    if (d_.shared_experts && d_.shared_hidden_key)
+      s.shared.hidden = c_.integer({d_.shared_hidden_key});
+    else if (d_.shared_experts)
       s.shared.hidden = s.hidden * (d_.n_shared_experts < 0 ? c_.integer({d_.shared_key})
                                                              : c_.integer_or({d_.shared_key}, d_.n_shared_experts));
-    s.shared.prefix = p + "shared_experts.";
+    s.shared.prefix = p + d_.shared_prefix;
+    s.shared.gate_name = d_.shared_gate_name;
+    s.shared.up_name = d_.shared_up_name;
+    s.shared.down_name = d_.shared_down_name;
   }
 
   V3Defaults d_;
@@ -195,6 +251,23 @@ std::unique_ptr<ModelFamily> make_kimi_linear_family(const HfConfig& config) {
 }
 std::unique_ptr<ModelFamily> make_bailing_hybrid_family(const HfConfig& config) {
   return std::make_unique<DeepseekV3>(config, kBailingHybrid);
+}
+std::unique_ptr<ModelFamily> make_glm_moe_dsa_family(const HfConfig& config) {
+  return std::make_unique<DeepseekV3>(config, kGlmMoeDsa);
+}
+std::unique_ptr<ModelFamily> make_sarvam_moe_family(const HfConfig& config) {
+  return std::make_unique<DeepseekV3>(config, kSarvamMoe);
+}
+std::unique_ptr<ModelFamily> make_hy_v3_family(const HfConfig& config) { return std::make_unique<DeepseekV3>(config, kHyV3); }
+std::unique_ptr<ModelFamily> make_afmoe_family(const HfConfig& config) { return std::make_unique<DeepseekV3>(config, kAfmoe); }
+std::unique_ptr<ModelFamily> make_lfm2_moe_family(const HfConfig& config) {
+  return std::make_unique<DeepseekV3>(config, kLfm2Moe);
+}
+std::unique_ptr<ModelFamily> make_laguna_family(const HfConfig& config) {
+  if (const double cap = config.number_or({"moe_router_logit_softcapping"}, 0.0); cap != 0.0)
+    fail(config.label(), ": moe_router_logit_softcapping=", cap,
+         " (tanh softcapping of the router logits) is not a router option hymoe has; 0 turns it off");
+  return std::make_unique<DeepseekV3>(config, kLaguna);
 }
 std::unique_ptr<ModelFamily> make_mistral4_family(const HfConfig& config) {
   return std::make_unique<DeepseekV3>(config, kMistral4);

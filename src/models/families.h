@@ -45,6 +45,16 @@ std::unique_ptr<ModelFamily> make_cohere2_moe_family(const HfConfig& config);
 std::unique_ptr<ModelFamily> make_granitemoe_swa_family(const HfConfig& config);  // granitemoe.cc
 std::unique_ptr<ModelFamily> make_dbrx_family(const HfConfig& config);
 std::unique_ptr<ModelFamily> make_bailing_hybrid_family(const HfConfig& config);  // deepseek_v3.cc: the same block
+// deepseek_v3.cc: the same block under their own names and defaults
+std::unique_ptr<ModelFamily> make_glm_moe_dsa_family(const HfConfig& config);
+std::unique_ptr<ModelFamily> make_sarvam_moe_family(const HfConfig& config);
+std::unique_ptr<ModelFamily> make_hy_v3_family(const HfConfig& config);
+std::unique_ptr<ModelFamily> make_afmoe_family(const HfConfig& config);
+std::unique_ptr<ModelFamily> make_lfm2_moe_family(const HfConfig& config);
+std::unique_ptr<ModelFamily> make_laguna_family(const HfConfig& config);
+std::unique_ptr<ModelFamily> make_minimax_family(const HfConfig& config);         // mixtral.cc: the same block
+std::unique_ptr<ModelFamily> make_qwen4_exp_family(const HfConfig& config);       // qwen3_5_moe.cc: the same block
+std::unique_ptr<ModelFamily> make_qwen4_exp_text_family(const HfConfig& config);  // qwen3_5_moe.cc
 std::unique_ptr<ModelFamily> make_qwen3_5_moe_text_family(const HfConfig& config);  // qwen3_5_moe.cc
 
 // A GGUF file's family (llama.cpp's semantics for its general.architecture) and its tensors, sharing one mapping.

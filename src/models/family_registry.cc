@@ -35,7 +35,12 @@ struct FamilyRegistry {
       {"mistral4", make_mistral4_family},           {"qwen3_omni_moe", make_qwen3_omni_moe_family},
       {"jamba", make_jamba_family},                 {"cohere2_moe", make_cohere2_moe_family},
       {"granitemoe_swa", make_granitemoe_swa_family}, {"dbrx", make_dbrx_family},
-      {"bailing_hybrid", make_bailing_hybrid_family},
+      {"bailing_hybrid", make_bailing_hybrid_family}, {"glm_moe_dsa", make_glm_moe_dsa_family},
+      {"sarvam_moe", make_sarvam_moe_family},         {"hy_v3", make_hy_v3_family},
+      {"afmoe", make_afmoe_family},                   {"lfm2_moe", make_lfm2_moe_family},
+      {"laguna", make_laguna_family},
+      {"minimax", make_minimax_family},               {"qwen4_exp", make_qwen4_exp_family},
+      {"qwen4_exp_text", make_qwen4_exp_text_family},
       // Kimi-K2 is the DeepSeek-V3 architecture under its own model_type (its config.json says "kimi_k2").
       {"kimi_k2", make_deepseek_v3_family}};
 };

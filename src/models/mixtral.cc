@@ -1,5 +1,7 @@
 // Mixtral (MixtralForCausalLM): every layer MoE; softmax over E in float32, top-k, weights always renormalized;
 // experts w1 (gate), w3 (up), w2 (down) under block_sparse_moe, run as w2(act(w1 x) * w3 x) with act = hidden_act.
+// MiniMax-Text-01 (minimax) is the same block (MiniMaxTopKRouter, Mixtral's names); its residual factors
+// (mlp_alpha_factor, mlp_beta_factor) act outside the block.
 #include "models/families.h"
 #include "models/family_common.h"
 
@@ -10,7 +12,7 @@ using namespace family_detail;
 
 class Mixtral final : public FamilyBase {
  public:
-  explicit Mixtral(const HfConfig& c) : FamilyBase(c, "mixtral", read_common_fields(c)) {}
+  Mixtral(const HfConfig& c, std::string_view name) : FamilyBase(c, name, read_common_fields(c)) {}
 
  private:
   void fill(int64_t layer, MoELayerSpec& s) const override {
@@ -30,6 +32,7 @@ class Mixtral final : public FamilyBase {
 
 }  // namespace
 
-std::unique_ptr<ModelFamily> make_mixtral_family(const HfConfig& config) { return std::make_unique<Mixtral>(config); }
+std::unique_ptr<ModelFamily> make_mixtral_family(const HfConfig& config) { return std::make_unique<Mixtral>(config, "mixtral"); }
+std::unique_ptr<ModelFamily> make_minimax_family(const HfConfig& config) { return std::make_unique<Mixtral>(config, "minimax"); }
 
 }  // namespace hymoe

@@ -5,6 +5,8 @@
 // sigmoid(shared_expert_gate x), as Qwen2-MoE's. save_pretrained writes the experts one per expert
 // (experts.E.gate_proj / up_proj / down_proj) under model.language_model.layers.N.mlp. The text-only model
 // (qwen3_5_moe_text, Qwen3_5MoeForCausalLM) has the same keys at the top level and its layers under model.layers.
+// Qwen4-Exp (qwen4_exp, qwen4_exp_text) is the same block whose router renormalizes only with norm_topk_prob
+// (default true), under Qwen4ExpTextConfig's defaults (512 experts, 512-wide experts and shared expert).
 #include "models/families.h"
 #include "models/family_common.h"
 
@@ -15,17 +17,19 @@ using namespace family_detail;
 
 class Qwen3_5Moe final : public FamilyBase {
  public:
-  Qwen3_5Moe(const HfConfig& text, std::string_view name, std::string layers)
+  Qwen3_5Moe(const HfConfig& text, std::string_view name, std::string layers, int64_t default_experts = 256,
+             bool reads_norm = false)
       : FamilyBase(text, name, read_common_fields(text)),
-        experts_(text.integer_or({"num_experts"}, 256)),
-        layers_(std::move(layers)) {}
+        experts_(text.integer_or({"num_experts"}, default_experts)),
+        layers_(std::move(layers)),
+        reads_norm_(reads_norm) {}
 
  private:
   void fill(int64_t layer, MoELayerSpec& s) const override {
     s.hidden = c_.integer_or({"moe_intermediate_size"}, 512);
     s.num_experts = experts_;
     s.router.scoring = RouterScoring::kSoftmax;
-    s.router.normalize = true;
+    s.router.normalize = !reads_norm_ || c_.boolean_or({"norm_topk_prob"}, true);
     s.activation = read_hidden_act(c_);
     const std::string p = layers_ + std::to_string(layer) + ".mlp.";
     s.router_weight = p + "gate.weight";
@@ -37,6 +41,7 @@ class Qwen3_5Moe final : public FamilyBase {
 
   int64_t experts_;
   std::string layers_;  // "model.language_model.layers." or "model.layers."
+  bool reads_norm_;     // qwen4_exp: norm_topk_prob (default true); qwen3_5_moe always renormalizes
 };
 
 }  // namespace
@@ -48,6 +53,14 @@ std::unique_ptr<ModelFamily> make_qwen3_5_moe_family(const HfConfig& config) {
 }
 std::unique_ptr<ModelFamily> make_qwen3_5_moe_text_family(const HfConfig& config) {
   return std::make_unique<Qwen3_5Moe>(config, "qwen3_5_moe_text", "model.layers.");
+}
+std::unique_ptr<ModelFamily> make_qwen4_exp_family(const HfConfig& config) {
+  std::optional<HfConfig> text = config.object("text_config");
+  if (!text) fail(config.label(), ": missing object 'text_config' (the language model's keys of a qwen4_exp model)");
+  return std::make_unique<Qwen3_5Moe>(*text, "qwen4_exp", "model.language_model.layers.", 512, true);
+}
+std::unique_ptr<ModelFamily> make_qwen4_exp_text_family(const HfConfig& config) {
+  return std::make_unique<Qwen3_5Moe>(config, "qwen4_exp_text", "model.layers.", 512, true);
 }
 
 }  // namespace hymoe

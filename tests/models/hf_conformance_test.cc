@@ -211,7 +211,10 @@ INSTANTIATE_TEST_SUITE_P(Cases, HfConformance,
                                            "qwen3_5_moe_text_e16_k4", "glm4v_moe_e16_g4_tg2_k4", "mimo_v2_flash_e16_g4_tg2_k4",
                                            "kimi_linear_e16_g4_tg2_k4", "mistral4_e16_g4_tg2_k4", "qwen3_omni_moe_e16_k4",
                                            "jamba_e16_k4", "cohere2_moe_e16_k4", "cohere2_moe_sigmoid_sum_e16_k4",
-                                           "granitemoe_swa_e16_k4", "dbrx_e16_k4", "bailing_hybrid_e16_g4_tg2_k4"));
+                                           "granitemoe_swa_e16_k4", "dbrx_e16_k4", "bailing_hybrid_e16_g4_tg2_k4",
+                                           "minimax_e16_k4", "glm_moe_dsa_e16_g4_tg2_k4", "sarvam_moe_e16_g4_tg2_k4",
+                                           "qwen4_exp_text_e16_k4", "hy_v3_e16_k4", "afmoe_e16_k4", "lfm2_moe_e16_k4",
+                                           "laguna_e16_k4"));
 INSTANTIATE_TEST_SUITE_P(Cases, HfBf16Conformance, ::testing::Values("qwen3_moe_e16_k8_norm_bf16"));
 INSTANTIATE_TEST_SUITE_P(Cases, HfFp8Conformance, ::testing::Values("deepseek_v3_e16_g4_tg2_k4_fp8"));
 
