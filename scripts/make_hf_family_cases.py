@@ -246,6 +246,13 @@ def laguna_config():
                                      mlp_layer_types=["dense", "sparse"], **SMALL)
 
 
+def qwen4_exp_config():
+    # Qwen4-Exp as released: the language model's keys under text_config.
+    vision = dict(depth=1, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=64, patch_size=4,
+                  spatial_merge_size=2, temporal_patch_size=1)
+    return transformers.Qwen4ExpConfig(text_config=qwen4_exp_text_config().to_dict(), vision_config=vision)
+
+
 def hunyuan_v1_moe_config():
     # Hunyuan-A13B: softmax top-k always renormalized, experts and an ungated shared MLP of intermediate_size; the
     # top-k given per layer, as its releases give it.
@@ -468,6 +475,11 @@ CASES = [
          model_class="Qwen4ExpForCausalLM", router="softmax", shared="gated",
          description="Qwen4-Exp's language model (qwen4_exp_text): Qwen2-MoE's block, renormalized by "
          "norm_topk_prob's default (true), a sigmoid-gated shared expert"),
+    dict(name="qwen4_exp_e16_k4", family="qwen4_exp", config=qwen4_exp_config,
+         model_class="Qwen4ExpForConditionalGeneration", router="softmax", shared="gated", text_config=True,
+         checkpoint_layers="model.language_model.layers.",
+         description="Qwen4-Exp (qwen4_exp): qwen4_exp_text's block with the keys under text_config and the layers "
+         "under model.language_model.layers"),
     dict(name="hy_v3_e16_k4", family="hy_v3", config=hy_v3_config, model_class="HYV3ForCausalLM", bias_of="block",
          scale_attr="router_scaling_factor", weights_from_reference=True,
          description="Hunyuan-V3 (hy_v3): sigmoid with the block's correction bias (saved as mlp.expert_bias), always "
