@@ -30,7 +30,7 @@ T = 7
 MARGIN = 2e-3
 # Architectures whose MoE metadata is deepseek2's (llama.cpp reads the same keys; glm4moe's gating defaults to sigmoid).
 DEEPSEEK2_LIKE = ("deepseek2", "glm4moe", "dots1", "bailingmoe2", "deepseek32", "glm-dsa", "afmoe", "kimi-linear",
-                  "exaone-moe")
+                  "exaone-moe", "cohere2moe")
 # Architectures whose graph fixes softmax but reads the shared-expert count, leading dense blocks and (some) the
 # normalization and scale as deepseek2 does.
 SOFTMAX_SHARED_COUNT = ("deepseek", "bailingmoe")
@@ -275,6 +275,8 @@ def build_case(out_dir, spec, seed):
                 z = shared_gate.astype(np.float64) @ x
                 out = out * (silu(z) / z)  # llama.cpp's sigmoid, as silu(z)/z
             Y[t] += out
+            if spec.get("shared_average"):  # cohere2moe: 0.5 * (routed + shared)
+                Y[t] *= 0.5
 
     os.makedirs(out_dir, exist_ok=True)
     path = os.path.join(out_dir, "model.gguf")
@@ -298,7 +300,7 @@ def build_case(out_dir, spec, seed):
                                  else gguf.ExpertGatingFuncType.SOFTMAX)
     if arch == "lfm2moe":
         w.add_leading_dense_block_count(1)
-    if arch == "exaone-moe":  # its shared expert's own length (else H)
+    if arch in ("exaone-moe", "cohere2moe"):  # its shared expert's own length
         w.add_expert_shared_feed_forward_length(Hs)
     if arch in ("qwen2moe", "hunyuan-moe", "qwen3next", "qwen35moe") or (arch in ("ernie4_5-moe", "granitemoe") and Hs):
         w.add_expert_shared_feed_forward_length(Hs)
@@ -315,7 +317,8 @@ def build_case(out_dir, spec, seed):
         w.add_uint32(f"{arch}.interleave_moe_layer_step", 1)
     if arch in DEEPSEEK2_LIKE:  # shared experts of H each, gating, normalization and scale from the metadata
         w.add_leading_dense_block_count(1)
-        w.add_expert_shared_count(1 if arch == "exaone-moe" else Hs // H)  # exaone-moe sizes by length, not count
+        # exaone-moe and cohere2moe size their shared expert by its length where it is set, not by the count
+        w.add_expert_shared_count(1 if arch in ("exaone-moe", "cohere2moe") else Hs // H)
         if not spec.get("omit_gating_func"):
             w.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID if spec["gating"] == "sigmoid"
                                      else gguf.ExpertGatingFuncType.SOFTMAX)
@@ -649,6 +652,12 @@ CASES = [
                     dense=Q.Q8_0),
          description="exaone-moe: gating from the required key, exp_probs_b, normalized, scale 2.5, a shared expert "
                      "of expert_shared_feed_forward_length 64 (its length: expert_shared_count 1 times H would be 32)"),
+    dict(case="cohere2moe_sigmoid_q8_0", arch="cohere2moe", D=64, H=32, E=8, K=2, H_shared=64, n_ff=64,
+         gating="sigmoid", omit_gating_func=True, norm=True, w_scale=1.0, shared_average=True,
+         types=dict(gate=Q.Q8_0, up=Q.Q8_0, down=Q.Q8_0, shared_gate=Q.Q8_0, shared_up=Q.Q8_0, shared_down=Q.Q8_0,
+                    dense=Q.Q8_0),
+         description="cohere2moe: no gating key (sigmoid), normalized, a shared expert of its own length 64 "
+                     "(expert_shared_count 1 times H would be 32) averaged with the routed output, (routed + shared) / 2"),
 ]
 
 

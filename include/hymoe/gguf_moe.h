@@ -38,6 +38,7 @@ struct GgufMoeConfig {
   bool biases = false;              // gpt-oss: router and experts have biases (and the clamped SwiGLU, alpha 1.702,
                                     // limit 7, which llama.cpp's graph fixes)
   bool weight_before_ffn = false;   // llama4: each expert's input is multiplied by its weight, its output is not
+  bool shared_average = false;      // cohere2moe: the output is (routed + shared) / 2 where a shared expert runs
   // Routing, as llama.cpp's build_moe_ffn runs it for the architecture.
   GgufGating gating = GgufGating::kSoftmax;
   bool norm_weights = false;        // divide the K weights by their sum (at least 6.103515625e-5)

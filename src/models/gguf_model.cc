@@ -133,6 +133,7 @@ class GgufFamily final : public ModelFamily {
       // sigmoid(ffn_gate_inp_shexp . x) (qwen2moe, qwen3next); llama.cpp computes qwen2moe's as silu(z)/z, the same
       // function except at z = 0, where llama.cpp gets NaN and hymoe 0.5.
       if (b.gate_inp_shexp) s.shared.gate_weight = b.gate_inp_shexp->name;
+      s.shared.average = config_.shared_average;
     }
     return s;
   }

@@ -31,6 +31,8 @@ enum class SharedRule {
   kExpertHidden,            // the routed experts' H (llama4)
   kSharedLengthOrHidden,    // expert_shared_feed_forward_length where present and not 0, else H; always (exaone-moe)
   kAtLeastOneTimesHidden,   // max(expert_shared_count, 1) * H (kimi-linear: a count of 0 still builds one)
+  kCountedLengthOrCount,    // none where expert_shared_count (optional) is 0, else expert_shared_feed_forward_length
+                            // where present and not 0, else count * H (cohere2moe)
 };
 // The gating function: fixed by the graph, or expert_gating_func (1 softmax, 2 sigmoid, 3 softmax over the
 // selected logits) with what an absent key (or 0, llama.cpp's NONE) means.
@@ -58,12 +60,13 @@ struct GgufArchitecture {
   bool merged_gate_up = false;       // ffn_gate_up_exps read in place of ffn_gate_exps and ffn_up_exps where present
   bool biases = false;               // gpt-oss: router and expert biases, clamped SwiGLU (alpha 1.702, limit 7)
   bool weight_before_ffn = false;    // llama4: the weights multiply the experts' inputs
+  bool shared_average = false;       // cohere2moe: the output is (routed + shared) / 2 where there is a shared expert
   std::string_view fixed;            // what the graph hard-codes, for listings
 };
 
 constexpr std::string_view kReadFromMetadata =
     "gating, normalization and scale read from metadata; ungated shared expert";
-constexpr std::array<GgufArchitecture, 32> kArchitectures = {{
+constexpr std::array<GgufArchitecture, 33> kArchitectures = {{
     {.name = "llama", .hidden = HiddenRule::kFeedForwardLength, .norm_weights = true,
      .fixed = "softmax gating, normalized weights, no scale, no shared expert"},
     {.name = "qwen2moe", .hidden = HiddenRule::kExpertKeyOrFfnOverK, .shared = SharedRule::kSharedLength,
@@ -147,6 +150,11 @@ constexpr std::array<GgufArchitecture, 32> kArchitectures = {{
      .fixed = "gating and scale read from metadata, normalized weights; ungated shared expert"},
     {.name = "exaone-moe", .shared = SharedRule::kSharedLengthOrHidden, .gating = GatingRule::kKeyRequired,
      .reads_scale = true, .selection_bias = true, .leading_dense = true, .fixed = kReadFromMetadata},
+    // Cohere2-MoE: the block runs in parallel with attention on the same normed input (the caller's x here).
+    {.name = "cohere2moe", .shared = SharedRule::kCountedLengthOrCount, .gating = GatingRule::kKeyOrSigmoid,
+     .reads_scale = true, .leading_dense = true, .merged_gate_up = true, .shared_average = true,
+     .fixed = "gating (sigmoid without the key), normalization and scale read from metadata; a shared expert where "
+              "expert_shared_count > 0, averaged with the routed output: (routed + shared) / 2"},
 }};
 
 std::string key(const GgufMoeConfig& c, std::string_view name) { return c.architecture + "." + std::string(name); }
@@ -204,6 +212,13 @@ GgufMoeConfig read_gguf_moe_config(const GgufFile& file) {
     case SharedRule::kSharedLengthOrNone: c.shared_hidden = shared_ff().value_or(0); break;
     case SharedRule::kExpertHidden: c.shared_hidden = c.expert_hidden; break;
     case SharedRule::kSharedLengthOrHidden: c.shared_hidden = shared_ff().value_or(0) ? *shared_ff() : c.expert_hidden; break;
+    case SharedRule::kCountedLengthOrCount: {
+      const uint64_t count = file.get_u32(key(c, "expert_shared_count")).value_or(0);
+      const uint64_t hidden = count == 0 ? 0 : shared_ff().value_or(0) ? *shared_ff() : count * c.expert_hidden;
+      if (hidden > UINT32_MAX) fail(file.label(), ": shared expert hidden size ", hidden, " is too large");
+      c.shared_hidden = static_cast<uint32_t>(hidden);
+      break;
+    }
     case SharedRule::kAtLeastOneTimesHidden: {
       const uint64_t hidden = uint64_t{c.expert_hidden} * std::max(file.require_u32(key(c, "expert_shared_count")), 1u);
       if (hidden > UINT32_MAX) fail(file.label(), ": shared expert hidden size ", hidden, " is too large");
@@ -259,6 +274,7 @@ GgufMoeConfig read_gguf_moe_config(const GgufFile& file) {
   if (rules->reads_scale) c.weights_scale = file.get_f32(key(c, "expert_weights_scale")).value_or(0.0f);
   c.biases = rules->biases;
   c.weight_before_ffn = rules->weight_before_ffn;
+  c.shared_average = rules->shared_average;
   c.group_count = file.get_u32(key(c, "expert_group_count")).value_or(0);
   c.group_used_count = file.get_u32(key(c, "expert_group_used_count")).value_or(0);
   if (c.group_count > 1) {

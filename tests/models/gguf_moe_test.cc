@@ -379,7 +379,7 @@ TEST(GgufMoeRejects, UnknownArchitecture) {
                                             "qwen3vlmoe, hunyuan-moe, qwen3next, ernie4_5-moe, deepseek, "
                                             "bailingmoe, llada-moe, granitemoe, llama4, qwen35moe, phimoe, dbrx, "
                                             "mistral3, jamba, rnd1, minimax-m2, mimo2, lfm2moe, deepseek32, "
-                                            "glm-dsa, afmoe, kimi-linear, exaone-moe)"),
+                                            "glm-dsa, afmoe, kimi-linear, exaone-moe, cohere2moe)"),
             std::string::npos)
       << error_of(moe_file("gpt2"));
 }
@@ -400,8 +400,8 @@ TEST(GgufMoeRejects, PerExpertScalesAreNotDropped) {
 }
 
 // exaone-moe's shared expert is expert_shared_feed_forward_length wide where that is set, else H; kimi-linear's is
-// max(expert_shared_count, 1) * H, one even at a count of 0, as llama.cpp builds them.
-TEST(GgufMoeConfig, SharedExpertRulesOfExaoneAndKimiLinear) {
+// max(expert_shared_count, 1) * H, one even at a count of 0; cohere2moe's as below; as llama.cpp builds them.
+TEST(GgufMoeConfig, SharedExpertRulesOfExaoneKimiLinearAndCohere2Moe) {
   FileSpec exaone = moe_file("exaone-moe");
   exaone.kvs.insert(exaone.kvs.end(), {kv_u32("exaone-moe.expert_gating_func", 2), kv_u32("exaone-moe.expert_shared_count", 3)});
   auto shared_of = [](const FileSpec& spec) {
@@ -416,6 +416,13 @@ TEST(GgufMoeConfig, SharedExpertRulesOfExaoneAndKimiLinear) {
   EXPECT_EQ(shared_of(kimi), H);
   kimi.kvs.back() = kv_u32("kimi-linear.expert_shared_count", 3);
   EXPECT_EQ(shared_of(kimi), 3 * H);
+  // cohere2moe: none without a count (the key is optional), else the length where set, else count * H.
+  FileSpec cohere = moe_file("cohere2moe");
+  EXPECT_EQ(shared_of(cohere), 0u);
+  cohere.kvs.push_back(kv_u32("cohere2moe.expert_shared_count", 2));
+  EXPECT_EQ(shared_of(cohere), 2 * H);
+  cohere.kvs.push_back(kv_u32("cohere2moe.expert_shared_feed_forward_length", H + 5));
+  EXPECT_EQ(shared_of(cohere), H + 5);
 }
 
 TEST(GgufMoeRejects, UnsupportedType) {
