@@ -253,6 +253,18 @@ def qwen4_exp_config():
     return transformers.Qwen4ExpConfig(text_config=qwen4_exp_text_config().to_dict(), vision_config=vision)
 
 
+def glm5_next_config():
+    # GLM-5-Next: V3's block (4 groups keep 2) whose experts and shared MLP clamp gate above and up both ways at
+    # swiglu_limit, here 0.5 so the clamps act; layer 0 dense by mlp_layer_types.
+    text = dict(vocab_size=128, hidden_size=64, intermediate_size=96, moe_intermediate_size=32, num_hidden_layers=2,
+                num_attention_heads=4, num_key_value_heads=4, n_routed_experts=16, num_experts_per_tok=4,
+                n_shared_experts=1, n_group=4, topk_group=2, mlp_layer_types=["dense", "sparse"], swiglu_limit=0.5,
+                max_position_embeddings=64, linear_head_dim=16, linear_num_heads=4, pad_token_id=0, bos_token_id=1,
+                eos_token_id=2)
+    vision = dict(depth=1, hidden_size=32, num_heads=2, intermediate_size=32, out_hidden_size=64)
+    return transformers.Glm5NextConfig(text_config=text, vision_config=vision)
+
+
 def hunyuan_v1_moe_config():
     # Hunyuan-A13B: softmax top-k always renormalized, experts and an ungated shared MLP of intermediate_size; the
     # top-k given per layer, as its releases give it.
@@ -480,6 +492,11 @@ CASES = [
          checkpoint_layers="model.language_model.layers.",
          description="Qwen4-Exp (qwen4_exp): qwen4_exp_text's block with the keys under text_config and the layers "
          "under model.language_model.layers"),
+    dict(name="glm5_next_e16_g4_tg2_k4", family="glm5_next", config=glm5_next_config,
+         model_class="Glm5NextForConditionalGeneration", text_config=True, checkpoint_layers="model.language_model.layers.",
+         swiglu_limit=0.5,
+         description="GLM-5-Next (glm5_next): V3's block, 4 groups keep 2, routed and shared experts run "
+         "silu(min(gate, L)) * clamp(up, -L, L) with swiglu_limit L = 0.5 (the clamps act on most units)"),
     dict(name="hy_v3_e16_k4", family="hy_v3", config=hy_v3_config, model_class="HYV3ForCausalLM", bias_of="block",
          scale_attr="router_scaling_factor", weights_from_reference=True,
          description="Hunyuan-V3 (hy_v3): sigmoid with the block's correction bias (saved as mlp.expert_bias), always "
@@ -799,10 +816,16 @@ def build_case(out_dir, spec):
     for t in range(xs.shape[0]):
         for e, w in zip(routes[t][0], routes[t][1]):
             xin = xs[t] * w if llama4 else xs[t]  # Llama 4 scales the expert's input
-            h = silu(gate[e].astype(np.float64) @ xin) * (up[e].astype(np.float64) @ xin)
+            g_, u_ = gate[e].astype(np.float64) @ xin, up[e].astype(np.float64) @ xin
+            if spec.get("swiglu_limit"):  # GLM-5-Next: gate clamped above, up both ways
+                g_, u_ = np.minimum(g_, spec["swiglu_limit"]), np.clip(u_, -spec["swiglu_limit"], spec["swiglu_limit"])
+            h = silu(g_) * u_
             y64[t] += (1.0 if llama4 else w) * (down[e].astype(np.float64) @ h)
         if shared:
-            hs = silu(shared["gate_proj"].astype(np.float64) @ xs[t]) * (shared["up_proj"].astype(np.float64) @ xs[t])
+            gs_, us_ = shared["gate_proj"].astype(np.float64) @ xs[t], shared["up_proj"].astype(np.float64) @ xs[t]
+            if spec.get("swiglu_limit"):
+                gs_, us_ = np.minimum(gs_, spec["swiglu_limit"]), np.clip(us_, -spec["swiglu_limit"], spec["swiglu_limit"])
+            hs = silu(gs_) * us_
             out = shared["down_proj"].astype(np.float64) @ hs
             if shared_gate is not None:
                 out = out / (1.0 + np.exp(-(shared_gate[0].astype(np.float64) @ xs[t])))

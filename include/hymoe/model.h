@@ -148,6 +148,7 @@ struct RouterOptions {
 enum class ExpertActivation {
   kSwiGLU,         // down(silu(gate x) * up x); hidden_act "silu" / "swish"
   kClampedSwiGLU,  // gpt-oss: biases, (clamp(up) + 1) * g * sigmoid(alpha g), g = min(gate, limit)
+  kLimitedSwiGLU,  // GLM-5-Next: down(silu(min(gate x, limit)) * clamp(up x, -limit, limit)), limit swiglu_limit
   kGeGLU,          // down(gelu(gate x) * up x), the exact erf GELU; hidden_act "gelu" / "gelu_python"
   // down(gelu_tanh(gate x) * up x), 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))); hidden_act
   // "gelu_pytorch_tanh", "gelu_python_tanh", "gelu_new", "gelu_fast"

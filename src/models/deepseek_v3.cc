@@ -70,6 +70,8 @@ struct V3Defaults {
   double normalize_epsilon = 1e-20;
   const char* bias_switch_key = nullptr;   // a boolean key (default true) that turns the correction bias on
   const char* shared_hidden_key = nullptr; // the shared MLP's own width, instead of moe_intermediate_size * count
+  bool limited_swiglu = false;             // silu(min(gate, swiglu_limit)) * clamp(up, +-swiglu_limit) (glm5_next)
+  bool config_object_optional = false;     // the keys sit in config_object where it exists, else at the top level
 };
 constexpr V3Defaults kDeepseekV3{"deepseek_v3", 3, 8, 4, 2.5, true, 1, false};
 constexpr V3Defaults kGlm4Moe{"glm4_moe", 1, 1, 1, 1.0, true, 1, false};
@@ -139,6 +141,14 @@ constexpr V3Defaults kLaguna{.family = "laguna", .first_k_dense_replace = 1, .n_
                              .bias_name = "experts.e_score_correction_bias", .norm_key = nullptr,
                              .shared_prefix = "shared_expert.", .scale_key = "moe_routed_scaling_factor",
                              .normalize_epsilon = 0.0, .shared_hidden_key = "shared_expert_intermediate_size"};
+// GLM-5-Next (glm5_next): V3's block whose routed experts and shared MLP run silu(min(gate, swiglu_limit)) *
+// clamp(up, +-swiglu_limit) (default 10), keys under text_config (or at the top level, where a flat config has
+// them), layers under model.language_model.layers, MoE by mlp_layer_types (absent: the first three layers dense).
+constexpr V3Defaults kGlm5Next{.family = "glm5_next", .first_k_dense_replace = 3, .n_group = 1, .topk_group = 1,
+                               .routed_scaling_factor = 2.5, .norm_topk_prob = true, .n_shared_experts = 1,
+                               .mlp_layer_types = true, .config_object = "text_config",
+                               .layers = "model.language_model.layers.", .limited_swiglu = true,
+                               .config_object_optional = true};
 constexpr V3Defaults kMistral4{.family = "mistral4", .first_k_dense_replace = 0, .n_group = 1, .topk_group = 1,
                                .routed_scaling_factor = 1.0, .norm_topk_prob = true, .n_shared_experts = 1,
                                .mlp_layer_types = false, .softmax_scores = true, .fused_experts = true};
@@ -147,6 +157,7 @@ constexpr V3Defaults kMistral4{.family = "mistral4", .first_k_dense_replace = 0,
 HfConfig keys_of(const HfConfig& c, const V3Defaults& d) {
   if (!d.config_object) return c;
   std::optional<HfConfig> o = c.object(d.config_object);
+  if (!o && d.config_object_optional) return c;
   if (!o) fail(c.label(), ": missing object '", d.config_object, "' (the language model's keys of a ", d.family, " model)");
   return *o;
 }
@@ -191,6 +202,16 @@ class DeepseekV3 final : public FamilyBase {
     r.normalize_epsilon = d_.normalize_epsilon;
     r.scaling_factor = c_.number_or({d_.scale_key}, d_.routed_scaling_factor);
     s.activation = read_hidden_act(c_);
+    if (d_.limited_swiglu) {
+      // The routed experts hard-code silu and the shared MLP applies hidden_act: one activation runs both here.
+      if (s.activation != ExpertActivation::kSwiGLU)
+        fail(c_.label(), ": hidden_act='", c_.string_or({"hidden_act"}, "silu"), "'; ", d_.family,
+             "'s routed experts run silu, so hymoe runs its shared MLP with silu too and needs hidden_act silu");
+      s.activation = ExpertActivation::kLimitedSwiGLU;
+      s.swiglu_limit = c_.number_or({"swiglu_limit"}, 10.0);
+      if (!(s.swiglu_limit > 0))
+        fail(c_.label(), ": swiglu_limit=", s.swiglu_limit, " must be positive");
+    }
     const std::string p = d_.layers + std::to_string(layer) + "." + d_.block;
     s.router_weight = p + d_.router_name;
     if (r.selection_bias) s.selection_bias = p + d_.bias_name;
@@ -268,6 +289,9 @@ std::unique_ptr<ModelFamily> make_laguna_family(const HfConfig& config) {
     fail(config.label(), ": moe_router_logit_softcapping=", cap,
          " (tanh softcapping of the router logits) is not a router option hymoe has; 0 turns it off");
   return std::make_unique<DeepseekV3>(config, kLaguna);
+}
+std::unique_ptr<ModelFamily> make_glm5_next_family(const HfConfig& config) {
+  return std::make_unique<DeepseekV3>(keys_of(config, kGlm5Next), kGlm5Next);
 }
 std::unique_ptr<ModelFamily> make_mistral4_family(const HfConfig& config) {
   return std::make_unique<DeepseekV3>(config, kMistral4);

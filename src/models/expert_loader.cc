@@ -322,6 +322,7 @@ kernels::Activation kernel_activation(ExpertActivation a) {
   switch (a) {
     case ExpertActivation::kSwiGLU: return kernels::Activation::kSwiGLU;
     case ExpertActivation::kClampedSwiGLU: return kernels::Activation::kClampedSwiGLU;
+    case ExpertActivation::kLimitedSwiGLU: return kernels::Activation::kLimitedSwiGLU;
     case ExpertActivation::kGeGLU: return kernels::Activation::kGeGLU;
     case ExpertActivation::kGeGLUTanh: return kernels::Activation::kGeGLUTanh;
     case ExpertActivation::kReGLU: return kernels::Activation::kReGLU;

@@ -40,7 +40,7 @@ struct FamilyRegistry {
       {"afmoe", make_afmoe_family},                   {"lfm2_moe", make_lfm2_moe_family},
       {"laguna", make_laguna_family},
       {"minimax", make_minimax_family},               {"qwen4_exp", make_qwen4_exp_family},
-      {"qwen4_exp_text", make_qwen4_exp_text_family},
+      {"qwen4_exp_text", make_qwen4_exp_text_family}, {"glm5_next", make_glm5_next_family},
       // Kimi-K2 is the DeepSeek-V3 architecture under its own model_type (its config.json says "kimi_k2").
       {"kimi_k2", make_deepseek_v3_family}};
 };
@@ -107,6 +107,7 @@ std::string expert_activation_name(ExpertActivation a) {
   switch (a) {
     case ExpertActivation::kSwiGLU: return "SwiGLU";
     case ExpertActivation::kClampedSwiGLU: return "clamped SwiGLU";
+    case ExpertActivation::kLimitedSwiGLU: return "limited SwiGLU";
     case ExpertActivation::kGeGLU: return "GeGLU (exact erf GELU)";
     case ExpertActivation::kGeGLUTanh: return "GeGLU (tanh-approximate GELU)";
     case ExpertActivation::kReGLU: return "ReGLU";

@@ -157,6 +157,28 @@ TEST(GroupedFfn, GatedFormsAreTheirDefinition) {
     }
 }
 
+// GLM-5-Next's limited SwiGLU with limit 0.75, by hand: x = [1, -0.5], gate = I, up = 2I, down = I, so the gate
+// clamps at 0.75 for the first unit (silu(0.75) * clamp(2, -0.75, 0.75)) and the up at -0.75 for none.
+TEST(GroupedFfn, LimitedSwiGluClampsGateAboveAndUpBothWays) {
+  const float eye[4] = {1, 0, 0, 1}, two[4] = {2, 0, 0, 2};
+  MlpWeightsView w{{eye, DType::kF32, WeightLayout::kOutIn, 2, 2},
+                   {two, DType::kF32, WeightLayout::kOutIn, 2, 2},
+                   {eye, DType::kF32, WeightLayout::kOutIn, 2, 2}};
+  const int64_t offsets[2] = {0, 1};
+  const float x[2] = {1.0f, -0.5f}, scale[1] = {1.0f};
+  const double silu_075 = 0.75 / (1.0 + std::exp(-0.75)), silu_m05 = -0.5 / (1.0 + std::exp(0.5));
+  for (Isa isa : {Isa::kScalar, active_isa()}) {
+    GroupedFfnShape shape{1, 2, 2, Activation::kLimitedSwiGLU};
+    shape.swiglu_limit = 0.75f;
+    for (const auto& ffn : {make_grouped_ffn_ref(shape, {&w, 1}), make_grouped_ffn(shape, {&w, 1}, isa)}) {
+      float y[2];
+      ffn->run({offsets, x, scale, y, nullptr, nullptr});
+      EXPECT_NEAR(y[0], silu_075 * 0.75, 1e-6) << ffn->name();    // gate 1 -> 0.75, up 2 -> 0.75
+      EXPECT_NEAR(y[1], silu_m05 * -0.75, 1e-6) << ffn->name();   // gate -0.5 kept, up -1 -> -0.75
+    }
+  }
+}
+
 // With a rounding model the reference holds what it reads, biases included, so the caller's buffers may go once it
 // is built (the scalar ISA runs a checkpoint's MXFP4 layer on it, after the loader has freed gpt-oss's biases).
 TEST(GroupedFfn, RoundingReferenceOwnsItsBiases) {

@@ -129,6 +129,8 @@ int run_model_inspect(const std::string& dir) {
   fmt::print("  router: {}\n", router_description(s));
   fmt::print("  expert MLP: {}\n", s.activation == ExpertActivation::kClampedSwiGLU
                                        ? fmt::format("clamped SwiGLU with biases (alpha {}, limit {})", s.swiglu_alpha, s.swiglu_limit)
+                                       : s.activation == ExpertActivation::kLimitedSwiGLU
+                                       ? fmt::format("limited SwiGLU (limit {})", s.swiglu_limit)
                                        : expert_activation_name(s.activation));
   if (s.shared.hidden > 0)
     fmt::print("  shared expert: {} of {}{}{}\n", expert_activation_name(s.activation), s.shared.hidden,

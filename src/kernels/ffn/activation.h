@@ -14,6 +14,9 @@ enum class Activation {
   // gated, gpt-oss's clamped SwiGLU: g = min(gate, limit), u = clamp(up, -limit, limit),
   // (u + 1) * g * sigmoid(alpha * g); alpha and limit come with the kernel's shape. Inference only.
   kClampedSwiGLU,
+  // gated, GLM-5-Next's limited SwiGLU: silu(min(gate, limit)) * clamp(up, -limit, limit); limit comes with the
+  // kernel's shape (swiglu_limit). Inference only.
+  kLimitedSwiGLU,
   // gated like kSwiGLU with another nonlinearity on the gate (transformers' ACT2FN[hidden_act] on gate_proj):
   kGeGLU,      // gelu(gate) * up, exact erf form (hidden_act "gelu")
   kGeGLUTanh,  // gelu_tanh(gate) * up (hidden_act "gelu_pytorch_tanh", "gelu_new")
@@ -68,6 +71,13 @@ T relu_grad(T x) {
 }
 
 template <typename T>
+T limited_swiglu(T gate, T up, T limit) {
+  const T g = gate < limit ? gate : limit;
+  const T u = up < -limit ? -limit : (up > limit ? limit : up);
+  return silu(g) * u;
+}
+
+template <typename T>
 T clamped_swiglu(T gate, T up, T alpha, T limit) {
   const T g = gate < limit ? gate : limit;
   const T u = up < -limit ? -limit : (up > limit ? limit : up);
@@ -81,7 +91,8 @@ template <typename T>
 T apply_activation(Activation a, T x) {
   switch (a) {
     case Activation::kSwiGLU:
-    case Activation::kClampedSwiGLU: return silu(x);
+    case Activation::kClampedSwiGLU:
+    case Activation::kLimitedSwiGLU: return silu(x);
     case Activation::kGelu:
     case Activation::kGeGLU: return gelu(x);
     case Activation::kGeGLUTanh: return gelu_tanh(x);
@@ -94,7 +105,8 @@ template <typename T>
 T activation_grad(Activation a, T x) {
   switch (a) {
     case Activation::kSwiGLU:
-    case Activation::kClampedSwiGLU: return silu_grad(x);  // no backward for the clamped form; never reached
+    case Activation::kClampedSwiGLU:
+    case Activation::kLimitedSwiGLU: return silu_grad(x);  // no backward for the clamped forms; never reached
     case Activation::kGelu:
     case Activation::kGeGLU: return gelu_grad(x);
     case Activation::kGeGLUTanh: return gelu_tanh_grad(x);
@@ -104,10 +116,12 @@ T activation_grad(Activation a, T x) {
   return T(0);
 }
 
-// The gated activation of one hidden unit: act(gate) * up, or the clamped form.
+// The gated activation of one hidden unit: act(gate) * up, or a clamped form.
 template <typename T>
 T gated_activation(Activation a, T gate, T up, T alpha, T limit) {
-  return a == Activation::kClampedSwiGLU ? clamped_swiglu(gate, up, alpha, limit) : apply_activation(a, gate) * up;
+  if (a == Activation::kClampedSwiGLU) return clamped_swiglu(gate, up, alpha, limit);
+  if (a == Activation::kLimitedSwiGLU) return limited_swiglu(gate, up, limit);
+  return apply_activation(a, gate) * up;
 }
 
 }  // namespace hymoe::kernels
