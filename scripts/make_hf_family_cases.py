@@ -265,6 +265,15 @@ def glm5_next_config():
     return transformers.Glm5NextConfig(text_config=text, vision_config=vision)
 
 
+def hy_v4_config():
+    # Hunyuan-V4: V3's block (4 groups keep 2) whose routed experts clamp at swiglu_limit (0.5 here, so the clamps
+    # act) and whose shared MLP does not; layer 0 dense by mlp_layer_types.
+    return transformers.HYV4Config(moe_intermediate_size=32, intermediate_size=96, n_routed_experts=16,
+                                   num_experts_per_tok=4, n_shared_experts=1, n_group=4, topk_group=2,
+                                   mlp_layer_types=["dense", "sparse"], swiglu_limit=0.5, pad_token_id=0,
+                                   bos_token_id=1, eos_token_id=2, **SMALL)
+
+
 def hunyuan_v1_moe_config():
     # Hunyuan-A13B: softmax top-k always renormalized, experts and an ungated shared MLP of intermediate_size; the
     # top-k given per layer, as its releases give it.
@@ -497,6 +506,10 @@ CASES = [
          swiglu_limit=0.5,
          description="GLM-5-Next (glm5_next): V3's block, 4 groups keep 2, routed and shared experts run "
          "silu(min(gate, L)) * clamp(up, -L, L) with swiglu_limit L = 0.5 (the clamps act on most units)"),
+    dict(name="hy_v4_e16_g4_tg2_k4", family="hy_v4", config=hy_v4_config, model_class="HYV4ForCausalLM",
+         swiglu_limit=0.5, clamp_routed_only=True, checkpoint_check="experts.down_proj",
+         description="Hunyuan-V4 (hy_v4): V3's block, 4 groups keep 2, the routed experts' SwiGLU limited at "
+         "swiglu_limit 0.5 and the shared MLP's not; experts saved fused, the shared gate as linear_gate"),
     dict(name="hy_v3_e16_k4", family="hy_v3", config=hy_v3_config, model_class="HYV3ForCausalLM", bias_of="block",
          scale_attr="router_scaling_factor", weights_from_reference=True,
          description="Hunyuan-V3 (hy_v3): sigmoid with the block's correction bias (saved as mlp.expert_bias), always "
@@ -823,7 +836,7 @@ def build_case(out_dir, spec):
             y64[t] += (1.0 if llama4 else w) * (down[e].astype(np.float64) @ h)
         if shared:
             gs_, us_ = shared["gate_proj"].astype(np.float64) @ xs[t], shared["up_proj"].astype(np.float64) @ xs[t]
-            if spec.get("swiglu_limit"):
+            if spec.get("swiglu_limit") and not spec.get("clamp_routed_only"):
                 gs_, us_ = np.minimum(gs_, spec["swiglu_limit"]), np.clip(us_, -spec["swiglu_limit"], spec["swiglu_limit"])
             hs = silu(gs_) * us_
             out = shared["down_proj"].astype(np.float64) @ hs

@@ -193,6 +193,9 @@ struct SharedExpertSpec {
   // [0, hidden), up [hidden, 2 hidden); up_name unused.
   bool merged_gate_up = false;
   bool average = false;  // Cohere2-MoE's "average": the layer's output is (routed + shared) / 2, not their sum
+  // Its own activation where it differs from the routed experts' (Hunyuan-V4: the routed experts' SwiGLU is
+  // limited, the shared MLP's is not); unset: the routed experts' activation.
+  std::optional<ExpertActivation> activation;
 };
 
 struct MoELayerSpec {

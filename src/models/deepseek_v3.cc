@@ -72,6 +72,7 @@ struct V3Defaults {
   const char* shared_hidden_key = nullptr; // the shared MLP's own width, instead of moe_intermediate_size * count
   bool limited_swiglu = false;             // silu(min(gate, swiglu_limit)) * clamp(up, +-swiglu_limit) (glm5_next)
   bool config_object_optional = false;     // the keys sit in config_object where it exists, else at the top level
+  bool clamp_routed_only = false;          // limited_swiglu in the routed experts only; the shared MLP runs hidden_act
 };
 constexpr V3Defaults kDeepseekV3{"deepseek_v3", 3, 8, 4, 2.5, true, 1, false};
 constexpr V3Defaults kGlm4Moe{"glm4_moe", 1, 1, 1, 1.0, true, 1, false};
@@ -149,6 +150,14 @@ constexpr V3Defaults kGlm5Next{.family = "glm5_next", .first_k_dense_replace = 3
                                .mlp_layer_types = true, .config_object = "text_config",
                                .layers = "model.language_model.layers.", .limited_swiglu = true,
                                .config_object_optional = true};
+// Hunyuan-V4 (hy_v4): V3's block whose routed experts (only) run silu(min(gate, swiglu_limit)) *
+// clamp(up, +-swiglu_limit) (default 10) and the shared MLP plain hidden_act; experts saved fused (gate_up_proj
+// (E, 2I, D), down_proj (E, D, I)), the shared MLP's gate as shared_experts.linear_gate; scale 2.827; MoE by
+// mlp_layer_types (absent: layer 0 dense).
+constexpr V3Defaults kHyV4{.family = "hy_v4", .first_k_dense_replace = 1, .n_group = 1, .topk_group = 1,
+                           .routed_scaling_factor = 2.827, .norm_topk_prob = true, .n_shared_experts = 1,
+                           .mlp_layer_types = true, .fused_experts = true, .shared_gate_name = "linear_gate",
+                           .limited_swiglu = true, .clamp_routed_only = true};
 constexpr V3Defaults kMistral4{.family = "mistral4", .first_k_dense_replace = 0, .n_group = 1, .topk_group = 1,
                                .routed_scaling_factor = 1.0, .norm_topk_prob = true, .n_shared_experts = 1,
                                .mlp_layer_types = false, .softmax_scores = true, .fused_experts = true};
@@ -203,8 +212,11 @@ class DeepseekV3 final : public FamilyBase {
     r.scaling_factor = c_.number_or({d_.scale_key}, d_.routed_scaling_factor);
     s.activation = read_hidden_act(c_);
     if (d_.limited_swiglu) {
-      // The routed experts hard-code silu and the shared MLP applies hidden_act: one activation runs both here.
-      if (s.activation != ExpertActivation::kSwiGLU)
+      // The routed experts hard-code silu; the shared MLP applies hidden_act, plain (hy_v4) or limited too (glm5_next:
+      // one activation runs both here, so it must be silu).
+      if (d_.clamp_routed_only)
+        s.shared.activation = s.activation;
+      else if (s.activation != ExpertActivation::kSwiGLU)
         fail(c_.label(), ": hidden_act='", c_.string_or({"hidden_act"}, "silu"), "'; ", d_.family,
              "'s routed experts run silu, so hymoe runs its shared MLP with silu too and needs hidden_act silu");
       s.activation = ExpertActivation::kLimitedSwiGLU;
@@ -293,6 +305,7 @@ std::unique_ptr<ModelFamily> make_laguna_family(const HfConfig& config) {
 std::unique_ptr<ModelFamily> make_glm5_next_family(const HfConfig& config) {
   return std::make_unique<DeepseekV3>(keys_of(config, kGlm5Next), kGlm5Next);
 }
+std::unique_ptr<ModelFamily> make_hy_v4_family(const HfConfig& config) { return std::make_unique<DeepseekV3>(config, kHyV4); }
 std::unique_ptr<ModelFamily> make_mistral4_family(const HfConfig& config) {
   return std::make_unique<DeepseekV3>(config, kMistral4);
 }

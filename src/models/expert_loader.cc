@@ -340,6 +340,14 @@ std::unique_ptr<kernels::GroupedFfn> make_expert_ffn(const MoELayerSpec& spec,
   return kernels::make_grouped_ffn(shape, views, kernels::active_isa(), options);
 }
 
+std::unique_ptr<kernels::GroupedFfn> make_shared_expert_ffn(const MoELayerSpec& spec,
+                                                            std::span<const kernels::MlpWeightsView> views) {
+  if (!spec.shared.activation) return make_expert_ffn(spec, views, spec.shared.hidden);
+  MoELayerSpec with_own = spec;
+  with_own.activation = *spec.shared.activation;
+  return make_expert_ffn(with_own, views, spec.shared.hidden);
+}
+
 std::vector<float> load_shared_gate(const TensorSource& source, const MoELayerSpec& spec) {
   if (spec.shared.gate_weight.empty()) return {};
   const int64_t D = spec.dim;

@@ -40,6 +40,9 @@ kernels::Activation kernel_activation(ExpertActivation a);
 std::unique_ptr<kernels::GroupedFfn> make_expert_ffn(const MoELayerSpec& spec,
                                                      std::span<const kernels::MlpWeightsView> views, int64_t hidden,
                                                      const kernels::GroupedFfnOptions& options = {});
+// The shared expert's grouped FFN (one group of spec.shared.hidden), with spec.shared.activation where it is set.
+std::unique_ptr<kernels::GroupedFfn> make_shared_expert_ffn(const MoELayerSpec& spec,
+                                                            std::span<const kernels::MlpWeightsView> views);
 
 // Qwen2-MoE's shared-expert gate, (D) as float32, or empty when the spec has none. Checkpoints store it (1, D) as
 // nn.Linear does; GGUF files as ne [D].

@@ -65,7 +65,7 @@ ModelMoELayer ModelMoELayer::load(const TensorSource& source, const MoELayerSpec
   }
   if (spec.shared.hidden > 0) {
     const ExpertWeights shared = load_shared_expert(source, spec, quant);
-    impl->shared_ffn = make_expert_ffn(spec, shared.views, spec.shared.hidden);
+    impl->shared_ffn = make_shared_expert_ffn(spec, shared.views);
     bytes += held_bytes(*impl->shared_ffn, shared);
     impl->shared_gate = load_shared_gate(source, spec);
     bytes += static_cast<int64_t>(impl->shared_gate.size() * sizeof(float));

@@ -464,7 +464,7 @@ ExpertEngine ExpertEngine::from_model(const Model& model, int64_t layer, const E
   if (options.shared_expert) {
     if (spec.shared.hidden <= 0) fail(model.source().label(), ": MoE layer ", layer, " has no shared expert");
     const ExpertWeights shared = load_shared_expert(model.source(), spec, model.quantization());
-    impl->shared = make_expert_ffn(spec, shared.views, spec.shared.hidden);
+    impl->shared = make_shared_expert_ffn(spec, shared.views);
     impl->shared_gate = load_shared_gate(model.source(), spec);
     impl->shared_average = spec.shared.average;
   }

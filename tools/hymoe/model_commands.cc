@@ -133,7 +133,7 @@ int run_model_inspect(const std::string& dir) {
                                        ? fmt::format("limited SwiGLU (limit {})", s.swiglu_limit)
                                        : expert_activation_name(s.activation));
   if (s.shared.hidden > 0)
-    fmt::print("  shared expert: {} of {}{}{}\n", expert_activation_name(s.activation), s.shared.hidden,
+    fmt::print("  shared expert: {} of {}{}{}\n", expert_activation_name(s.shared.activation.value_or(s.activation)), s.shared.hidden,
                s.shared.gate_weight.empty() ? "" : ", sigmoid-gated per token",
                s.shared.average ? "; output (routed + shared) / 2" : "");
   else
