@@ -274,6 +274,13 @@ def hy_v4_config():
                                    bos_token_id=1, eos_token_id=2, **SMALL)
 
 
+def hy_v4_vl_config():
+    # Hunyuan-V4's multimodal release: the same block, keys under text_config.
+    text = hy_v4_config().to_dict()
+    vision = dict(depth=1, hidden_size=32, num_heads=2, intermediate_size=32, out_hidden_size=64)
+    return transformers.HYV4VLConfig(text_config=text, vision_config=vision)
+
+
 def hunyuan_v1_moe_config():
     # Hunyuan-A13B: softmax top-k always renormalized, experts and an ungated shared MLP of intermediate_size; the
     # top-k given per layer, as its releases give it.
@@ -510,6 +517,11 @@ CASES = [
          swiglu_limit=0.5, clamp_routed_only=True, checkpoint_check="experts.down_proj",
          description="Hunyuan-V4 (hy_v4): V3's block, 4 groups keep 2, the routed experts' SwiGLU limited at "
          "swiglu_limit 0.5 and the shared MLP's not; experts saved fused, the shared gate as linear_gate"),
+    dict(name="hy_v4_vl_e16_g4_tg2_k4", family="hy_v4_vl", config=hy_v4_vl_config,
+         model_class="HYV4VLForConditionalGeneration", text_config=True, swiglu_limit=0.5, clamp_routed_only=True,
+         checkpoint_check="experts.down_proj",
+         description="Hunyuan-V4's multimodal release (hy_v4_vl): hy_v4's block with the keys under text_config and "
+         "the tensors still under model.layers"),
     dict(name="hy_v3_e16_k4", family="hy_v3", config=hy_v3_config, model_class="HYV3ForCausalLM", bias_of="block",
          scale_attr="router_scaling_factor", weights_from_reference=True,
          description="Hunyuan-V3 (hy_v3): sigmoid with the block's correction bias (saved as mlp.expert_bias), always "

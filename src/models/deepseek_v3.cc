@@ -158,6 +158,11 @@ constexpr V3Defaults kHyV4{.family = "hy_v4", .first_k_dense_replace = 1, .n_gro
                            .routed_scaling_factor = 2.827, .norm_topk_prob = true, .n_shared_experts = 1,
                            .mlp_layer_types = true, .fused_experts = true, .shared_gate_name = "linear_gate",
                            .limited_swiglu = true, .clamp_routed_only = true};
+// Its multimodal release (hy_v4_vl): the same block, keys under text_config, tensors still under model.layers.
+constexpr V3Defaults kHyV4Vl{.family = "hy_v4_vl", .first_k_dense_replace = 1, .n_group = 1, .topk_group = 1,
+                             .routed_scaling_factor = 2.827, .norm_topk_prob = true, .n_shared_experts = 1,
+                             .mlp_layer_types = true, .config_object = "text_config", .fused_experts = true,
+                             .shared_gate_name = "linear_gate", .limited_swiglu = true, .clamp_routed_only = true};
 constexpr V3Defaults kMistral4{.family = "mistral4", .first_k_dense_replace = 0, .n_group = 1, .topk_group = 1,
                                .routed_scaling_factor = 1.0, .norm_topk_prob = true, .n_shared_experts = 1,
                                .mlp_layer_types = false, .softmax_scores = true, .fused_experts = true};
@@ -306,6 +311,9 @@ std::unique_ptr<ModelFamily> make_glm5_next_family(const HfConfig& config) {
   return std::make_unique<DeepseekV3>(keys_of(config, kGlm5Next), kGlm5Next);
 }
 std::unique_ptr<ModelFamily> make_hy_v4_family(const HfConfig& config) { return std::make_unique<DeepseekV3>(config, kHyV4); }
+std::unique_ptr<ModelFamily> make_hy_v4_vl_family(const HfConfig& config) {
+  return std::make_unique<DeepseekV3>(keys_of(config, kHyV4Vl), kHyV4Vl);
+}
 std::unique_ptr<ModelFamily> make_mistral4_family(const HfConfig& config) {
   return std::make_unique<DeepseekV3>(config, kMistral4);
 }

@@ -54,6 +54,7 @@ std::unique_ptr<ModelFamily> make_lfm2_moe_family(const HfConfig& config);
 std::unique_ptr<ModelFamily> make_laguna_family(const HfConfig& config);
 std::unique_ptr<ModelFamily> make_glm5_next_family(const HfConfig& config);
 std::unique_ptr<ModelFamily> make_hy_v4_family(const HfConfig& config);
+std::unique_ptr<ModelFamily> make_hy_v4_vl_family(const HfConfig& config);
 std::unique_ptr<ModelFamily> make_minimax_family(const HfConfig& config);         // mixtral.cc: the same block
 std::unique_ptr<ModelFamily> make_qwen4_exp_family(const HfConfig& config);       // qwen3_5_moe.cc: the same block
 std::unique_ptr<ModelFamily> make_qwen4_exp_text_family(const HfConfig& config);  // qwen3_5_moe.cc

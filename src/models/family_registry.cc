@@ -41,7 +41,7 @@ struct FamilyRegistry {
       {"laguna", make_laguna_family},
       {"minimax", make_minimax_family},               {"qwen4_exp", make_qwen4_exp_family},
       {"qwen4_exp_text", make_qwen4_exp_text_family}, {"glm5_next", make_glm5_next_family},
-      {"hy_v4", make_hy_v4_family},
+      {"hy_v4", make_hy_v4_family},                   {"hy_v4_vl", make_hy_v4_vl_family},
       // Kimi-K2 is the DeepSeek-V3 architecture under its own model_type (its config.json says "kimi_k2").
       {"kimi_k2", make_deepseek_v3_family}};
 };

@@ -215,7 +215,7 @@ INSTANTIATE_TEST_SUITE_P(Cases, HfConformance,
                                            "minimax_e16_k4", "glm_moe_dsa_e16_g4_tg2_k4", "sarvam_moe_e16_g4_tg2_k4",
                                            "qwen4_exp_text_e16_k4", "hy_v3_e16_k4", "afmoe_e16_k4", "lfm2_moe_e16_k4",
                                            "laguna_e16_k4", "qwen4_exp_e16_k4", "glm5_next_e16_g4_tg2_k4",
-                                           "hy_v4_e16_g4_tg2_k4"));
+                                           "hy_v4_e16_g4_tg2_k4", "hy_v4_vl_e16_g4_tg2_k4"));
 INSTANTIATE_TEST_SUITE_P(Cases, HfBf16Conformance, ::testing::Values("qwen3_moe_e16_k8_norm_bf16"));
 INSTANTIATE_TEST_SUITE_P(Cases, HfFp8Conformance, ::testing::Values("deepseek_v3_e16_g4_tg2_k4_fp8"));
 
