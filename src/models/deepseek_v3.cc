@@ -48,7 +48,7 @@ struct V3Defaults {
   const char* experts_key = "n_routed_experts";
   const char* shared_key = "n_shared_experts";
   const char* bias_name = "gate.e_score_correction_bias";  // under the layer's block, as the checkpoints name it
-  const char* config_object = nullptr;  // the object of config.json the keys sit in ("text_config"), or the top level
+  bool text_config = false;              // the keys sit in config.json's text_config, not at the top level
   const char* layers = "model.layers.";  // the checkpoint's layer prefix
   const char* block = "mlp.";            // the MoE block under a layer
   bool shared_experts = true;            // false: the block has no shared expert (the key is not read)
@@ -71,7 +71,7 @@ struct V3Defaults {
   const char* bias_switch_key = nullptr;   // a boolean key (default true) that turns the correction bias on
   const char* shared_hidden_key = nullptr; // the shared MLP's own width, instead of moe_intermediate_size * count
   bool limited_swiglu = false;             // silu(min(gate, swiglu_limit)) * clamp(up, +-swiglu_limit) (glm5_next)
-  bool config_object_optional = false;     // the keys sit in config_object where it exists, else at the top level
+  bool text_config_optional = false;       // text_config where it exists, else the top level (a flat config)
   bool clamp_routed_only = false;          // limited_swiglu in the routed experts only; the shared MLP runs hidden_act
 };
 constexpr V3Defaults kDeepseekV3{"deepseek_v3", 3, 8, 4, 2.5, true, 1, false};
@@ -84,7 +84,7 @@ constexpr V3Defaults kExaoneMoe{"exaone_moe", 1, 1, 1, 2.5, true, 1, true, "num_
                                 "e_score_correction_bias"};
 constexpr V3Defaults kGlm4vMoe{.family = "glm4v_moe", .first_k_dense_replace = 1, .n_group = 1, .topk_group = 1,
                                .routed_scaling_factor = 1.0, .norm_topk_prob = true, .n_shared_experts = 1,
-                               .mlp_layer_types = false, .config_object = "text_config",
+                               .mlp_layer_types = false, .text_config = true,
                                .layers = "model.language_model.layers."};
 constexpr V3Defaults kMimoV2Flash{.family = "mimo_v2_flash", .first_k_dense_replace = 1, .n_group = 1, .topk_group = 1,
                                   .routed_scaling_factor = 1.0, .norm_topk_prob = true, .n_shared_experts = 0,
@@ -147,9 +147,9 @@ constexpr V3Defaults kLaguna{.family = "laguna", .first_k_dense_replace = 1, .n_
 // them), layers under model.language_model.layers, MoE by mlp_layer_types (absent: the first three layers dense).
 constexpr V3Defaults kGlm5Next{.family = "glm5_next", .first_k_dense_replace = 3, .n_group = 1, .topk_group = 1,
                                .routed_scaling_factor = 2.5, .norm_topk_prob = true, .n_shared_experts = 1,
-                               .mlp_layer_types = true, .config_object = "text_config",
+                               .mlp_layer_types = true, .text_config = true,
                                .layers = "model.language_model.layers.", .limited_swiglu = true,
-                               .config_object_optional = true};
+                               .text_config_optional = true};
 // Hunyuan-V4 (hy_v4): V3's block whose routed experts (only) run silu(min(gate, swiglu_limit)) *
 // clamp(up, +-swiglu_limit) (default 10) and the shared MLP plain hidden_act; experts saved fused (gate_up_proj
 // (E, 2I, D), down_proj (E, D, I)), the shared MLP's gate as shared_experts.linear_gate; scale 2.827; MoE by
@@ -159,21 +159,20 @@ constexpr V3Defaults kHyV4{.family = "hy_v4", .first_k_dense_replace = 1, .n_gro
                            .mlp_layer_types = true, .fused_experts = true, .shared_gate_name = "linear_gate",
                            .limited_swiglu = true, .clamp_routed_only = true};
 // Its multimodal release (hy_v4_vl): the same block, keys under text_config, tensors still under model.layers.
-constexpr V3Defaults kHyV4Vl{.family = "hy_v4_vl", .first_k_dense_replace = 1, .n_group = 1, .topk_group = 1,
-                             .routed_scaling_factor = 2.827, .norm_topk_prob = true, .n_shared_experts = 1,
-                             .mlp_layer_types = true, .config_object = "text_config", .fused_experts = true,
-                             .shared_gate_name = "linear_gate", .limited_swiglu = true, .clamp_routed_only = true};
+constexpr V3Defaults kHyV4Vl = [] {
+  V3Defaults d = kHyV4;
+  d.family = "hy_v4_vl";
+  d.text_config = true;
+  return d;
+}();
 constexpr V3Defaults kMistral4{.family = "mistral4", .first_k_dense_replace = 0, .n_group = 1, .topk_group = 1,
                                .routed_scaling_factor = 1.0, .norm_topk_prob = true, .n_shared_experts = 1,
                                .mlp_layer_types = false, .softmax_scores = true, .fused_experts = true};
 
-// The object of config.json a family's keys sit in: the whole config, or d.config_object (required).
+// The object of config.json a family's keys sit in: the whole config, or its text_config.
 HfConfig keys_of(const HfConfig& c, const V3Defaults& d) {
-  if (!d.config_object) return c;
-  std::optional<HfConfig> o = c.object(d.config_object);
-  if (!o && d.config_object_optional) return c;
-  if (!o) fail(c.label(), ": missing object '", d.config_object, "' (the language model's keys of a ", d.family, " model)");
-  return *o;
+  if (!d.text_config || (d.text_config_optional && !c.has("text_config"))) return c;
+  return text_config_of(c, d.family);
 }
 
 class DeepseekV3 final : public FamilyBase {

@@ -34,11 +34,16 @@ ExpertActivation activation_named(const HfConfig& c, std::string_view key, const
 std::string qwen_dense_reason(const HfConfig& c, int64_t layer, int64_t num_experts);
 
 // The routed half of a Qwen2/3-MoE layer: softmax router, norm_topk_prob (default `norm_default`), hidden_act,
-// the gate and experts under model.layers.<layer>.mlp.
-void fill_qwen_routed(const HfConfig& c, int64_t layer, int64_t num_experts, MoELayerSpec& s, bool norm_default = false);
+// the gate and experts under <layers><layer>.mlp.
+void fill_qwen_routed(const HfConfig& c, int64_t layer, int64_t num_experts, MoELayerSpec& s, bool norm_default = false,
+                      const std::string& layers = "model.layers.");
 
 // "model.layers.<layer>."
 std::string layer_prefix(int64_t layer);
+
+// config.json's text_config, where a multimodal model keeps its language model's keys; an error naming the family
+// when it is absent.
+HfConfig text_config_of(const HfConfig& c, std::string_view family);
 
 // The checks every spec passes before it is handed out: positive sizes, top_k <= num_experts, groups divide E.
 MoELayerSpec checked(const HfConfig& c, MoELayerSpec spec);

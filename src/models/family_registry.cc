@@ -161,18 +161,25 @@ std::string qwen_dense_reason(const HfConfig& c, int64_t layer, int64_t num_expe
   return "";
 }
 
-void fill_qwen_routed(const HfConfig& c, int64_t layer, int64_t num_experts, MoELayerSpec& s, bool norm_default) {
+void fill_qwen_routed(const HfConfig& c, int64_t layer, int64_t num_experts, MoELayerSpec& s, bool norm_default,
+                      const std::string& layers) {
   s.hidden = c.integer({"moe_intermediate_size"});
   s.num_experts = num_experts;
   s.router.scoring = RouterScoring::kSoftmax;
   s.router.normalize = c.boolean_or({"norm_topk_prob"}, norm_default);
   s.activation = read_hidden_act(c);
-  const std::string p = layer_prefix(layer) + "mlp.";
+  const std::string p = layers + std::to_string(layer) + ".mlp.";
   s.router_weight = p + "gate.weight";
   s.experts_prefix = p + "experts.";
 }
 
 std::string layer_prefix(int64_t layer) { return "model.layers." + std::to_string(layer) + "."; }
+
+HfConfig text_config_of(const HfConfig& c, std::string_view family) {
+  std::optional<HfConfig> text = c.object("text_config");
+  if (!text) fail(c.label(), ": missing object 'text_config' (the language model's keys of a ", family, " model)");
+  return *text;
+}
 
 MoELayerSpec checked(const HfConfig& c, MoELayerSpec s) {
   auto positive = [&](const char* what, int64_t v) {

@@ -211,10 +211,15 @@ GgufMoeConfig read_gguf_moe_config(const GgufFile& file) {
     case SharedRule::kSharedLength: c.shared_hidden = shared_ff().value_or(n_ff.value_or(0)); break;
     case SharedRule::kSharedLengthOrNone: c.shared_hidden = shared_ff().value_or(0); break;
     case SharedRule::kExpertHidden: c.shared_hidden = c.expert_hidden; break;
-    case SharedRule::kSharedLengthOrHidden: c.shared_hidden = shared_ff().value_or(0) ? *shared_ff() : c.expert_hidden; break;
+    case SharedRule::kSharedLengthOrHidden: {
+      const uint32_t length = shared_ff().value_or(0);
+      c.shared_hidden = length ? length : c.expert_hidden;
+      break;
+    }
     case SharedRule::kCountedLengthOrCount: {
       const uint64_t count = file.get_u32(key(c, "expert_shared_count")).value_or(0);
-      const uint64_t hidden = count == 0 ? 0 : shared_ff().value_or(0) ? *shared_ff() : count * c.expert_hidden;
+      const uint64_t length = shared_ff().value_or(0);
+      const uint64_t hidden = count == 0 ? 0 : length ? length : count * c.expert_hidden;
       if (hidden > UINT32_MAX) fail(file.label(), ": shared expert hidden size ", hidden, " is too large");
       c.shared_hidden = static_cast<uint32_t>(hidden);
       break;

@@ -53,9 +53,7 @@ class Llama4 final : public FamilyBase {
 }  // namespace
 
 std::unique_ptr<ModelFamily> make_llama4_family(const HfConfig& config) {
-  std::optional<HfConfig> text = config.object("text_config");
-  if (!text) fail(config.label(), ": missing object 'text_config' (the language model's keys of a llama4 model)");
-  return std::make_unique<Llama4>(*text, "llama4", "language_model.model.layers.");
+  return std::make_unique<Llama4>(text_config_of(config, "llama4"), "llama4", "language_model.model.layers.");
 }
 
 std::unique_ptr<ModelFamily> make_llama4_text_family(const HfConfig& config) {

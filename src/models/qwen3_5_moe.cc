@@ -47,17 +47,14 @@ class Qwen3_5Moe final : public FamilyBase {
 }  // namespace
 
 std::unique_ptr<ModelFamily> make_qwen3_5_moe_family(const HfConfig& config) {
-  std::optional<HfConfig> text = config.object("text_config");
-  if (!text) fail(config.label(), ": missing object 'text_config' (the language model's keys of a qwen3_5_moe model)");
-  return std::make_unique<Qwen3_5Moe>(*text, "qwen3_5_moe", "model.language_model.layers.");
+  return std::make_unique<Qwen3_5Moe>(text_config_of(config, "qwen3_5_moe"), "qwen3_5_moe", "model.language_model.layers.");
 }
 std::unique_ptr<ModelFamily> make_qwen3_5_moe_text_family(const HfConfig& config) {
   return std::make_unique<Qwen3_5Moe>(config, "qwen3_5_moe_text", "model.layers.");
 }
 std::unique_ptr<ModelFamily> make_qwen4_exp_family(const HfConfig& config) {
-  std::optional<HfConfig> text = config.object("text_config");
-  if (!text) fail(config.label(), ": missing object 'text_config' (the language model's keys of a qwen4_exp model)");
-  return std::make_unique<Qwen3_5Moe>(*text, "qwen4_exp", "model.language_model.layers.", 512, true);
+  return std::make_unique<Qwen3_5Moe>(text_config_of(config, "qwen4_exp"), "qwen4_exp", "model.language_model.layers.",
+                                     512, true);
 }
 std::unique_ptr<ModelFamily> make_qwen4_exp_text_family(const HfConfig& config) {
   return std::make_unique<Qwen3_5Moe>(config, "qwen4_exp_text", "model.layers.", 512, true);

@@ -23,10 +23,7 @@ class Qwen3Moe final : public FamilyBase {
  private:
   std::string dense_reason(int64_t layer) const override { return qwen_dense_reason(c_, layer, experts_); }
   void fill(int64_t layer, MoELayerSpec& s) const override {
-    fill_qwen_routed(c_, layer, experts_, s, norm_default_);
-    const std::string p = layers_ + std::to_string(layer) + ".mlp.";
-    s.router_weight = p + "gate.weight";
-    s.experts_prefix = p + "experts.";
+    fill_qwen_routed(c_, layer, experts_, s, norm_default_, layers_);
   }
 
   int64_t experts_;

@@ -10,12 +10,6 @@ namespace {
 
 using namespace family_detail;
 
-HfConfig text_config(const HfConfig& c) {
-  std::optional<HfConfig> text = c.object("text_config");
-  if (!text) fail(c.label(), ": missing object 'text_config' (the language model's keys of a qwen3_vl_moe model)");
-  return *text;
-}
-
 class Qwen3VlMoe final : public FamilyBase {
  public:
   explicit Qwen3VlMoe(const HfConfig& text)
@@ -42,7 +36,7 @@ class Qwen3VlMoe final : public FamilyBase {
 }  // namespace
 
 std::unique_ptr<ModelFamily> make_qwen3_vl_moe_family(const HfConfig& config) {
-  return std::make_unique<Qwen3VlMoe>(text_config(config));
+  return std::make_unique<Qwen3VlMoe>(text_config_of(config, "qwen3_vl_moe"));
 }
 
 }  // namespace hymoe
