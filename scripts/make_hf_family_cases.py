@@ -827,13 +827,7 @@ def build_case(out_dir, spec):
         else:
             _, tw, ti = getattr(lblock, spec.get("router_attr", "gate"))(xt.reshape(-1, D), *gate_args)
     indices = np.stack([r[0] for r in routes]).astype(np.int64)
-    # Canonical slot order (descending biased score): transformers' topk(sorted=False) may differ, its set may not.
-    tw, ti = tw.numpy(), ti.numpy()
-    weights_canonical = np.zeros_like(tw)
-    for t in range(ti.shape[0]):
-        assert set(ti[t]) == set(indices[t]), (t, ti[t], indices[t])
-        for slot, e in enumerate(indices[t]):
-            weights_canonical[t, slot] = tw[t, list(ti[t]).index(e)]
+    weights_canonical = canonical_weights(tw.numpy(), ti.numpy(), indices)
 
     # float64 y from the checkpoint's values.
     y64 = np.zeros_like(xs)
@@ -919,6 +913,17 @@ def wrap_as_llama4(text_dir, out_dir, prefix):
         f.write("\n")
 
 
+def canonical_weights(tw, ti, indices):
+    """transformers' weights tw of experts ti put in the canonical slot order of `indices` (descending selection
+    score): its topk(sorted=False) may order a token's experts otherwise, but must choose the same set."""
+    out = np.zeros_like(tw)
+    for t in range(ti.shape[0]):
+        assert set(ti[t]) == set(indices[t]), (t, ti[t], indices[t])
+        for slot, e in enumerate(indices[t]):
+            out[t, slot] = tw[t, list(ti[t]).index(e)]
+    return out
+
+
 def build_dbrx_case(out_dir, spec):
     """DBRX's layout is its own (transformer.blocks.N.ffn, experts stacked as (E I, D) w1 / v1 / w2 with w2 used as
     h @ W, settings in ffn_config), so its case is built here rather than by build_case; the files are the same."""
@@ -973,12 +978,7 @@ def build_dbrx_case(out_dir, spec):
         y = lblock(xt).reshape(x.shape).numpy()
         tw, ti = lblock.route_tokens_to_experts(lblock.router(xt))
     indices = np.stack([r[0] for r in routes]).astype(np.int64)
-    tw, ti = tw.numpy(), ti.numpy()
-    weights_canonical = np.zeros_like(tw)
-    for t in range(ti.shape[0]):
-        assert set(ti[t]) == set(indices[t]), (t, ti[t], indices[t])
-        for slot, e in enumerate(indices[t]):
-            weights_canonical[t, slot] = tw[t, list(ti[t]).index(e)]
+    weights_canonical = canonical_weights(tw.numpy(), ti.numpy(), indices)
     y64 = np.zeros_like(xs)
     silu = lambda z: z / (1.0 + np.exp(-z))
     for t in range(xs.shape[0]):
