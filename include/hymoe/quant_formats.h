@@ -1,5 +1,5 @@
-// GGUF's block weight formats (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, TQ1_0,
-// TQ2_0, MXFP4) and plain element types (F32, F16, BF16): the
+// GGUF's block weight formats (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ1_S, IQ1_M, IQ2_XXS,
+// IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ4_NL, IQ4_XS, TQ1_0, TQ2_0, MXFP4) and plain element types (F32, F16, BF16): the
 // layout of one block and its exact scalar decoding, the ground truth every packing and micro-kernel of these
 // formats is tested against. Depends on core only; knows nothing of files, experts or routing.
 //
@@ -97,6 +97,48 @@ struct BlockQ6_K {  // 256 values in 16 sub-blocks of 16 with signed 8-bit scale
   int8_t scales[16];
   uint16_t d;  // last, unlike the other formats
 };
+// The IQ1/IQ2/IQ3 types: each group of 8 values (IQ3: 4) is an entry of a lattice ("grid", llama.cpp's
+// ggml-common.h, src/kernels/formats/iq_grids.inc) of small positive values (IQ1: -1, 0, 1), times the group's
+// signs (IQ2/IQ3) under a per-sub-block scale. 7-bit sign fields carry 8 signs: the eighth makes their count even.
+struct BlockIq2Xxs {  // 8 sub-blocks of 32: qs[4s, 4s + 1] the 4 grid indices (bytes), qs[4s + 2, 4s + 3] a uint32
+  uint16_t d;         // of four 7-bit sign fields and the scale ls in bits 28-31; x = d * (0.5 + ls) / 4 * g * sign
+  uint16_t qs[32];
+};
+struct BlockIq2Xs {  // 32 groups of 8: qs[g] = 9-bit index | 7-bit signs << 9; 16 sub-blocks of 16, scale nibble
+  uint16_t d;        // s of scales[s / 2] (low first); x = d * (0.5 + scale) / 4 * g * sign
+  uint16_t qs[32];
+  uint8_t scales[8];
+};
+struct BlockIq2S {  // 32 groups of 8: index qs[g] | 2 bits of qh[g / 4] (at 2 (g % 4)) << 8, signs the 8 bits of
+  uint16_t d;       // qs[32 + g]; scales as IQ2_XS's; x = d * (0.5 + scale) / 4 * g * sign
+  uint8_t qs[64];
+  uint8_t qh[8];
+  uint8_t scales[8];
+};
+struct BlockIq3Xxs {  // 64 groups of 4: index qs[g]; sub-block s of 32 has the uint32 at qs[64 + 4s] of four 7-bit
+  uint16_t d;         // sign fields (8 values each) and ls in bits 28-31; x = d * (0.5 + ls) / 2 * g * sign
+  uint8_t qs[96];
+};
+struct BlockIq3S {  // 64 groups of 4: index qs[g] | bit g % 8 of qh[g / 8] << 8; value i's sign bit i % 8 of
+  uint16_t d;       // signs[i / 8]; sub-block s of 32 scale nibble s of scales[s / 2]; x = d * (1 + 2 scale) * g * sign
+  uint8_t qs[64];
+  uint8_t qh[8];
+  uint8_t signs[32];
+  uint8_t scales[4];
+};
+struct BlockIq1S {  // 32 groups of 8 (grid values -1, 0, 1): index qs[g] | 3 bits of qh[g / 4] (at 3 (g % 4)) << 8;
+  uint16_t d;       // qh[s] bits 12-14 the scale of sub-block s of 32, bit 15 the sign of its delta;
+  uint8_t qs[32];   // x = d * (2 scale + 1) * (g + delta), delta = +-1/8
+  uint16_t qh[8];
+};
+struct BlockIq1M {     // 32 groups of 8: index qs[g] | bits 0-2 of nibble g % 2 of qh[g / 2] << 8, bit 3 the sign of
+  uint8_t qs[32];      // the group's delta (+-1/8); scales: 4 uint16, each four 3-bit scales (at 0, 3, 6, 9) of
+  uint8_t qh[16];      // sub-blocks of 16 and, in bits 12-15, a nibble of the f16 d (uint16 i's the bits 4i..4i+3);
+  uint8_t scales[8];   // x = d * (2 scale + 1) * (g + delta)
+};
+static_assert(sizeof(BlockIq2Xxs) == 66 && sizeof(BlockIq2Xs) == 74 && sizeof(BlockIq2S) == 82 &&
+              sizeof(BlockIq3Xxs) == 98 && sizeof(BlockIq3S) == 110 && sizeof(BlockIq1S) == 50 &&
+              sizeof(BlockIq1M) == 56, "GGUF IQ block sizes");
 // gpt-oss's experts in llama.cpp's files (ggml type 39). Value j = kvalue[qs[j] & 15] * 2^(e - 128), value j + 16 =
 // kvalue[qs[j] >> 4] * 2^(e - 128), kvalue = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, ..., -12}: twice the E2M1 value, so the
 // scale is half of E8M0's 2^(e - 127) (ggml's E8M0_TO_FP32_HALF). The nibble order differs from the Hugging Face
@@ -128,6 +170,8 @@ void dequantize_block_iq4_xs_ref(const std::byte* block, float* out);
 void dequantize_block_q5_k_ref(const std::byte* block, float* out);
 void dequantize_block_q6_k_ref(const std::byte* block, float* out);
 void dequantize_block_mxfp4_ref(const std::byte* block, float* out);
+// The IQ1/IQ2/IQ3 types (ggml ids 16-19, 21, 22, 29).
+void dequantize_block_iq_ref(uint32_t type, const std::byte* block, float* out);
 // An MXFP4 block's codes in the Hugging Face order hymoe's MXFP4 panels take (pairs[t]: value 2t in the low nibble,
 // 2t + 1 in the high one); returns its E8M0 exponent e. The block's values are e2m1(code) * 2^(e - 127).
 uint8_t mxfp4_block_code_pairs(const std::byte* block, uint8_t pairs[16]);
@@ -150,14 +194,17 @@ void dequantize_row_ref(uint32_t type, const std::byte* src, float* out, int64_t
 //   fmaf(scale[i / sub], code[i], offset[i / sub])   for Q4_1, Q5_1 (scale = d, offset = m), Q2_K, Q4_K, Q5_K (scale
 //                                                    = d*sc, offset = -(dmin*m))
 //   scale[i / sub] * kIq4nlValues[code[i]]          for IQ4_NL (scale = d), IQ4_XS (d * (ls - 32)): code is the index
+//   scale[i / sub] * code[i]                         for the IQ1/IQ2/IQ3 types: code = grid value times sign (IQ1:
+//                                                    8 g +- 1, the delta folded in), scale = d * (2 ls + 1) / 8
+//                                                    (IQ2, IQ1), d * (2 ls + 1) / 4 (IQ3_XXS), d * (2 ls + 1) (IQ3_S)
 // with the bits dequantize_block_*_ref gives (the products are exact; the offset types' one rounding is the FMA's).
 struct GgmlBlockCodes {
   int8_t code[256];
   float scale[16];
   float offset[16];  // the types with offsets only
 };
-// Values per sub-block (one scale and offset): 32, or 16 for Q2_K, Q3_K and Q6_K; 0 for a type split_block_ref does
-// not take.
+// Values per sub-block (one scale and offset): 32, or 16 for Q2_K, Q3_K, Q6_K, IQ2_XS, IQ2_S and IQ1_M; 0 for a type
+// split_block_ref does not take.
 int ggml_sub_block_values(uint32_t type);
 // Whether the type's values use offsets (the fmaf form above).
 bool ggml_block_has_offsets(uint32_t type);

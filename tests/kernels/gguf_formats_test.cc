@@ -77,7 +77,8 @@ TEST(GgufBlockCodes, ScaleTimesCodeIsTheReferenceValueBitForBit) {
 TEST(GgufBlockCodes, UnsupportedTypesAreNamed) {
   EXPECT_EQ(ggml_sub_block_values(static_cast<uint32_t>(GgmlType::kF16)), 0);
   WeightFormat f;
-  EXPECT_FALSE(gguf_weight_format(16, &f));  // IQ2_XXS
+  EXPECT_FALSE(gguf_weight_format(static_cast<uint32_t>(GgmlType::kQ8_1), &f));
+  EXPECT_FALSE(gguf_weight_format(40, &f));  // NVFP4
   EXPECT_FALSE(gguf_weight_format(static_cast<uint32_t>(GgmlType::kF16), &f));
   ASSERT_TRUE(gguf_weight_format(static_cast<uint32_t>(GgmlType::kQ6_K), &f));
   EXPECT_EQ(f, WeightFormat::kGgmlQ6_K);
@@ -100,8 +101,13 @@ TEST(GgufEncode, SimpleQuantizersRoundTripWithinTheirStep) {
     // has where its panels keep them in more bits (Q2_K 4, Q3_K 8, the ternary types 3).
     const int bits = gguf_block_format(f)->code_bits;
     const GgmlType g = static_cast<GgmlType>(type);
+    // The IQ types: a group's values lie jointly on the grid, so fewer effective levels (IQ1 2, IQ2 4, IQ3 6).
+    const bool iq1 = g == GgmlType::kIQ1_S || g == GgmlType::kIQ1_M;
+    const bool iq2 = g == GgmlType::kIQ2_XXS || g == GgmlType::kIQ2_XS || g == GgmlType::kIQ2_S;
+    const bool iq3 = g == GgmlType::kIQ3_XXS || g == GgmlType::kIQ3_S;
     const double levels = g == GgmlType::kQ2_K ? 4 : g == GgmlType::kQ3_K ? 8
-                          : g == GgmlType::kTQ1_0 || g == GgmlType::kTQ2_0 ? 3 : bits == 8 ? 255 : 1 << bits;
+                          : g == GgmlType::kTQ1_0 || g == GgmlType::kTQ2_0 ? 3 : iq1 ? 2 : iq2 ? 4 : iq3 ? 6
+                          : bits == 8 ? 255 : 1 << bits;
     double worst = 0;
     for (int64_t i = 0; i < n; ++i) worst = std::max(worst, std::abs(static_cast<double>(back[i]) - x[i]));
     EXPECT_LT(worst, 8.0 / levels) << t.name;
@@ -125,7 +131,9 @@ TEST(GgufPack, PanelsHoldTheExactWeightsInTheDocumentedBytes) {
                                                     {"Q5_K", 0.875}, {"Q6_K", 1.0},  {"IQ4_NL", 0.625},
                                                     {"IQ4_XS", 0.625},
                                                     {"Q2_K", 1.0},   {"Q3_K", 0.75}, {"TQ1_0", 0.625},
-                                                    {"TQ2_0", 0.625}};
+                                                    {"TQ2_0", 0.625}, {"IQ2_XXS", 1.125},
+                                                    {"IQ2_XS", 1.25}, {"IQ2_S", 1.25}, {"IQ3_XXS", 1.125},
+                                                    {"IQ3_S", 1.125}, {"IQ1_S", 1.125}, {"IQ1_M", 1.25}};
   for (const WeightFormat f : kGgufFormats) {
     const std::string type = gguf_block_format(f)->type_name;
     ASSERT_TRUE(documented.contains(type)) << type << " has no documented size here";
@@ -386,7 +394,8 @@ TEST(GgufGroupedFfn, UnsupportedOrMixedTypesAreClearErrors) {
   for (Isa isa : {Isa::kScalar, Isa::kAvx2}) {
     const std::string e = error_of([&] { make_grouped_ffn(shape, views, isa); });
     EXPECT_NE(e.find("down weights are ggml type F16"), std::string::npos) << e;
-    EXPECT_NE(e.find("must be one of Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, Q2_K, Q3_K, TQ1_0, TQ2_0, MXFP4"),
+    EXPECT_NE(e.find("must be one of Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, Q2_K, Q3_K, TQ1_0, TQ2_0, "
+                     "IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M, MXFP4"),
               std::string::npos)
         << e;
   }

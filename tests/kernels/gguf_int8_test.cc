@@ -194,7 +194,9 @@ TEST(GgufInt8Pack, PanelsHoldTheExactWeightsInTheDocumentedBytes) {
                                                     {"Q5_K", 0.875}, {"Q6_K", 1.0},  {"IQ4_NL", 0.625},
                                                     {"IQ4_XS", 0.625},
                                                     {"Q2_K", 1.0},   {"Q3_K", 0.75}, {"TQ1_0", 0.625},
-                                                    {"TQ2_0", 0.625}};
+                                                    {"TQ2_0", 0.625}, {"IQ2_XXS", 1.125},
+                                                    {"IQ2_XS", 1.25}, {"IQ2_S", 1.25}, {"IQ3_XXS", 1.125},
+                                                    {"IQ3_S", 1.125}, {"IQ1_S", 1.125}, {"IQ1_M", 1.25}};
   for (int nr : {16, 32})
     for (const WeightFormat f : kInt8Formats) {
       const std::string type = gguf_block_format(f)->type_name;

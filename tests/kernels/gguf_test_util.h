@@ -51,7 +51,8 @@ inline kernels::GroupedFfnOptions with_quant(QuantCompute q) {
 inline uint32_t type_of(WeightFormat f) { return kernels::gguf_format_type(f); }
 inline int64_t block_values(WeightFormat f) { return ggml_type_traits(type_of(f))->block_values; }
 
-// One random valid block: random bytes, then d (and dmin) a random f16 of either sign, zero in 1 of 8 blocks;
+// One random valid block: random bytes (every IQ grid index and sign), then d (and dmin) a random f16 of either sign,
+// zero in 1 of 8 blocks;
 // 1 block in 10 is all zeros.
 inline void random_block(Rng& rng, uint32_t type, std::byte* out) {
   const GgmlTypeTraits& t = *ggml_type_traits(type);
@@ -66,8 +67,13 @@ inline void random_block(Rng& rng, uint32_t type, std::byte* out) {
   const bool k_quant = t.block_values == 256;
   const GgmlType g = static_cast<GgmlType>(type);
   const bool ternary = g == GgmlType::kTQ1_0 || g == GgmlType::kTQ2_0;
+  const bool iq2 = g == GgmlType::kIQ2_XXS || g == GgmlType::kIQ2_XS || g == GgmlType::kIQ2_S;
+  const bool iq1 = g == GgmlType::kIQ1_S || g == GgmlType::kIQ1_M;
   const double magnitude = b.values ? (k_quant ? 1.0 / 2048 : 1.0 / 64)  // the IQ4 values reach 127
                            : ternary ? 1.0
+                           : iq2 ? 1.0 / 128                      // grid values 43 times 31 / 8
+                           : g == GgmlType::kIQ3_XXS || g == GgmlType::kIQ3_S ? 1.0 / 512  // 62 * 31 / 4, 15 * 31
+                           : iq1 ? 1.0 / 16                       // 9 * 15 / 8
                            : g == GgmlType::kQ2_K ? 1.0 / 32
                            : g == GgmlType::kQ3_K ? 1.0 / 128
                            : b.code_bits == 8 ? 1.0 / 64
@@ -83,6 +89,16 @@ inline void random_block(Rng& rng, uint32_t type, std::byte* out) {
   // The f16 d (and dmin after it): first in most blocks, last in the K-quants of 2, 3 and 6 bits and the TQ types.
   const size_t d_at = g == GgmlType::kQ6_K ? 208 : g == GgmlType::kQ2_K ? 80 : g == GgmlType::kQ3_K ? 108
                       : g == GgmlType::kTQ1_0 ? 52 : g == GgmlType::kTQ2_0 ? 64 : 0;
+  if (g == GgmlType::kIQ1_M) {
+    // IQ1_M keeps d's four nibbles in the top bits of its four uint16 scale words (bytes 48-55).
+    for (int i = 0; i < 4; ++i) {
+      uint16_t w;
+      std::memcpy(&w, out + 48 + 2 * i, 2);
+      w = static_cast<uint16_t>((w & 0x0fff) | (((d >> (4 * i)) & 15) << 12));
+      std::memcpy(out + 48 + 2 * i, &w, 2);
+    }
+    return;
+  }
   std::memcpy(out + d_at, &d, 2);
   if (ggml_block_has_offsets(type)) std::memcpy(out + d_at + 2, &dmin, 2);
 }

@@ -7,6 +7,7 @@
 
 #include <bit>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "hymoe/dtype.h"
 #include "hymoe/file_io.h"
 #include "hymoe/gguf.h"
+#include "kernels/formats/iq_blocks.h"
 #include "test_util.h"
 
 namespace hymoe {
@@ -162,7 +164,9 @@ TEST(QuantRef, RowDecoderWalksBlocksAndPlainTypes) {
   EXPECT_TRUE(can_dequantize(static_cast<uint32_t>(GgmlType::kQ4_1)));
   EXPECT_FALSE(can_dequantize(static_cast<uint32_t>(GgmlType::kQ8_1)));
   EXPECT_TRUE(can_dequantize(static_cast<uint32_t>(GgmlType::kQ2_K)));
-  EXPECT_FALSE(can_dequantize(16));  // IQ2_XXS
+  EXPECT_TRUE(can_dequantize(static_cast<uint32_t>(GgmlType::kIQ2_XXS)));
+  EXPECT_TRUE(can_dequantize(static_cast<uint32_t>(GgmlType::kIQ1_M)));
+  EXPECT_FALSE(can_dequantize(40));  // NVFP4
   EXPECT_FALSE(can_dequantize(999));
 }
 
@@ -177,7 +181,7 @@ TEST(QuantRef, RandomBlocksMatchGgufPyBitForBit) {
   int checked = 0;
   for (const char* type :
        {"F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS", "MXFP4", "Q2_K",
-        "Q3_K", "TQ1_0", "TQ2_0"}) {
+        "Q3_K", "TQ1_0", "TQ2_0", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S", "IQ1_S", "IQ1_M"}) {
     SCOPED_TRACE(type);
     const GgufTensorInfo& blocks = f.tensor(std::string(type) + ".blocks");
     const GgufTensorInfo& expected = f.tensor(std::string(type) + ".expected");
@@ -194,7 +198,7 @@ TEST(QuantRef, RandomBlocksMatchGgufPyBitForBit) {
     }
     checked += static_cast<int>(got.size());
   }
-  EXPECT_EQ(checked, 256 + 256 + 6 * 24 * 32 + 8 * 6 * 256 + 24 * 32);  // every value the script wrote
+  EXPECT_EQ(checked, 256 + 256 + 6 * 24 * 32 + 8 * 6 * 256 + 24 * 32 + 7 * 8 * 256);  // every value the script wrote
 }
 
 uint64_t fnv1a64(const std::vector<float>& values) {
@@ -202,6 +206,31 @@ uint64_t fnv1a64(const std::vector<float>& values) {
   const auto* p = reinterpret_cast<const unsigned char*>(values.data());
   for (size_t i = 0; i < values.size() * sizeof(float); ++i) h = (h ^ p[i]) * 0x100000001b3ull;
   return h;
+}
+
+// Every entry of every IQ grid, as expanded from iq_grids.inc, is gguf-py's (the random blocks above reach only
+// some of the 256-2048 entries of each).
+TEST(QuantRef, IqGridsAreGgufPysEntryForEntry) {
+  const auto f = GgufFile::open(test::data_dir() + "/gguf/quant_blocks.gguf");
+  auto hash = [](const auto& grid) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    const auto* p = reinterpret_cast<const unsigned char*>(&grid);
+    for (size_t i = 0; i < sizeof grid; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+    return std::string(hex);
+  };
+  using namespace kernels;
+  const std::pair<const char*, std::string> grids[] = {
+      {"IQ2_XXS", hash(kIq2XxsGrid)}, {"IQ2_XS", hash(kIq2XsGrid)}, {"IQ2_S", hash(kIq2SGrid)},
+      {"IQ3_XXS", hash(kIq3XxsGrid)}, {"IQ3_S", hash(kIq3SGrid)},   {"IQ1_S", hash(kIq1SGrid)}};
+  for (const auto& [type, got] : grids) {
+    const auto want = f.get_string(std::string("grid.") + type + ".fnv1a64");
+    ASSERT_TRUE(want.has_value()) << type;
+    EXPECT_EQ(got, *want) << type;
+  }
+  // The eighth sign of a 7-bit field makes the count of minus signs even.
+  for (uint32_t field = 0; field < 128; ++field) EXPECT_EQ(__builtin_popcount(iq_signs7(field)) % 2, 0) << field;
 }
 
 TEST(QuantRef, ConformanceTensorsMatchGgufPy) {

@@ -644,8 +644,8 @@ TEST_F(BenchCli, GgufDtypesRunTheirFormatsAndCountTheirBytes) {
   std::string log;
   EXPECT_NE(bench("--shape tiny256 --tokens 1 --dtype q4_0 --no-baseline --quant-compute int4", &log), 0);
   EXPECT_NE(log.find("--quant-compute=int4 is not one of auto, exact, int8"), std::string::npos) << log;
-  EXPECT_NE(bench("--shape tiny256 --tokens 1 --dtype iq2_xxs --no-baseline", &log), 0);
-  EXPECT_NE(log.find("--dtype=iq2_xxs must be f32, bf16, bf16w, bf16n, q8_0, gguf_q8_0, q4_0, q4_1, q5_0, q5_1, "),
+  EXPECT_NE(bench("--shape tiny256 --tokens 1 --dtype nvfp4 --no-baseline", &log), 0);
+  EXPECT_NE(log.find("--dtype=nvfp4 must be f32, bf16, bf16w, bf16n, q8_0, gguf_q8_0, q4_0, q4_1, q5_0, q5_1, "),
             std::string::npos)
       << log;
 }

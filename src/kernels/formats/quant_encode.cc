@@ -1,15 +1,17 @@
 // Simple encoders of GGUF blocks (quant_encode.h): per block, scales from the range of its values, codes by
-// round-to-nearest against the scales as stored (f16, 6- or 8-bit), clamped to the code range. One per type of the
-// kernels' registry (src/kernels/formats/gguf_formats.inc).
+// round-to-nearest against the scales as stored (f16, 3- to 8-bit), clamped to the code range (the IQ types: to the
+// nearest grid entry). One per type of the kernels' registry (src/kernels/formats/gguf_formats.inc).
 #include "hymoe/quant_encode.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "hymoe/dtype.h"
 #include "hymoe/error.h"
 #include "hymoe/quant_formats.h"
+#include "kernels/formats/iq_blocks.h"
 
 namespace hymoe {
 namespace {
@@ -283,6 +285,214 @@ void encode_q6_k(const float* x, BlockQ6_K* b) {
   }
 }
 
+// The IQ grid types: per sub-block a scale from its largest magnitude (the odd multiplier rounded to nearest under
+// the block's f16 d), then per group each element's nearest grid value (and sign) and, for that tuple, the nearest
+// entry of the grid (a table over every tuple, built once per grid). The signs of 7-bit fields keep an even count by
+// flipping the smallest element's, as the format demands.
+template <int N, int C>
+struct NearestIqEntry {
+  int levels = 0;              // grid values
+  std::vector<uint16_t> entry;  // by tuple: sum of element j's value index times levels^j
+  NearestIqEntry(const kernels::IqGrid<N, C>& grid, const int8_t* values, int count) : levels(count) {
+    int tuples = 1;
+    for (int j = 0; j < C; ++j) tuples *= levels;
+    entry.resize(static_cast<size_t>(tuples));
+    for (int t = 0; t < tuples; ++t) {
+      int best = 0;
+      long best_err = -1;
+      for (int e = 0; e < N; ++e) {
+        long err = 0;
+        for (int j = 0, r = t; j < C; ++j, r /= levels) {
+          const long diff = values[r % levels] - grid.v[e][j];
+          err += diff * diff;
+        }
+        if (best_err < 0 || err < best_err) best = e, best_err = err;
+      }
+      entry[static_cast<size_t>(t)] = static_cast<uint16_t>(best);
+    }
+  }
+  // The entry nearest to targets t[0..C) (each matched to its nearest grid value first).
+  int nearest(const float* t, const int8_t* values) const {
+    int tuple = 0;
+    for (int j = C - 1; j >= 0; --j) {
+      int best = 0;
+      for (int v = 1; v < levels; ++v)
+        if (std::fabs(t[j] - values[v]) < std::fabs(t[j] - values[best])) best = v;
+      tuple = tuple * levels + best;
+    }
+    return entry[static_cast<size_t>(tuple)];
+  }
+};
+
+template <int N, int C>
+const NearestIqEntry<N, C>& nearest_table(const kernels::IqGrid<N, C>& grid, const int8_t* values, int count) {
+  static const NearestIqEntry<N, C> table(grid, values, count);
+  return table;
+}
+
+void encode_iq(GgmlType type, const float* x, std::byte* out) {
+  using namespace kernels;
+  const bool iq1 = type == GgmlType::kIQ1_S || type == GgmlType::kIQ1_M;
+  const int sub = ggml_sub_block_values(static_cast<uint32_t>(type)), subs = 256 / sub;
+  const float factor = type == GgmlType::kIQ3_XXS ? 0.25f : type == GgmlType::kIQ3_S ? 1.0f : 0.125f;
+  const int ls_max = iq1 ? 7 : 15;
+  const float code_max = iq1 ? 9 : type == GgmlType::kIQ3_XXS ? 62 : type == GgmlType::kIQ3_S ? 15 : 43;
+  float want[16], want_max = 0;
+  for (int s = 0; s < subs; ++s) {
+    float amax = 0;
+    for (int i = 0; i < sub; ++i) amax = std::max(amax, std::fabs(x[s * sub + i]));
+    want[s] = amax / code_max;
+    want_max = std::max(want_max, want[s]);
+  }
+  const uint16_t d_bits = float_to_f16(want_max / (static_cast<float>(2 * ls_max + 1) * factor));
+  const float d = f16_to_float(d_bits);
+  int ls[16];
+  float inv_scale[16];
+  for (int s = 0; s < subs; ++s) {
+    ls[s] = round_clamp((want[s] * inverse_or_zero(d * factor) - 1) / 2, 0, ls_max);
+    inv_scale[s] = inverse_or_zero(d * factor * static_cast<float>(2 * ls[s] + 1));
+  }
+  // Grid indices per group and sign bits per value (IQ2/IQ3), or the delta's sign per group (IQ1).
+  int index[64] = {};
+  uint8_t sign_bits[32] = {};  // value i at bit i % 8 of byte i / 8
+  bool negative_delta[32] = {};
+  const int group = type == GgmlType::kIQ3_XXS || type == GgmlType::kIQ3_S ? 4 : 8;
+  float t[256];
+  for (int i = 0; i < 256; ++i) t[i] = x[i] * inv_scale[i / sub];
+  if (iq1) {
+    const auto& table = nearest_table(kIq1SGrid, kIq1SGridValues, 3);
+    // IQ1_S shares the delta over a sub-block of 32 (4 groups), IQ1_M has one per group.
+    const int delta_groups = type == GgmlType::kIQ1_S ? 4 : 1;
+    for (int g0 = 0; g0 < 32; g0 += delta_groups) {
+      float best_err = -1;
+      for (const int delta : {1, -1}) {
+        float err = 0;
+        int idx[4];
+        for (int g = g0; g < g0 + delta_groups; ++g) {
+          float u[8];
+          for (int j = 0; j < 8; ++j) u[j] = (t[8 * g + j] - static_cast<float>(delta)) / 8;
+          idx[g - g0] = table.nearest(u, kIq1SGridValues);
+          for (int j = 0; j < 8; ++j) {
+            const float e = t[8 * g + j] - static_cast<float>(8 * kIq1SGrid.v[idx[g - g0]][j] + delta);
+            err += e * e;
+          }
+        }
+        if (best_err < 0 || err < best_err) {
+          best_err = err;
+          for (int g = g0; g < g0 + delta_groups; ++g) index[g] = idx[g - g0], negative_delta[g] = delta < 0;
+        }
+      }
+    }
+  } else {
+    for (int i = 0; i < 256; ++i)
+      if (t[i] < 0) sign_bits[i / 8] |= static_cast<uint8_t>(1 << (i % 8));
+    // 7-bit sign fields (IQ2_XXS, IQ2_XS, IQ3_XXS): an even count of minus signs per 8 values.
+    if (type == GgmlType::kIQ2_XXS || type == GgmlType::kIQ2_XS || type == GgmlType::kIQ3_XXS)
+      for (int b = 0; b < 32; ++b)
+        if (__builtin_popcount(sign_bits[b]) % 2) {
+          int smallest = 0;
+          for (int j = 1; j < 8; ++j)
+            if (std::fabs(t[8 * b + j]) < std::fabs(t[8 * b + smallest])) smallest = j;
+          sign_bits[b] ^= static_cast<uint8_t>(1 << smallest);
+        }
+    for (int g = 0; g < 256 / group; ++g) {
+      float u[8];
+      for (int j = 0; j < group; ++j) u[j] = std::fabs(t[group * g + j]);
+      switch (type) {
+        case GgmlType::kIQ2_XXS: index[g] = nearest_table(kIq2XxsGrid, kIq2XxsGridValues, 3).nearest(u, kIq2XxsGridValues); break;
+        case GgmlType::kIQ2_XS: index[g] = nearest_table(kIq2XsGrid, kIq2XsGridValues, 3).nearest(u, kIq2XsGridValues); break;
+        case GgmlType::kIQ2_S: index[g] = nearest_table(kIq2SGrid, kIq2SGridValues, 3).nearest(u, kIq2SGridValues); break;
+        case GgmlType::kIQ3_XXS: index[g] = nearest_table(kIq3XxsGrid, kIq3XxsGridValues, 8).nearest(u, kIq3XxsGridValues); break;
+        default: index[g] = nearest_table(kIq3SGrid, kIq3SGridValues, 8).nearest(u, kIq3SGridValues); break;
+      }
+    }
+  }
+  switch (type) {
+    case GgmlType::kIQ2_XXS: {
+      BlockIq2Xxs b{};
+      b.d = d_bits;
+      for (int s = 0; s < 8; ++s) {
+        uint32_t aux = static_cast<uint32_t>(ls[s]) << 28;
+        for (int l = 0; l < 4; ++l) aux |= uint32_t{sign_bits[4 * s + l] & 127u} << (7 * l);
+        b.qs[4 * s] = static_cast<uint16_t>(index[4 * s] | index[4 * s + 1] << 8);
+        b.qs[4 * s + 1] = static_cast<uint16_t>(index[4 * s + 2] | index[4 * s + 3] << 8);
+        b.qs[4 * s + 2] = static_cast<uint16_t>(aux & 0xffff);
+        b.qs[4 * s + 3] = static_cast<uint16_t>(aux >> 16);
+      }
+      std::memcpy(out, &b, sizeof b);
+      return;
+    }
+    case GgmlType::kIQ2_XS: {
+      BlockIq2Xs b{};
+      b.d = d_bits;
+      for (int g = 0; g < 32; ++g) b.qs[g] = static_cast<uint16_t>(index[g] | (sign_bits[g] & 127) << 9);
+      for (int s = 0; s < 16; ++s) b.scales[s / 2] |= static_cast<uint8_t>(ls[s] << (4 * (s % 2)));
+      std::memcpy(out, &b, sizeof b);
+      return;
+    }
+    case GgmlType::kIQ2_S: {
+      BlockIq2S b{};
+      b.d = d_bits;
+      for (int g = 0; g < 32; ++g) {
+        b.qs[g] = static_cast<uint8_t>(index[g] & 255);
+        b.qh[g / 4] |= static_cast<uint8_t>((index[g] >> 8) << (2 * (g % 4)));
+        b.qs[32 + g] = sign_bits[g];
+      }
+      for (int s = 0; s < 16; ++s) b.scales[s / 2] |= static_cast<uint8_t>(ls[s] << (4 * (s % 2)));
+      std::memcpy(out, &b, sizeof b);
+      return;
+    }
+    case GgmlType::kIQ3_XXS: {
+      BlockIq3Xxs b{};
+      b.d = d_bits;
+      for (int g = 0; g < 64; ++g) b.qs[g] = static_cast<uint8_t>(index[g]);
+      for (int s = 0; s < 8; ++s) {
+        uint32_t aux = static_cast<uint32_t>(ls[s]) << 28;
+        for (int l = 0; l < 4; ++l) aux |= uint32_t{sign_bits[4 * s + l] & 127u} << (7 * l);
+        std::memcpy(b.qs + 64 + 4 * s, &aux, 4);
+      }
+      std::memcpy(out, &b, sizeof b);
+      return;
+    }
+    case GgmlType::kIQ3_S: {
+      BlockIq3S b{};
+      b.d = d_bits;
+      for (int g = 0; g < 64; ++g) {
+        b.qs[g] = static_cast<uint8_t>(index[g] & 255);
+        b.qh[g / 8] |= static_cast<uint8_t>((index[g] >> 8) << (g % 8));
+      }
+      std::memcpy(b.signs, sign_bits, 32);
+      for (int s = 0; s < 8; ++s) b.scales[s / 2] |= static_cast<uint8_t>(ls[s] << (4 * (s % 2)));
+      std::memcpy(out, &b, sizeof b);
+      return;
+    }
+    case GgmlType::kIQ1_S: {
+      BlockIq1S b{};
+      b.d = d_bits;
+      for (int g = 0; g < 32; ++g) {
+        b.qs[g] = static_cast<uint8_t>(index[g] & 255);
+        b.qh[g / 4] |= static_cast<uint16_t>((index[g] >> 8) << (3 * (g % 4)));
+      }
+      for (int s = 0; s < 8; ++s) b.qh[s] |= static_cast<uint16_t>(ls[s] << 12 | (negative_delta[4 * s] ? 0x8000 : 0));
+      std::memcpy(out, &b, sizeof b);
+      return;
+    }
+    default: {  // IQ1_M
+      BlockIq1M b{};
+      uint16_t sc[4] = {};
+      for (int g = 0; g < 32; ++g) {
+        b.qs[g] = static_cast<uint8_t>(index[g] & 255);
+        b.qh[g / 2] |= static_cast<uint8_t>(((index[g] >> 8) | (negative_delta[g] ? 8 : 0)) << (4 * (g % 2)));
+      }
+      for (int s = 0; s < 16; ++s) sc[s / 4] |= static_cast<uint16_t>(ls[s] << (3 * (s % 4)));
+      for (int i = 0; i < 4; ++i) sc[i] |= static_cast<uint16_t>(((d_bits >> (4 * i)) & 15) << 12);
+      std::memcpy(b.scales, sc, 8);
+      std::memcpy(out, &b, sizeof b);
+      return;
+    }
+  }
+}
+
 }  // namespace
 
 bool can_quantize_simple(uint32_t type) { return ggml_sub_block_values(type) > 0; }
@@ -379,7 +589,9 @@ void quantize_row_simple(uint32_t type, const float* x, int64_t n, std::byte* ou
         std::memcpy(ob, &blk, sizeof blk);
         break;
       }
-      default: HYMOE_CHECK(false, "the registry lists ggml type ", t.name, " without an encoder here");
+      default:
+        HYMOE_CHECK(kernels::is_iq_grid_type(type), "the registry lists ggml type ", t.name, " without an encoder here");
+        encode_iq(static_cast<GgmlType>(type), xb, ob);
     }
   }
 }

@@ -8,6 +8,7 @@
 #include "hymoe/error.h"
 #include "hymoe/quant_formats.h"
 #include "kernels/formats/gemm_kernels.h"
+#include "kernels/formats/iq_blocks.h"
 
 namespace hymoe {
 namespace {
@@ -152,6 +153,95 @@ void dequantize_block_tq2_0_ref(const std::byte* block, float* out) {
   const auto b = load_block<BlockTq2_0>(block);
   const float d = f16_to_float(b.d);
   for (int i = 0; i < 256; ++i) out[i] = static_cast<float>(two_bit_code(b.qs, i) - 1) * d;
+}
+
+// The IQ grid types as gguf-py's dequantize_blocks writes them: the scale, then grid value and sign, in floats.
+void dequantize_block_iq_ref(uint32_t type, const std::byte* block, float* out) {
+  using kernels::iq_signs7;
+  auto sign = [](uint32_t signs, int j) { return (signs >> j) & 1 ? -1.0f : 1.0f; };
+  switch (static_cast<GgmlType>(type)) {
+    case GgmlType::kIQ2_XXS: {
+      const auto b = load_block<BlockIq2Xxs>(block);
+      const float d = f16_to_float(b.d);
+      for (int i = 0; i < 256; ++i) {
+        const int s = i / 32, l = i % 32 / 8;
+        const uint32_t aux = b.qs[4 * s + 2] | (uint32_t{b.qs[4 * s + 3]} << 16);
+        const int index = (l < 2 ? b.qs[4 * s] : b.qs[4 * s + 1]) >> (8 * (l % 2)) & 255;
+        const float db = d * (0.5f + static_cast<float>(aux >> 28)) * 0.25f;
+        out[i] = db * static_cast<float>(kernels::kIq2XxsGrid.v[index][i % 8]) * sign(iq_signs7(aux >> (7 * l)), i % 8);
+      }
+      return;
+    }
+    case GgmlType::kIQ2_XS:
+    case GgmlType::kIQ2_S: {
+      const bool xs = static_cast<GgmlType>(type) == GgmlType::kIQ2_XS;
+      const auto bx = xs ? load_block<BlockIq2Xs>(block) : BlockIq2Xs{};
+      const auto bs = xs ? BlockIq2S{} : load_block<BlockIq2S>(block);
+      const float d = f16_to_float(xs ? bx.d : bs.d);
+      const uint8_t* scales = xs ? bx.scales : bs.scales;
+      for (int i = 0; i < 256; ++i) {
+        const int g = i / 8;
+        const float db = d * (0.5f + static_cast<float>((scales[i / 32] >> (4 * (i / 16 % 2))) & 15)) * 0.25f;
+        const int index = xs ? bx.qs[g] & 511 : bs.qs[g] | (((bs.qh[g / 4] >> (2 * (g % 4))) & 3) << 8);
+        const uint32_t signs = xs ? iq_signs7(bx.qs[g] >> 9) : bs.qs[32 + g];
+        const int8_t v = xs ? kernels::kIq2XsGrid.v[index][i % 8] : kernels::kIq2SGrid.v[index][i % 8];
+        out[i] = db * static_cast<float>(v) * sign(signs, i % 8);
+      }
+      return;
+    }
+    case GgmlType::kIQ3_XXS: {
+      const auto b = load_block<BlockIq3Xxs>(block);
+      const float d = f16_to_float(b.d);
+      for (int i = 0; i < 256; ++i) {
+        uint32_t aux;
+        std::memcpy(&aux, b.qs + 64 + 4 * (i / 32), 4);
+        const float db = d * (0.5f + static_cast<float>(aux >> 28)) * 0.5f;
+        const float v = kernels::kIq3XxsGrid.v[b.qs[i / 4]][i % 4];
+        out[i] = db * v * sign(iq_signs7(aux >> (7 * (i % 32 / 8))), i % 8);
+      }
+      return;
+    }
+    case GgmlType::kIQ3_S: {
+      const auto b = load_block<BlockIq3S>(block);
+      const float d = f16_to_float(b.d);
+      for (int i = 0; i < 256; ++i) {
+        const int g = i / 4;
+        const float db = d * static_cast<float>(1 + 2 * ((b.scales[i / 64] >> (4 * (i / 32 % 2))) & 15));
+        const float v = kernels::kIq3SGrid.v[b.qs[g] | (((b.qh[g / 8] >> (g % 8)) & 1) << 8)][i % 4];
+        out[i] = db * v * sign(b.signs[i / 8], i % 8);
+      }
+      return;
+    }
+    case GgmlType::kIQ1_S: {
+      const auto b = load_block<BlockIq1S>(block);
+      const float d = f16_to_float(b.d);
+      for (int i = 0; i < 256; ++i) {
+        const int g = i / 8;
+        const uint32_t qh = b.qh[i / 32];
+        const float dl = d * static_cast<float>(2 * ((qh >> 12) & 7) + 1);
+        const float delta = qh & 0x8000 ? -0.125f : 0.125f;
+        const int index = b.qs[g] | (((qh >> (3 * (g % 4))) & 7) << 8);
+        out[i] = dl * (static_cast<float>(kernels::kIq1SGrid.v[index][i % 8]) + delta);
+      }
+      return;
+    }
+    case GgmlType::kIQ1_M: {
+      const auto b = load_block<BlockIq1M>(block);
+      uint16_t sc[4];
+      std::memcpy(sc, b.scales, 8);
+      const float d = f16_to_float(static_cast<uint16_t>((sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) |
+                                                         ((sc[2] >> 4) & 0x0f00) | (sc[3] & 0xf000)));
+      for (int i = 0; i < 256; ++i) {
+        const int g = i / 8, s = i / 16;
+        const float dl = d * static_cast<float>(2 * ((sc[s / 4] >> (3 * (s % 4))) & 7) + 1);
+        const int nibble = (b.qh[g / 2] >> (4 * (g % 2))) & 15;
+        const float delta = nibble & 8 ? -0.125f : 0.125f;
+        out[i] = dl * (static_cast<float>(kernels::kIq1SGrid.v[b.qs[g] | ((nibble & 7) << 8)][i % 8]) + delta);
+      }
+      return;
+    }
+    default: HYMOE_CHECK(false, "ggml type ", ggml_type_name(type), " is not an IQ grid type");
+  }
 }
 
 void dequantize_block_q4_1_ref(const std::byte* block, float* out) {
@@ -354,7 +444,9 @@ void split_block_ref(uint32_t type, const std::byte* block, GgmlBlockCodes* out)
       for (int i = 0; i < 256; ++i) out->code[i] = static_cast<int8_t>(q6_k_code(b, i));
       return;
     }
-    default: break;
+    default:
+      if (kernels::is_iq_grid_type(type)) return kernels::split_iq_block(type, block, out);
+      break;
   }
   HYMOE_CHECK(false, "no block codes for ggml type ", ggml_type_name(type));
 }
@@ -404,7 +496,13 @@ void dequantize_row_ref(uint32_t type, const std::byte* src, float* out, int64_t
     case GgmlType::kQ5_K: decode = dequantize_block_q5_k_ref; break;
     case GgmlType::kQ6_K: decode = dequantize_block_q6_k_ref; break;
     case GgmlType::kMXFP4: decode = dequantize_block_mxfp4_ref; break;
-    default: break;
+    default:
+      if (kernels::is_iq_grid_type(type)) {
+        for (int64_t b = 0; b < blocks; ++b)
+          dequantize_block_iq_ref(type, src + b * traits.block_bytes, out + b * traits.block_values);
+        return;
+      }
+      break;
   }
   HYMOE_CHECK(decode, "the registry lists ggml type ", ggml_type_name(type), " without a decoder here");
   for (int64_t b = 0; b < blocks; ++b) decode(src + b * traits.block_bytes, out + b * traits.block_values);

@@ -3,10 +3,12 @@
 
 Writes, next to this script:
   quant_blocks.gguf  for each of F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4,
-                     Q2_K, Q3_K, TQ1_0, TQ2_0:
-                     `<type>.blocks`, random blocks of that type (every bit pattern of codes and packed scales; f16
+                     Q2_K, Q3_K, TQ1_0, TQ2_0, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M:
+                     `<type>.blocks`, random blocks of that type (every bit pattern of codes, grid indices, signs
+                     and packed scales; f16
                      scale fields finite, with negative, zero and subnormal values; E8M0 exponents below 255), and
-                     `<type>.expected`, gguf-py's dequantization of them as F32.
+                     `<type>.expected`, gguf-py's dequantization of them as F32; and, per IQ grid, the key
+                     `grid.<type>.fnv1a64`: the FNV-1a 64 hash of gguf-py's grid as int8, entry after entry.
   ../conformance/gguf/dequant_fnv1a64.json
                      for every tensor of the conformance cases' model.gguf: the FNV-1a 64 hash of gguf-py's
                      dequantization as little-endian f32 bytes, with the element count and the first values.
@@ -52,9 +54,17 @@ def random_blocks(rng, qtype, n_blocks):
     # Offsets of the f16 scale fields in each block.
     f16_fields = {T.Q8_0: [0], T.Q4_0: [0], T.Q4_1: [0, 2], T.Q5_0: [0], T.Q5_1: [0, 2], T.Q4_K: [0, 2],
                   T.Q5_K: [0, 2], T.Q6_K: [208], T.IQ4_NL: [0], T.IQ4_XS: [0], T.MXFP4: [],
-                  T.Q2_K: [80, 82], T.Q3_K: [108], T.TQ1_0: [52], T.TQ2_0: [64]}[qtype]
+                  T.Q2_K: [80, 82], T.Q3_K: [108], T.TQ1_0: [52], T.TQ2_0: [64], T.IQ2_XXS: [0], T.IQ2_XS: [0],
+                  T.IQ2_S: [0], T.IQ3_XXS: [0], T.IQ3_S: [0], T.IQ1_S: [0], T.IQ1_M: []}[qtype]
     for off in f16_fields:
         raw[:, off:off + 2] = finite_f16(rng, n_blocks).view(np.uint8).reshape(n_blocks, 2)
+    if qtype == T.IQ1_M:
+        # IQ1_M's f16 d lies in the top nibbles of its four uint16 scale words (bytes 48-55), nibble i in word i.
+        d = finite_f16(rng, n_blocks)
+        words = raw[:, 48:56].copy().view(np.uint16)
+        for i in range(4):
+            words[:, i] = (words[:, i] & 0x0FFF) | (((d >> (4 * i)) & 0xF) << 12)
+        raw[:, 48:56] = words.view(np.uint8)
     if qtype == T.MXFP4:
         # E8M0 exponents 0..254 (255 is NaN in OCP MX; hymoe refuses it, ggml reads 2^127): the subnormal halves
         # 0 and 1, the largest (254: some values past float's range, inf in both), the rest random.
@@ -120,7 +130,8 @@ def main():
     # (Types added later come last, so the earlier ones keep their random blocks.)
     for qtype, n_blocks in [(T.Q8_0, 24), (T.Q4_0, 24), (T.Q4_K, 6), (T.Q5_K, 6), (T.Q6_K, 6), (T.MXFP4, 24),
                             (T.Q4_1, 24), (T.Q5_0, 24), (T.Q5_1, 24), (T.IQ4_NL, 24), (T.IQ4_XS, 6),
-                            (T.Q2_K, 6), (T.Q3_K, 6), (T.TQ1_0, 6), (T.TQ2_0, 6)]:
+                            (T.Q2_K, 6), (T.Q3_K, 6), (T.TQ1_0, 6), (T.TQ2_0, 6), (T.IQ2_XXS, 8),
+                            (T.IQ2_XS, 8), (T.IQ2_S, 8), (T.IQ3_XXS, 8), (T.IQ3_S, 8), (T.IQ1_S, 8), (T.IQ1_M, 8)]:
         raw = random_blocks(rng, qtype, n_blocks)
         block_values, _ = gguf.GGML_QUANT_SIZES[qtype]
         # Two rows, so the decoder also walks rows.
@@ -129,6 +140,12 @@ def main():
         assert expected.shape == (2, n_blocks // 2 * block_values)
         writer.add_tensor(f"{qtype.name}.blocks", rows, raw_dtype=qtype)
         writer.add_tensor(f"{qtype.name}.expected", expected)
+    # The IQ grids: FNV-1a 64 of gguf-py's grid as int8, entry after entry, one key per grid (IQ1_M shares IQ1_S's).
+    for cls in (gguf.quants.IQ2_XXS, gguf.quants.IQ2_XS, gguf.quants.IQ2_S, gguf.quants.IQ3_XXS, gguf.quants.IQ3_S,
+                gguf.quants.IQ1_S):
+        cls.init_grid()
+        grid = cls.grid.reshape(cls.grid_shape).astype(np.int8)
+        writer.add_string(f"grid.{cls.qtype.name}.fnv1a64", fnv1a64(grid.tobytes()))
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()

@@ -1,0 +1,172 @@
+// The IQ1/IQ2/IQ3 block types (quant_formats.h's BlockIq*) taken apart into small signed integer codes and
+// per-sub-block scales: the grids expanded from iq_grids.inc, and one decoder per type that every user shares (the
+// scalar references of quant_ref.cc, and the kernels that expand a block into 8-bit codes).
+//
+// Value i of a block is exactly scale[i / sub] * code[i] (GgmlBlockCodes, quant_formats.h): the code is the grid
+// element times its sign (IQ1: 8 g + 1 or 8 g - 1, the group's delta of +-1/8 folded in), so |code| <= 62, and the
+// scale is the f16 d times an odd integer of at most 31 and a power of two: both products exact in f32.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "hymoe/dtype.h"
+#include "hymoe/ggml_type.h"
+#include "hymoe/quant_formats.h"
+
+namespace hymoe::kernels {
+
+#include "kernels/formats/iq_grids.inc"
+
+// A grid with its entries' elements as int8: v[entry][element].
+template <int N, int C>
+struct IqGrid {
+  int8_t v[N][C];
+};
+template <int N, int C>
+constexpr IqGrid<N, C> expand_iq_grid(const uint16_t (&entries)[N], const int8_t* values) {
+  IqGrid<N, C> g{};
+  constexpr int kBits = C == 8 ? 2 : 4;  // the .inc's packing: 2 bits an element for 8-element grids, 4 for 4
+  for (int e = 0; e < N; ++e)
+    for (int c = 0; c < C; ++c) g.v[e][c] = values[(entries[e] >> (kBits * c)) & ((1 << kBits) - 1)];
+  return g;
+}
+inline constexpr IqGrid<256, 8> kIq2XxsGrid = expand_iq_grid<256, 8>(kIq2XxsGridEntries, kIq2XxsGridValues);
+inline constexpr IqGrid<512, 8> kIq2XsGrid = expand_iq_grid<512, 8>(kIq2XsGridEntries, kIq2XsGridValues);
+inline constexpr IqGrid<1024, 8> kIq2SGrid = expand_iq_grid<1024, 8>(kIq2SGridEntries, kIq2SGridValues);
+inline constexpr IqGrid<256, 4> kIq3XxsGrid = expand_iq_grid<256, 4>(kIq3XxsGridEntries, kIq3XxsGridValues);
+inline constexpr IqGrid<512, 4> kIq3SGrid = expand_iq_grid<512, 4>(kIq3SGridEntries, kIq3SGridValues);
+inline constexpr IqGrid<2048, 8> kIq1SGrid = expand_iq_grid<2048, 8>(kIq1SGridEntries, kIq1SGridValues);
+
+// The 8 signs of a 7-bit sign field (bit j set: value j negative): its 7 bits and their parity as the eighth.
+constexpr uint32_t iq_signs7(uint32_t field) {
+  field &= 127;
+  return field | (static_cast<uint32_t>(__builtin_popcount(field) & 1) << 7);
+}
+
+constexpr bool is_iq_grid_type(uint32_t type) {
+  switch (static_cast<GgmlType>(type)) {
+    case GgmlType::kIQ2_XXS:
+    case GgmlType::kIQ2_XS:
+    case GgmlType::kIQ2_S:
+    case GgmlType::kIQ3_XXS:
+    case GgmlType::kIQ3_S:
+    case GgmlType::kIQ1_S:
+    case GgmlType::kIQ1_M: return true;
+    default: return false;
+  }
+}
+
+namespace iq_detail {
+template <typename Block>
+inline Block load(const std::byte* p) {
+  Block b;
+  std::memcpy(&b, p, sizeof b);
+  return b;
+}
+// Group g's C codes: grid entry `entry` times the signs `signs` (bit j: element j negative).
+template <int N, int C>
+inline void signed_group(const IqGrid<N, C>& grid, uint32_t entry, uint32_t signs, int8_t* code) {
+  for (int j = 0; j < C; ++j) {
+    const int v = grid.v[entry][j];
+    code[j] = static_cast<int8_t>((signs >> j) & 1 ? -v : v);
+  }
+}
+// An IQ1 group: 8 g + 1 (delta +1/8) or 8 g - 1 (delta -1/8).
+inline void iq1_group(uint32_t entry, bool negative_delta, int8_t* code) {
+  for (int j = 0; j < 8; ++j) code[j] = static_cast<int8_t>(8 * kIq1SGrid.v[entry][j] + (negative_delta ? -1 : 1));
+}
+}  // namespace iq_detail
+
+// Splits one block of an IQ grid type (is_iq_grid_type) into out->code (256) and out->scale (8 sub-blocks of 32, or
+// 16 of 16 for IQ2_XS, IQ2_S and IQ1_M). The caller checks the type.
+inline void split_iq_block(uint32_t type, const std::byte* block, GgmlBlockCodes* out) {
+  using namespace iq_detail;
+  switch (static_cast<GgmlType>(type)) {
+    case GgmlType::kIQ2_XXS: {
+      const auto b = load<BlockIq2Xxs>(block);
+      const float d = f16_to_float(b.d);
+      for (int s = 0; s < 8; ++s) {
+        const uint32_t indices = b.qs[4 * s] | (uint32_t{b.qs[4 * s + 1]} << 16);
+        const uint32_t aux = b.qs[4 * s + 2] | (uint32_t{b.qs[4 * s + 3]} << 16);
+        out->scale[s] = d * static_cast<float>(2 * (aux >> 28) + 1) * 0.125f;
+        for (int l = 0; l < 4; ++l)
+          signed_group(kIq2XxsGrid, (indices >> (8 * l)) & 255, iq_signs7(aux >> (7 * l)), out->code + 32 * s + 8 * l);
+      }
+      return;
+    }
+    case GgmlType::kIQ2_XS: {
+      const auto b = load<BlockIq2Xs>(block);
+      const float d = f16_to_float(b.d);
+      for (int s = 0; s < 16; ++s)
+        out->scale[s] = d * static_cast<float>(2 * ((b.scales[s / 2] >> (4 * (s % 2))) & 15) + 1) * 0.125f;
+      for (int g = 0; g < 32; ++g) signed_group(kIq2XsGrid, b.qs[g] & 511, iq_signs7(b.qs[g] >> 9), out->code + 8 * g);
+      return;
+    }
+    case GgmlType::kIQ2_S: {
+      const auto b = load<BlockIq2S>(block);
+      const float d = f16_to_float(b.d);
+      for (int s = 0; s < 16; ++s)
+        out->scale[s] = d * static_cast<float>(2 * ((b.scales[s / 2] >> (4 * (s % 2))) & 15) + 1) * 0.125f;
+      for (int g = 0; g < 32; ++g)
+        signed_group(kIq2SGrid, b.qs[g] | (((b.qh[g / 4] >> (2 * (g % 4))) & 3u) << 8), b.qs[32 + g],
+                     out->code + 8 * g);
+      return;
+    }
+    case GgmlType::kIQ3_XXS: {
+      const auto b = load<BlockIq3Xxs>(block);
+      const float d = f16_to_float(b.d);
+      for (int s = 0; s < 8; ++s) {
+        uint32_t aux;
+        std::memcpy(&aux, b.qs + 64 + 4 * s, 4);
+        out->scale[s] = d * static_cast<float>(2 * (aux >> 28) + 1) * 0.25f;
+        for (int l = 0; l < 4; ++l) {
+          const uint32_t signs = iq_signs7(aux >> (7 * l));
+          signed_group(kIq3XxsGrid, b.qs[8 * s + 2 * l], signs, out->code + 32 * s + 8 * l);
+          signed_group(kIq3XxsGrid, b.qs[8 * s + 2 * l + 1], signs >> 4, out->code + 32 * s + 8 * l + 4);
+        }
+      }
+      return;
+    }
+    case GgmlType::kIQ3_S: {
+      const auto b = load<BlockIq3S>(block);
+      const float d = f16_to_float(b.d);
+      for (int s = 0; s < 8; ++s)
+        out->scale[s] = d * static_cast<float>(2 * ((b.scales[s / 2] >> (4 * (s % 2))) & 15) + 1);
+      for (int g = 0; g < 64; ++g)
+        signed_group(kIq3SGrid, b.qs[g] | (((b.qh[g / 8] >> (g % 8)) & 1u) << 8),
+                     uint32_t{b.signs[g / 2]} >> (4 * (g % 2)), out->code + 4 * g);
+      return;
+    }
+    case GgmlType::kIQ1_S: {
+      const auto b = load<BlockIq1S>(block);
+      const float d = f16_to_float(b.d);
+      for (int s = 0; s < 8; ++s) {
+        const uint32_t qh = b.qh[s];
+        out->scale[s] = d * static_cast<float>(2 * ((qh >> 12) & 7) + 1) * 0.125f;
+        for (int l = 0; l < 4; ++l)
+          iq1_group(b.qs[4 * s + l] | (((qh >> (3 * l)) & 7u) << 8), (qh & 0x8000) != 0, out->code + 32 * s + 8 * l);
+      }
+      return;
+    }
+    case GgmlType::kIQ1_M: {
+      const auto b = load<BlockIq1M>(block);
+      uint16_t sc[4];
+      std::memcpy(sc, b.scales, 8);
+      const uint16_t d_bits = static_cast<uint16_t>((sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) | ((sc[2] >> 4) & 0x0f00) |
+                                                    (sc[3] & 0xf000));
+      const float d = f16_to_float(d_bits);
+      for (int s = 0; s < 16; ++s)
+        out->scale[s] = d * static_cast<float>(2 * ((sc[s / 4] >> (3 * (s % 4))) & 7) + 1) * 0.125f;
+      for (int g = 0; g < 32; ++g) {
+        const uint32_t nibble = (b.qh[g / 2] >> (4 * (g % 2))) & 15u;
+        iq1_group(b.qs[g] | ((nibble & 7) << 8), (nibble & 8) != 0, out->code + 8 * g);
+      }
+      return;
+    }
+    default: return;
+  }
+}
+
+}  // namespace hymoe::kernels
