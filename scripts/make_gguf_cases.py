@@ -43,7 +43,8 @@ GATING_KEY = ("minimax-m2", "lfm2moe")
 # Byte offsets of the f16 scale fields (d, and dmin where present) inside one block.
 SCALE_FIELDS = {Q.Q8_0: [0], Q.Q4_0: [0], Q.Q4_1: [0, 2], Q.Q5_0: [0], Q.Q5_1: [0, 2], Q.Q4_K: [0, 2], Q.Q5_K: [0, 2],
                 Q.Q6_K: [208], Q.IQ4_NL: [0], Q.IQ4_XS: [0], Q.Q2_K: [80, 82], Q.Q3_K: [108], Q.TQ1_0: [52],
-                Q.TQ2_0: [64]}
+                Q.TQ2_0: [64], Q.IQ2_XXS: [0], Q.IQ2_XS: [0], Q.IQ2_S: [0], Q.IQ3_XXS: [0], Q.IQ3_S: [0], Q.IQ1_S: [0],
+                Q.IQ1_M: []}
 # The second f16 field of the types with offsets, relative to d: K-quants' dmin (positive; the offset is -dmin * m)
 # and Q4_1/Q5_1's m (the offset itself), both so that the values centre near zero.
 OFFSET_FIELD = {Q.Q4_K: 7.5, Q.Q5_K: 7.5, Q.Q4_1: -7.5, Q.Q5_1: -15.5, Q.Q2_K: 1.5}
@@ -59,6 +60,21 @@ def random_mxfp4_blocks(rng, rows, cols):
     raw[:, 0] = e + rng.integers(-1, 2, size=n_blocks)
     raw = raw.reshape(rows, -1)
     return raw, gguf.quants.dequantize(raw, Q.MXFP4).astype(np.float64)
+
+
+def set_iq1_m_d(raw, d):
+    """IQ1_M keeps its f16 d in the top nibbles of the four uint16 scale words (bytes 48-55): nibble i in word i."""
+    bits = np.asarray(d, dtype=np.float64).astype(np.float16).view(np.uint16)
+    words = raw[:, 48:56].copy().view(np.uint16)
+    for i in range(4):
+        words[:, i] = (words[:, i] & 0x0FFF) | (((bits >> (4 * i)) & 0xF) << 12)
+    raw[:, 48:56] = words.view(np.uint8)
+
+
+def iq1_m_d(raw):
+    words = raw[:, 48:56].copy().view(np.uint16)
+    bits = sum(((words[:, i] >> 12) & 0xF).astype(np.uint16) << (4 * i) for i in range(4)).astype(np.uint16)
+    return bits.view(np.float16).astype(np.float64)
 
 
 def random_blocks(rng, qtype, rows, cols):
@@ -78,11 +94,15 @@ def random_blocks(rng, qtype, rows, cols):
         if i == 1:
             mag *= OFFSET_FIELD[qtype]
         raw[:, off:off + 2] = mag.astype(np.float16).view(np.uint8).reshape(n_blocks, 2)
+    if qtype == Q.IQ1_M:
+        set_iq1_m_d(raw, rng.uniform(0.5, 1.5, size=n_blocks))
     values = gguf.quants.dequantize(raw.reshape(rows, -1), qtype).astype(np.float64)
     scale = (1.0 / np.sqrt(cols)) / values.std()
     for off in fields:
         d = raw[:, off:off + 2].copy().view(np.float16).astype(np.float64) * scale
         raw[:, off:off + 2] = d.astype(np.float16).view(np.uint8).reshape(n_blocks, 2)
+    if qtype == Q.IQ1_M:
+        set_iq1_m_d(raw, iq1_m_d(raw) * scale)
     raw = raw.reshape(rows, -1)
     values = gguf.quants.dequantize(raw, qtype).astype(np.float64)
     return raw, values
@@ -658,6 +678,24 @@ CASES = [
                     dense=Q.Q8_0),
          description="cohere2moe: no gating key (sigmoid), normalized, a shared expert of its own length 64 "
                      "(expert_shared_count 1 times H would be 32) averaged with the routed output, (routed + shared) / 2"),
+    dict(case="deepseek2_iq1_s", arch="deepseek2", D=256, H=256, E=8, K=3, H_shared=256, n_ff=256,
+         gating="sigmoid", norm=True, w_scale=2.5, exp_probs_b=True,
+         types=dict(gate=Q.IQ1_S, up=Q.IQ1_S, down=Q.IQ2_XXS, shared_gate=Q.Q4_K, shared_up=Q.Q4_K,
+                    shared_down=Q.Q6_K, dense=Q.Q8_0),
+         description="deepseek2 as the 1.6-bit files of DeepSeek-V3/R1 lay it out: IQ1_S gate/up (the 2048-entry "
+                     "grid of -1, 0, 1 and a +-1/8 delta per 32), IQ2_XXS down (a 256-entry grid, 7-bit sign fields), "
+                     "the shared expert in Q4_K/Q6_K; sigmoid with exp_probs_b, normalized, scale 2.5"),
+    dict(case="qwen3moe_iq2_xs_iq2_s", arch="qwen3moe", D=256, H=256, E=8, K=4, n_ff=64, gating="softmax", norm=True,
+         w_scale=0.0, types=dict(gate=Q.IQ2_XS, up=Q.IQ2_XS, down=Q.IQ2_S, dense=Q.Q8_0),
+         description="IQ2_XS gate/up (a 512-entry grid, scales per 16), IQ2_S down (a 1024-entry grid, explicit "
+                     "sign bytes)"),
+    dict(case="olmoe_iq3_xxs_iq3_s", arch="olmoe", D=256, H=256, E=4, K=2, n_ff=64, gating="softmax", norm=False,
+         w_scale=0.0, types=dict(gate=Q.IQ3_XXS, up=Q.IQ3_XXS, down=Q.IQ3_S, dense=Q.Q8_0),
+         description="IQ3_XXS gate/up (a 256-entry grid of 4 values), IQ3_S down (a 512-entry grid, odd scales)"),
+    dict(case="llama_mixtral_iq1_m_fallback", arch="llama", D=256, H=96, E=8, K=2, n_ff=96, gating="softmax",
+         norm=True, w_scale=0.0, types=dict(gate=Q.IQ1_M, up=Q.IQ1_M, down=Q.IQ4_NL, dense=Q.Q8_0),
+         description="IQ1_M gate/up (d in the scales' top nibbles, a delta per 8), down rows that are no whole "
+                     "256-block in the fallback IQ4_NL (llama-quantize)"),
 ]
 
 

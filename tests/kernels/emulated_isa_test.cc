@@ -18,6 +18,7 @@
 #include "gguf_test_util.h"
 #include "kernels/driver/gemm_driver.h"
 #include "kernels/formats/gemm_kernels.h"
+#include "kernels/formats/iq_blocks.h"
 #include "hymoe/quant_decode.h"
 
 namespace hymoe::kernels {

@@ -131,9 +131,12 @@ TEST(GgufPack, PanelsHoldTheExactWeightsInTheDocumentedBytes) {
                                                     {"Q5_K", 0.875}, {"Q6_K", 1.0},  {"IQ4_NL", 0.625},
                                                     {"IQ4_XS", 0.625},
                                                     {"Q2_K", 1.0},   {"Q3_K", 0.75}, {"TQ1_0", 0.625},
-                                                    {"TQ2_0", 0.625}, {"IQ2_XXS", 1.125},
-                                                    {"IQ2_XS", 1.25}, {"IQ2_S", 1.25}, {"IQ3_XXS", 1.125},
-                                                    {"IQ3_S", 1.125}, {"IQ1_S", 1.125}, {"IQ1_M", 1.25}};
+                                                    {"TQ2_0", 0.625},
+                                                    // The grid types keep their blocks: the file's bytes.
+                                                    {"IQ2_XXS", 66 / 256.0}, {"IQ2_XS", 74 / 256.0},
+                                                    {"IQ2_S", 82 / 256.0},   {"IQ3_XXS", 98 / 256.0},
+                                                    {"IQ3_S", 110 / 256.0},  {"IQ1_S", 50 / 256.0},
+                                                    {"IQ1_M", 56 / 256.0}};
   for (const WeightFormat f : kGgufFormats) {
     const std::string type = gguf_block_format(f)->type_name;
     ASSERT_TRUE(documented.contains(type)) << type << " has no documented size here";
@@ -215,7 +218,9 @@ TEST_P(GgufKernelTest, MicroKernelsMatchTheReference) {
             const size_t at = static_cast<size_t>(i * nr + j);
             ASSERT_NEAR(got[at], want[at], dot_error_bound(k, abs_sum)) << f->name << " rows " << rows << " k " << k;
           }
-        const int64_t half_k = 128, unit = k_unit(fmt);
+        // Split K at a K block (128, or a grid type's unit of 256).
+        const int64_t unit = k_unit(fmt), half_k = std::max<int64_t>(128, unit);
+        if (k <= half_k) continue;
         f->gemm(rows, half_k, a.data(), p.data(), split.data(), nr, false, nullptr, 0);
         f->gemm(rows, k - half_k, a.data() + half_k / unit * f->a_unit_bytes(),
                 p.buffer.data() + half_k / unit * f->b_unit_bytes(), split.data(), nr, true, p.data(), 64);
@@ -312,6 +317,10 @@ const FfnCase kFfnCases[] = {
     {WeightFormat::kGgmlQ3_K, WeightFormat::kGgmlQ4_0, 256, 96},      // Q3_K files where H is no multiple of 256
     {WeightFormat::kGgmlTQ1_0, WeightFormat::kGgmlTQ2_0, 512, 256},
     {WeightFormat::kGgmlTQ2_0, WeightFormat::kGgmlQ4_0, 256, 160},    // TQ files: Q4_0 where H is no multiple of 256
+    {WeightFormat::kGgmlIQ2_XXS, WeightFormat::kGgmlIQ2_XS, 512, 256},  // grid types: blocks expanded per unit
+    {WeightFormat::kGgmlIQ2_S, WeightFormat::kGgmlIQ3_XXS, 256, 512},
+    {WeightFormat::kGgmlIQ3_S, WeightFormat::kGgmlIQ1_S, 256, 256},
+    {WeightFormat::kGgmlIQ1_M, WeightFormat::kGgmlQ4_0, 256, 96},     // IQ1_M files where H is no multiple of 256
 };
 
 TEST_P(GgufKernelTest, GroupedFfnMatchesTheReference) {

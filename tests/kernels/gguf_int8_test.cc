@@ -194,9 +194,12 @@ TEST(GgufInt8Pack, PanelsHoldTheExactWeightsInTheDocumentedBytes) {
                                                     {"Q5_K", 0.875}, {"Q6_K", 1.0},  {"IQ4_NL", 0.625},
                                                     {"IQ4_XS", 0.625},
                                                     {"Q2_K", 1.0},   {"Q3_K", 0.75}, {"TQ1_0", 0.625},
-                                                    {"TQ2_0", 0.625}, {"IQ2_XXS", 1.125},
-                                                    {"IQ2_XS", 1.25}, {"IQ2_S", 1.25}, {"IQ3_XXS", 1.125},
-                                                    {"IQ3_S", 1.125}, {"IQ1_S", 1.125}, {"IQ1_M", 1.25}};
+                                                    {"TQ2_0", 0.625},
+                                                    // The grid types keep their blocks: the file's bytes.
+                                                    {"IQ2_XXS", 66 / 256.0}, {"IQ2_XS", 74 / 256.0},
+                                                    {"IQ2_S", 82 / 256.0},   {"IQ3_XXS", 98 / 256.0},
+                                                    {"IQ3_S", 110 / 256.0},  {"IQ1_S", 50 / 256.0},
+                                                    {"IQ1_M", 56 / 256.0}};
   for (int nr : {16, 32})
     for (const WeightFormat f : kInt8Formats) {
       const std::string type = gguf_block_format(f)->type_name;
@@ -267,6 +270,10 @@ const Int8FfnCase kInt8FfnCases[] = {
     {WeightFormat::kGgmlQ3_K, WeightFormat::kGgmlQ4_0, 256, 96},      // Q3_K files where H is no multiple of 256
     {WeightFormat::kGgmlTQ1_0, WeightFormat::kGgmlTQ2_0, 512, 256},
     {WeightFormat::kGgmlTQ2_0, WeightFormat::kGgmlQ4_0, 256, 160},    // TQ files: Q4_0 where H is no multiple of 256
+    {WeightFormat::kGgmlIQ2_XXS, WeightFormat::kGgmlIQ2_XS, 512, 256},  // grid types: blocks expanded per unit
+    {WeightFormat::kGgmlIQ2_S, WeightFormat::kGgmlIQ3_XXS, 256, 512},
+    {WeightFormat::kGgmlIQ3_S, WeightFormat::kGgmlIQ1_S, 256, 256},
+    {WeightFormat::kGgmlIQ1_M, WeightFormat::kGgmlQ4_0, 256, 96},     // IQ1_M files where H is no multiple of 256
 };
 
 double max_abs(const std::vector<float>& v) {

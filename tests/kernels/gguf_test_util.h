@@ -285,7 +285,7 @@ void expect_int8_kernel_matches_reference_on(const kernels::GemmFormat& gemm_for
           double abs_sum = 0;
           for (int64_t kk = 0; kk < k; ++kk) {
             const int64_t u = kk / l.k_unit, in = kk % l.k_unit;
-            const uint8_t* au = a.data() + u * f->a_unit_bytes();
+            const uint8_t* au = a.data() + u * (l.k_unit + 8) * mr;  // sub-block units (a grid type's 256 hold several)
             float da;
             std::memcpy(&da, au + l.k_unit * mr + 4 * i, 4);
             const double xv = static_cast<int8_t>(au[(in / 4 * mr + i) * 4 + in % 4]) * static_cast<double>(da);
@@ -301,7 +301,8 @@ void expect_int8_kernel_matches_reference_on(const kernels::GemmFormat& gemm_for
           max_want = std::max(max_want, std::abs(static_cast<double>(want[at])));
         }
       EXPECT_GT(max_want, 0.0) << f->name;
-      const int64_t half_k = 128, unit = l.k_unit;
+      // Split K at a K block (128, or a grid type's unit of 256).
+      const int64_t unit = k_unit(fmt), half_k = std::max<int64_t>(128, unit);
       if (k <= half_k) continue;
       f->gemm(rows, half_k, a.data(), p.data(), split.data(), nr, false, nullptr, 0);
       f->gemm(rows, k - half_k, a.data() + half_k / unit * f->a_unit_bytes(),

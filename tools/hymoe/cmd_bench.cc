@@ -243,14 +243,21 @@ std::string gguf_dtype_names() {
 
 // The type llama-quantize stores a matrix of rows of k values in when `type` is asked for (llama-quant.cpp's
 // tensor_type_fallback at 0c1e57098, the peers' pin): `type` where k is a multiple of its block, else Q4_K -> Q5_0,
-// Q5_K -> Q5_1, IQ4_XS -> IQ4_NL, Q2_K, Q3_K, TQ1_0 and TQ2_0 -> Q4_0, any other -> Q8_0 (Q6_K's fallback; the
-// bench's shapes have k a multiple of 32).
+// Q5_K -> Q5_1, IQ4_XS and the IQ1/IQ2/IQ3 types -> IQ4_NL, Q2_K, Q3_K, TQ1_0 and TQ2_0 -> Q4_0, any other -> Q8_0
+// (Q6_K's fallback; the bench's shapes have k a multiple of 32).
 uint32_t gguf_type_for_rows(uint32_t type, int64_t k) {
   if (k % ggml_type_traits(type)->block_values == 0) return type;
   switch (static_cast<GgmlType>(type)) {
     case GgmlType::kQ4_K: return static_cast<uint32_t>(GgmlType::kQ5_0);
     case GgmlType::kQ5_K: return static_cast<uint32_t>(GgmlType::kQ5_1);
-    case GgmlType::kIQ4_XS: return static_cast<uint32_t>(GgmlType::kIQ4_NL);
+    case GgmlType::kIQ4_XS:
+    case GgmlType::kIQ1_S:
+    case GgmlType::kIQ1_M:
+    case GgmlType::kIQ2_XXS:
+    case GgmlType::kIQ2_XS:
+    case GgmlType::kIQ2_S:
+    case GgmlType::kIQ3_XXS:
+    case GgmlType::kIQ3_S: return static_cast<uint32_t>(GgmlType::kIQ4_NL);
     case GgmlType::kQ2_K:
     case GgmlType::kQ3_K:
     case GgmlType::kTQ1_0:

@@ -128,8 +128,10 @@ void run_gemm_groups(const GemmFormat& f, const std::vector<GemmGroup>& groups, 
   const int64_t ldc = max_panels * f.nr;
   const int64_t scratch_floats = max_rows * ldc;
   float* const scratch = ws.floats(scratch_floats * threads);
+  // K blocks of kKc, or of one k unit where that is longer (the grid types' 256: gemm_kernels.h).
+  const int64_t kc_block = std::max<int64_t>(kKc, k_unit(f.format));
   // One expanded weight block per thread (formats with an expanded form): 8 KiB for fp8 at kKc = 128, in L1.
-  const int64_t expanded_floats = f.gemm_expanding ? (f.units(kKc) * f.expanded_unit_bytes + 63) / 64 * 16 : 0;
+  const int64_t expanded_floats = f.gemm_expanding ? (f.units(kc_block) * f.expanded_unit_bytes + 63) / 64 * 16 : 0;
   float* const expanded = f.gemm_expanding ? ws.floats(expanded_floats * threads) : nullptr;
   // Activations packed once per run in the format's layout, one micro-panel of units(K) k units per micro-tile (its
   // rows, then zeros), so no tile repacks them and the micro-kernel streams them contiguously:
@@ -176,8 +178,8 @@ void run_gemm_groups(const GemmFormat& f, const std::vector<GemmGroup>& groups, 
       for (const int per = kFewRowsPanels[tile.rows]; p_done + per <= tile.np; p_done += per)
         f.gemm_few(static_cast<int>(tile.rows), g.k, ap, weights + (tile.p0 + p_done) * panel_bytes, panel_bytes,
                    c + p_done * f.nr, ldc, false);
-    for (int64_t k0 = 0; k0 < g.k; k0 += kKc) {
-      const int64_t kc = std::min(kKc, g.k - k0);
+    for (int64_t k0 = 0; k0 < g.k; k0 += kc_block) {
+      const int64_t kc = std::min(kc_block, g.k - k0);
       const int64_t a_k0 = k0 / unit * f.a_unit_bytes(), b_k0 = k0 / unit * f.b_unit_bytes();
       const int64_t block_bytes = (kc + unit - 1) / unit * f.b_unit_bytes();
       int64_t p = p_done;
@@ -198,7 +200,7 @@ void run_gemm_groups(const GemmFormat& f, const std::vector<GemmGroup>& groups, 
           next_bytes = block_bytes;
         } else if (k0 + kc < g.k) {
           next = weights + tile.p0 * panel_bytes + (k0 + kc) / unit * f.b_unit_bytes();
-          next_bytes = (std::min(kKc, g.k - k0 - kc) + unit - 1) / unit * f.b_unit_bytes();
+          next_bytes = (std::min(kc_block, g.k - k0 - kc) + unit - 1) / unit * f.b_unit_bytes();
         }
         // Several micro-tiles over a format decoded in registers: the first decodes the block into this thread's
         // buffer as it computes, the others run on the decoded block.

@@ -87,8 +87,8 @@ void gemm_gguf_int8__ref(WeightFormat format, int m, int mr, int nr, int64_t kc,
   HYMOE_CHECK(l.ggml_type != 0);
   const uint8_t* ap = static_cast<const uint8_t*>(a);
   const uint8_t* bp = static_cast<const uint8_t*>(b);
-  const int64_t units = (kc + l.k_unit - 1) / l.k_unit, a_unit = activation_unit_bytes(format, mr);
-  const int64_t b_unit = weight_unit_bytes(format, nr), code_bytes = int64_t{l.k_unit} * nr * l.code_bits / 8;
+  const int64_t units = (kc + l.k_unit - 1) / l.k_unit, a_unit = (int64_t{l.k_unit} + 8) * mr;  // per sub-block unit
+  const int64_t b_unit = gguf_layout_unit_bytes(l, nr), code_bytes = int64_t{l.k_unit} * nr * l.code_bits / 8;
   for (int i = 0; i < m; ++i)
     for (int j = 0; j < nr; ++j) {
       double acc = accumulate ? c[i * ldc + j] : 0.0;
@@ -105,7 +105,8 @@ void gemm_gguf_int8__ref(WeightFormat format, int m, int mr, int nr, int64_t kc,
         int32_t packed_sum;
         std::memcpy(&packed_sum, au + (l.k_unit + 4) * mr + 4 * i, sizeof packed_sum);
         HYMOE_CHECK(q8_1 || packed_sum == sum, "activation unit sum ", packed_sum, " != ", sum);
-        const double da = load_f32(au + l.k_unit * mr + 4 * i), scale = gguf_int8_panel_scale(format, bu, nr, j);
+        const double da = load_f32(au + l.k_unit * mr + 4 * i);
+        const double scale = gguf_panel_sub_scale(format, bp, nr, u * l.k_unit, j);
         acc += static_cast<double>(dot) * scale * da;
         // The offset times the activations' own sum: q8_1's s (d * sum rounded to f16), or d times the sum.
         const double offset_share = q8_1 ? load_f32(au + (l.k_unit + 4) * mr + 4 * i) : da * static_cast<double>(sum);

@@ -90,6 +90,7 @@ struct GgufBlockFormat {
   bool offsets;
   GgmlActivation activation;
   const int8_t* values;  // the table a code indexes (kIq4nlValues), or nullptr: the code is the value
+  bool grid;             // the IQ1/IQ2/IQ3 types: panels keep the blocks (see GgufPanelLayout::grid)
 };
 // The act column of gguf_formats.inc as the enum.
 #define HYMOE_GGML_ACTIVATION_q8_0 GgmlActivation::kQ8_0
@@ -98,10 +99,14 @@ struct GgufBlockFormat {
 // The values column.
 #define HYMOE_GGUF_VALUES_none nullptr
 #define HYMOE_GGUF_VALUES_iq4nl kIq4nlValues
+#define HYMOE_GGUF_VALUES_grid nullptr
+#define HYMOE_GGUF_GRID_none false
+#define HYMOE_GGUF_GRID_iq4nl false
+#define HYMOE_GGUF_GRID_grid true
 inline constexpr GgufBlockFormat kGgufBlockFormats[] = {
 #define HYMOE_GGUF_BLOCK(T, t, type, unit, bits, bias, int8_bias, offsets, act, values)                                 \
   {#T, type, WeightFormat::kGgml##T, WeightFormat::kGgml##T##I8, #t "w_f32", #t "w_" #act, unit, bits, bias,   \
-   int8_bias, offsets, HYMOE_GGML_ACTIVATION_##act, HYMOE_GGUF_VALUES_##values},
+   int8_bias, offsets, HYMOE_GGML_ACTIVATION_##act, HYMOE_GGUF_VALUES_##values, HYMOE_GGUF_GRID_##values},
 #include "kernels/formats/gguf_formats.inc"
 #undef HYMOE_GGUF_BLOCK
 };
@@ -139,13 +144,17 @@ struct GgufPanelLayout {
   bool mxfp4 = false;
   // The IQ4 types: the stored nibble is an index, the code values[nibble] (int8 layout: u = that + code_bias).
   const int8_t* values = nullptr;
+  // The IQ1/IQ2/IQ3 types (values "grid" in gguf_formats.inc): a panel keeps each column's GGUF blocks as stored,
+  // per unit of 256 k the nr columns' blocks one after another (ggml's block bytes each), and the kernels expand a
+  // unit at a time, in L1, into this layout's 8-bit codes (k_unit, code_bits ... describe that expansion).
+  bool grid = false;
 };
 // llama.cpp's kvalues_mxfp4: 2x the E2M1 value of each nibble.
 constexpr int8_t kMxfp4Kvalues[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 constexpr GgufPanelLayout gguf_panel_layout(WeightFormat format) {
   const GgufBlockFormat* b = gguf_block_format(format);
   if (!b || b->exact != format) return {0, 0, 0, 0, false};
-  return {b->ggml_type, b->k_unit, b->code_bits, b->code_bias, b->offsets, false, b->values};
+  return {b->ggml_type, b->k_unit, b->code_bits, b->code_bias, b->offsets, false, b->values, b->grid};
 }
 constexpr bool is_gguf_format(WeightFormat format) { return gguf_panel_layout(format).ggml_type != 0; }
 // The integer-dot layout of a GGUF type (docs/kernels.md, "Formats"), per k unit of `k_unit` k (a GGUF sub-block),
@@ -163,7 +172,7 @@ constexpr GgufPanelLayout gguf_int8_layout(WeightFormat format) {
   if (format == WeightFormat::kMxfp4Block32I8) return {39, 32, 4, 12, false, true};
   const GgufBlockFormat* b = gguf_block_format(format);
   if (!b || b->int8 != format) return {0, 0, 0, 0, false};
-  return {b->ggml_type, b->k_unit, b->code_bits, b->int8_code_bias, b->offsets, false, b->values};
+  return {b->ggml_type, b->k_unit, b->code_bits, b->int8_code_bias, b->offsets, false, b->values, b->grid};
 }
 constexpr bool is_gguf_int8_format(WeightFormat format) { return gguf_int8_layout(format).ggml_type != 0; }
 // The ggml type a GGUF format (exact or int8) repacks from a kGgml view; 0 for the others (MXFP4's int8 format
@@ -181,9 +190,24 @@ constexpr int64_t gguf_int8_factor_bytes(const GgufPanelLayout& l, int nr) {
   return l.mxfp4 ? nr : 4 * nr * (l.offsets ? 2 : 1);
 }
 constexpr int kQ8KBlock = 256;
+// Bytes of one sub-block unit of a GGUF layout of nr columns: the codes, then the factors. For the grid types, the
+// layout their kernels expand a block into.
+constexpr int64_t gguf_layout_unit_bytes(const GgufPanelLayout& l, int nr) {
+  return int64_t{l.k_unit} * nr * l.code_bits / 8 + gguf_int8_factor_bytes(l, nr);
+}
+// ggml's block bytes of the grid types (ggml_type.cc's table; a test checks they agree).
+constexpr int64_t gguf_grid_block_bytes(uint32_t type) {
+  return type == 16 ? 66 : type == 17 ? 74 : type == 22 ? 82 : type == 18 ? 98 : type == 21 ? 110 : type == 19 ? 50
+         : type == 29 ? 56 : 0;
+}
+constexpr bool is_gguf_grid_format(WeightFormat format) {
+  const GgufBlockFormat* b = gguf_block_format(format);
+  return b && b->grid;
+}
 // k granularity of the format's packed panels: K is padded with zeros to a multiple of it.
 constexpr int k_unit(WeightFormat format) {
-  return is_gguf_format(format)                   ? gguf_panel_layout(format).k_unit
+  return is_gguf_grid_format(format)              ? kQ8KBlock
+         : is_gguf_format(format)                 ? gguf_panel_layout(format).k_unit
          : is_gguf_int8_format(format)            ? gguf_int8_layout(format).k_unit
          : format == WeightFormat::kBf16Dot       ? 2
          : format == WeightFormat::kQ8Block32     ? 32
@@ -193,17 +217,18 @@ constexpr int k_unit(WeightFormat format) {
 }
 // Bytes of one k unit of a packed weight panel of nr columns, and of a packed activation micro-panel of mr rows.
 constexpr int64_t weight_unit_bytes(WeightFormat format, int nr) {
-  if (is_gguf_format(format) || is_gguf_int8_format(format)) {
-    const GgufPanelLayout l = is_gguf_format(format) ? gguf_panel_layout(format) : gguf_int8_layout(format);
-    return int64_t{l.k_unit} * nr * l.code_bits / 8 + gguf_int8_factor_bytes(l, nr);
-  }
+  if (is_gguf_grid_format(format)) return nr * gguf_grid_block_bytes(gguf_block_format(format)->ggml_type);
+  if (is_gguf_format(format) || is_gguf_int8_format(format))
+    return gguf_layout_unit_bytes(is_gguf_format(format) ? gguf_panel_layout(format) : gguf_int8_layout(format), nr);
   return format == WeightFormat::kF32 ? 4 * nr : format == WeightFormat::kQ8Block32 ? 36 * nr
        : format == WeightFormat::kFp8Block128 || format == WeightFormat::kFp8Block128Dot ? 132 * nr : format == WeightFormat::kMxfp4Block32 ? 17 * nr
        : 2 * k_unit(format) * nr;
 }
 constexpr int64_t activation_unit_bytes(WeightFormat format, int mr) {
   // GGUF int8: per unit (k_unit / 4, mr, 4) int8 codes, mr f32 scales, mr int32 sums of the unit's codes.
-  if (is_gguf_int8_format(format)) return (int64_t{gguf_int8_layout(format).k_unit} + 8) * mr;
+  // The grid types: a unit of 256 k is 256 / k_unit such units.
+  if (is_gguf_int8_format(format))
+    return (int64_t{gguf_int8_layout(format).k_unit} + 8) * mr * k_unit(format) / gguf_int8_layout(format).k_unit;
   return format == WeightFormat::kBf16Dot ? 4 * mr : format == WeightFormat::kQ8Block32 ? 40 * mr
        : format == WeightFormat::kFp8Block128Dot ? 2 * 128 * mr  // (64, mr) bf16 pairs
        : 4 * k_unit(format) * mr;  // f32 activations, k_unit of them per row (f32, bf16 widen, GGUF, fp8, mxfp4)
@@ -265,6 +290,8 @@ void fill_gguf_int8_panel(WeightFormat format, int64_t k, int nr, uint8_t* panel
 int gguf_int8_panel_code(WeightFormat format, const uint8_t* panel, int nr, int64_t kk, int j);
 // The scale of column j in one unit (`unit`, from its codes on) of a GGUF int8 panel of nr columns.
 float gguf_int8_panel_scale(WeightFormat format, const uint8_t* unit, int nr, int j);
+// The scale of column j's sub-block holding k index kk in a GGUF panel (exact or int8, grid types included).
+float gguf_panel_sub_scale(WeightFormat format, const uint8_t* panel, int nr, int64_t kk, int j);
 // Activations as ggml's CPU backend quantizes them before its integer dot products (quantize_row_q8_0_ref,
 // quantize_row_q8_K_ref), shared by the packers and the reference's rounding model so all agree to the bit;
 // values past x[n) are taken as 0.

@@ -10,6 +10,7 @@
 #include "hymoe/error.h"
 #include "hymoe/quant_formats.h"
 #include "kernels/formats/gemm_kernels.h"
+#include "kernels/formats/iq_blocks.h"
 
 namespace hymoe::kernels {
 
@@ -110,12 +111,74 @@ void fill_panel_units(WeightFormat format, const GgufPanelLayout& l, int64_t k, 
   }
 }
 
+// A block of a grid type that decodes to +0 everywhere: d = 0, and for IQ1 (whose codes 8 g +- 1 are negative where
+// g = -1) every group on an entry of no negative element with the delta +1/8.
+std::vector<uint8_t> grid_padding_block(uint32_t type) {
+  std::vector<uint8_t> block(static_cast<size_t>(gguf_grid_block_bytes(type)), 0);
+  const bool iq1s = type == static_cast<uint32_t>(GgmlType::kIQ1_S), iq1m = type == static_cast<uint32_t>(GgmlType::kIQ1_M);
+  if (!iq1s && !iq1m) return block;
+  int entry = 0;
+  while (*std::min_element(kIq1SGrid.v[entry], kIq1SGrid.v[entry] + 8) < 0) ++entry;
+  BlockIq1S s{};
+  BlockIq1M m{};
+  for (int g = 0; g < 32; ++g) {
+    s.qs[g] = m.qs[g] = static_cast<uint8_t>(entry & 255);
+    s.qh[g / 4] = static_cast<uint16_t>(s.qh[g / 4] | (entry >> 8) << (3 * (g % 4)));
+    m.qh[g / 2] = static_cast<uint8_t>(m.qh[g / 2] | (entry >> 8) << (4 * (g % 2)));
+  }
+  if (iq1s) std::memcpy(block.data(), &s, sizeof s);
+  else std::memcpy(block.data(), &m, sizeof m);
+  return block;
+}
+
+// A grid panel (GgufPanelLayout::grid): per unit of 256 k, the nr columns' blocks as stored, one after another;
+// padding columns get blocks of zeros (grid_padding_block).
+void fill_grid_panel(const GgufPanelLayout& l, int64_t k, int nr, uint8_t* panel,
+                     const std::function<std::pair<int, int64_t>(int)>& column_of, const MatrixView& gate,
+                     const MatrixView& up) {
+  const int64_t block_bytes = gguf_grid_block_bytes(l.ggml_type), units = k / kQ8KBlock;
+  HYMOE_CHECK(k % kQ8KBlock == 0, "a grid type's rows are whole blocks of 256, not ", k);
+  const std::vector<uint8_t> padding = grid_padding_block(l.ggml_type);
+  for (int j = 0; j < nr; ++j) {
+    const auto [which, col] = column_of(j);
+    const std::byte* row = nullptr;
+    if (col >= 0) {
+      const MatrixView& src = which == 0 ? gate : up;
+      HYMOE_CHECK(src.quant.scheme == QuantScheme::kGgml && src.quant.ggml_type == l.ggml_type && src.k == k);
+      row = static_cast<const std::byte*>(src.data) + col * units * block_bytes;
+    }
+    for (int64_t u = 0; u < units; ++u) {
+      uint8_t* dst = panel + (u * nr + j) * block_bytes;
+      if (row) std::memcpy(dst, row + u * block_bytes, static_cast<size_t>(block_bytes));
+      else std::memcpy(dst, padding.data(), static_cast<size_t>(block_bytes));
+    }
+  }
+}
+
+// Column j's block of a grid panel holding k index kk, taken apart.
+GgmlBlockCodes grid_block_codes(const GgufPanelLayout& l, const uint8_t* panel, int nr, int64_t kk, int j) {
+  const int64_t block_bytes = gguf_grid_block_bytes(l.ggml_type);
+  GgmlBlockCodes parts;
+  split_block_ref(l.ggml_type, reinterpret_cast<const std::byte*>(panel + (kk / kQ8KBlock * nr + j) * block_bytes),
+                  &parts);
+  return parts;
+}
+
 }  // namespace
+
+float gguf_panel_sub_scale(WeightFormat format, const uint8_t* panel, int nr, int64_t kk, int j) {
+  const GgufPanelLayout l = is_gguf_format(format) ? gguf_panel_layout(format) : gguf_int8_layout(format);
+  if (l.grid) return grid_block_codes(l, panel, nr, kk, j).scale[kk % kQ8KBlock / l.k_unit];
+  const uint8_t* unit = panel + kk / l.k_unit * weight_unit_bytes(format, nr);
+  return is_gguf_format(format) ? load_f32(unit + int64_t{l.k_unit} * nr * l.code_bits / 8 + 4 * j)
+                                : gguf_int8_panel_scale(format, unit, nr, j);
+}
 
 void fill_gguf_panel(WeightFormat format, int64_t k, int nr, uint8_t* panel,
                      const std::function<std::pair<int, int64_t>(int)>& column_of, const MatrixView& gate,
                      const MatrixView& up) {
   const GgufPanelLayout l = gguf_panel_layout(format);
+  if (l.grid) return fill_grid_panel(l, k, nr, panel, column_of, gate, up);
   const int64_t row_bytes = int64_t{nr} * l.code_bits / 8;
   const int half = nr / 2, high_bits = l.code_bits - 4;
   fill_panel_units(format, l, k, nr, panel, column_of, gate, up, [&](uint8_t* unit, int kk, int j, int stored) {
@@ -136,6 +199,7 @@ void fill_gguf_int8_panel(WeightFormat format, int64_t k, int nr, uint8_t* panel
                           const MatrixView& up) {
   const GgufPanelLayout l = gguf_int8_layout(format);
   HYMOE_CHECK(!l.mxfp4, "mxfp4 int8 panels are packed from kMxfp4 views (pack_quantized_matrix)");
+  if (l.grid) return fill_grid_panel(l, k, nr, panel, column_of, gate, up);
   const int groups = l.k_unit / 4, high_bits = l.code_bits - 4;
   fill_panel_units(format, l, k, nr, panel, column_of, gate, up, [&](uint8_t* unit, int kk, int j, int stored) {
     HYMOE_CHECK(stored >= 0 && stored < (1 << l.code_bits));
@@ -152,6 +216,7 @@ void fill_gguf_int8_panel(WeightFormat format, int64_t k, int nr, uint8_t* panel
 
 int gguf_int8_panel_code(WeightFormat format, const uint8_t* panel, int nr, int64_t kk, int j) {
   const GgufPanelLayout l = gguf_int8_layout(format);
+  if (l.grid) return grid_block_codes(l, panel, nr, kk, j).code[kk % kQ8KBlock] + l.code_bias;
   const uint8_t* unit = panel + kk / l.k_unit * weight_unit_bytes(format, nr);
   const int in_unit = static_cast<int>(kk % l.k_unit), g = in_unit / 4, t = in_unit % 4;
   if (l.code_bits == 8) return unit[(g * nr + j) * 4 + t];
@@ -171,6 +236,11 @@ float gguf_int8_panel_scale(WeightFormat format, const uint8_t* unit, int nr, in
 }
 
 float gguf_panel_weight(WeightFormat format, const uint8_t* panel, int nr, int64_t kk, int j) {
+  if (is_gguf_grid_format(format)) {
+    const GgufPanelLayout l = is_gguf_format(format) ? gguf_panel_layout(format) : gguf_int8_layout(format);
+    const GgmlBlockCodes parts = grid_block_codes(l, panel, nr, kk, j);
+    return parts.scale[kk % kQ8KBlock / l.k_unit] * static_cast<float>(parts.code[kk % kQ8KBlock]);
+  }
   if (is_gguf_int8_format(format)) {
     const GgufPanelLayout l = gguf_int8_layout(format);
     const uint8_t* unit = panel + kk / l.k_unit * weight_unit_bytes(format, nr);

@@ -39,13 +39,18 @@ inline constexpr IqGrid<256, 4> kIq3XxsGrid = expand_iq_grid<256, 4>(kIq3XxsGrid
 inline constexpr IqGrid<512, 4> kIq3SGrid = expand_iq_grid<512, 4>(kIq3SGridEntries, kIq3SGridValues);
 inline constexpr IqGrid<2048, 8> kIq1SGrid = expand_iq_grid<2048, 8>(kIq1SGridEntries, kIq1SGridValues);
 
+// The functions below are compiled into the ISA units with their flags, so they have internal linkage: one copy per
+// unit, none shared across ISAs (an inline function with external linkage would be merged into whichever copy the
+// linker keeps).
+namespace {
+
 // The 8 signs of a 7-bit sign field (bit j set: value j negative): its 7 bits and their parity as the eighth.
 constexpr uint32_t iq_signs7(uint32_t field) {
   field &= 127;
   return field | (static_cast<uint32_t>(__builtin_popcount(field) & 1) << 7);
 }
 
-constexpr bool is_iq_grid_type(uint32_t type) {
+inline constexpr bool is_iq_grid_type(uint32_t type) {
   switch (static_cast<GgmlType>(type)) {
     case GgmlType::kIQ2_XXS:
     case GgmlType::kIQ2_XS:
@@ -168,5 +173,36 @@ inline void split_iq_block(uint32_t type, const std::byte* block, GgmlBlockCodes
     default: return;
   }
 }
+
+// Expands one unit of a grid panel (GgufPanelLayout::grid): nr blocks of `type`, column j's at blocks + j *
+// block_bytes, into the 256 / sub sub-block units of its registry line's layout, one after another in `out`:
+//   kInt8   per unit sub / 4 blocks (nr, 4) of u8 code + 128, then nr f32 scales (gguf_int8_layout);
+//   exact   per unit (sub, nr) int8 codes, then nr f32 scales (gguf_panel_layout).
+template <bool kInt8>
+inline void expand_grid_unit(uint32_t type, int sub, int64_t block_bytes, const uint8_t* blocks, int nr,
+                             uint8_t* out) {
+  const int64_t unit_bytes = int64_t{sub} * nr + 4 * int64_t{nr};
+  GgmlBlockCodes parts;
+  for (int j = 0; j < nr; ++j) {
+    split_iq_block(type, reinterpret_cast<const std::byte*>(blocks + j * block_bytes), &parts);
+    for (int s = 0; s < 256 / sub; ++s) {
+      uint8_t* unit = out + s * unit_bytes;
+      const int8_t* code = parts.code + s * sub;
+      if constexpr (kInt8) {
+        for (int g = 0; g < sub / 4; ++g) {
+          uint32_t four;
+          std::memcpy(&four, code + 4 * g, 4);
+          four ^= 0x80808080u;  // code + 128 in each byte
+          std::memcpy(unit + (int64_t{g} * nr + j) * 4, &four, 4);
+        }
+      } else {
+        for (int kk = 0; kk < sub; ++kk) unit[int64_t{kk} * nr + j] = static_cast<uint8_t>(code[kk]);
+      }
+      std::memcpy(unit + int64_t{sub} * nr + 4 * j, &parts.scale[s], 4);
+    }
+  }
+}
+
+}  // namespace
 
 }  // namespace hymoe::kernels

@@ -4,7 +4,10 @@
 // with -mavx2 -mfma (and only this file): callers reach it through isa_kernels(), chosen at run time.
 #include <immintrin.h>
 
+#include <algorithm>
+
 #include "kernels/formats/gemm_kernels.h"
+#include "kernels/formats/iq_blocks.h"
 #include "kernels/formats/gemm_quantized.h"
 
 namespace hymoe::kernels {

@@ -4,7 +4,10 @@
 // where detect_best_isa() found AVX512_VNNI.
 #include <immintrin.h>
 
+#include <algorithm>
+
 #include "kernels/formats/gemm_kernels.h"
+#include "kernels/formats/iq_blocks.h"
 #include "kernels/formats/gemm_quantized.h"  // fp8 / mxfp4: the AVX2 kernels (see there why)
 
 namespace hymoe::kernels {

@@ -22,7 +22,7 @@ void gguf_tile(int64_t units, const float* a, const uint8_t* b, int64_t panel_st
                bool accumulate, const char* prefetch, const char* prefetch_end) {
   constexpr GgufPanelLayout kL = gguf_panel_layout(F);
   constexpr int64_t kRowBytes = kNr * kL.code_bits / 8, kCodeBytes = kL.k_unit * kRowBytes;
-  constexpr int64_t kUnitBytes = weight_unit_bytes(F, kNr);
+  constexpr int64_t kUnitBytes = gguf_layout_unit_bytes(kL, kNr);  // a grid type's expanded units
   typename V::vec acc[M][2 * P];
 #pragma GCC unroll 4
   for (int i = 0; i < M; ++i)
@@ -82,21 +82,52 @@ void gguf_rows(int m, int64_t units, const float* a, const uint8_t* b, float* c,
   }
 }
 
+// A grid type (GgufPanelLayout::grid): per unit of 256 k, the panel's nr blocks expanded into the registry line's
+// exact layout in an L1 buffer, then the kernels above over that unit's sub-units (as grid_int8_rows).
+template <WeightFormat F>
+void grid_gguf_rows(int m, int64_t units, const float* a, const uint8_t* b, float* c, int64_t ldc, bool accumulate,
+                    const char* prefetch, const char* prefetch_end) {
+  constexpr GgufPanelLayout kL = gguf_panel_layout(F);
+  constexpr int kSubs = kQ8KBlock / kL.k_unit;
+  constexpr int64_t kBlockBytes = gguf_grid_block_bytes(kL.ggml_type);
+  alignas(64) uint8_t expanded[kSubs * gguf_layout_unit_bytes(kL, kNr)];
+  const int64_t lines = prefetch_end > prefetch ? (prefetch_end - prefetch + 63) / 64 : 0;
+  const int64_t share = units > 0 ? (lines + units - 1) / units * 64 : 0;
+  for (int64_t u = 0; u < units; ++u) {
+    expand_grid_unit<false>(kL.ggml_type, kL.k_unit, kBlockBytes, b + u * kNr * kBlockBytes, kNr, expanded);
+    const char* pf = std::min(prefetch + u * share, prefetch_end);
+    gguf_rows<F>(m, kSubs, a + u * kQ8KBlock * kGgufMr, expanded, c, ldc, accumulate || u > 0, pf,
+                 std::min(pf + share, prefetch_end));
+  }
+}
+
 // The GemmFormat entry points: kc counts k (a whole number of sub-blocks: GGUF rows are whole blocks).
 template <WeightFormat F>
 void gemm_format_gguf(int m, int64_t kc, const void* a, const void* b, float* c, int64_t ldc, bool acc, const void* pf,
                       int64_t pf_bytes) {
-  constexpr int kUnit = gguf_panel_layout(F).k_unit;
+  constexpr int kUnit = k_unit(F);
   const char* p = static_cast<const char*>(pf);
-  gguf_rows<F>(m, (kc + kUnit - 1) / kUnit, static_cast<const float*>(a), static_cast<const uint8_t*>(b), c, ldc, acc,
-               p, p ? p + pf_bytes : p);
+  if constexpr (gguf_panel_layout(F).grid)
+    grid_gguf_rows<F>(m, (kc + kUnit - 1) / kUnit, static_cast<const float*>(a), static_cast<const uint8_t*>(b), c,
+                      ldc, acc, p, p ? p + pf_bytes : p);
+  else
+    gguf_rows<F>(m, (kc + kUnit - 1) / kUnit, static_cast<const float*>(a), static_cast<const uint8_t*>(b), c, ldc,
+                 acc, p, p ? p + pf_bytes : p);
 }
 // One row over kFewRowsPanels[1] panels (few_rows_max = 1).
 template <WeightFormat F>
 void gemm_format_gguf_few(int m, int64_t kc, const void* a, const void* b, int64_t panel_stride_bytes, float* c,
                           int64_t ldc, bool acc) {
-  constexpr int kUnit = gguf_panel_layout(F).k_unit;
+  constexpr int kUnit = k_unit(F);
   (void)m;  // always 1
-  gguf_tile<F, 1, kFewRowsPanels[1]>((kc + kUnit - 1) / kUnit, static_cast<const float*>(a),
-                                     static_cast<const uint8_t*>(b), panel_stride_bytes, c, ldc, acc, nullptr, nullptr);
+  if constexpr (gguf_panel_layout(F).grid) {
+    for (int p = 0; p < kFewRowsPanels[1]; ++p)
+      grid_gguf_rows<F>(1, (kc + kUnit - 1) / kUnit, static_cast<const float*>(a),
+                        static_cast<const uint8_t*>(b) + p * panel_stride_bytes, c + p * kNr, ldc, acc, nullptr,
+                        nullptr);
+  } else {
+    gguf_tile<F, 1, kFewRowsPanels[1]>((kc + kUnit - 1) / kUnit, static_cast<const float*>(a),
+                                       static_cast<const uint8_t*>(b), panel_stride_bytes, c, ldc, acc, nullptr,
+                                       nullptr);
+  }
 }

@@ -47,7 +47,7 @@ struct Int8Layout {
   static constexpr GgufPanelLayout kL = gguf_int8_layout(F);
   static constexpr int kGroups = kL.k_unit / 4;
   static constexpr int64_t kCodeBytes = int64_t{kL.k_unit} * kNr * kL.code_bits / 8;
-  static constexpr int64_t kBUnit = weight_unit_bytes(F, kNr);
+  static constexpr int64_t kBUnit = gguf_layout_unit_bytes(kL, kNr);  // a grid type's expanded units
   static constexpr int64_t kAUnit = (int64_t{kL.k_unit} + 8) * kIntMr;
 };
 
@@ -234,23 +234,56 @@ void int8_rows(int m, int64_t units, const uint8_t* a, const uint8_t* b, float* 
   }
 }
 
+// A grid type (GgufPanelLayout::grid): per unit of 256 k, the panel's nr blocks expanded into the registry line's
+// int8 layout in an L1 buffer, then the kernels above on it over that unit's 256 / k_unit sub-units, accumulating
+// after the first: every C element is still one chain over the sub-units in increasing k.
+template <WeightFormat F>
+void grid_int8_rows(int m, int64_t units, const uint8_t* a, const uint8_t* b, float* c, int64_t ldc, bool accumulate,
+                    const char* prefetch, const char* prefetch_end) {
+  using L = Int8Layout<F>;
+  constexpr int kSubs = kQ8KBlock / L::kL.k_unit;
+  constexpr int64_t kBlockBytes = gguf_grid_block_bytes(L::kL.ggml_type);
+  alignas(64) uint8_t expanded[kSubs * L::kBUnit];
+  const int64_t lines = prefetch_end > prefetch ? (prefetch_end - prefetch + 63) / 64 : 0;
+  const int64_t share = units > 0 ? (lines + units - 1) / units * 64 : 0;
+  for (int64_t u = 0; u < units; ++u) {
+    expand_grid_unit<true>(L::kL.ggml_type, L::kL.k_unit, kBlockBytes, b + u * kNr * kBlockBytes, kNr, expanded);
+    const char* pf = std::min(prefetch + u * share, prefetch_end);
+    int8_rows<F>(m, kSubs, a + u * kSubs * L::kAUnit, expanded, c, ldc, accumulate || u > 0, pf,
+                 std::min(pf + share, prefetch_end));
+  }
+}
+
 // The GemmFormat entry points: kc counts k (a whole number of units: GGUF rows are whole blocks).
 template <WeightFormat F>
 void gemm_format_gguf_int8(int m, int64_t kc, const void* a, const void* b, float* c, int64_t ldc, bool acc,
                            const void* pf, int64_t pf_bytes) {
-  constexpr int kUnit = gguf_int8_layout(F).k_unit;
+  constexpr int kUnit = k_unit(F);
   const char* p = static_cast<const char*>(pf);
-  int8_rows<F>(m, (kc + kUnit - 1) / kUnit, static_cast<const uint8_t*>(a), static_cast<const uint8_t*>(b), c, ldc,
-               acc, p, p ? p + pf_bytes : p);
+  if constexpr (gguf_int8_layout(F).grid)
+    grid_int8_rows<F>(m, (kc + kUnit - 1) / kUnit, static_cast<const uint8_t*>(a), static_cast<const uint8_t*>(b), c,
+                      ldc, acc, p, p ? p + pf_bytes : p);
+  else
+    int8_rows<F>(m, (kc + kUnit - 1) / kUnit, static_cast<const uint8_t*>(a), static_cast<const uint8_t*>(b), c, ldc,
+                 acc, p, p ? p + pf_bytes : p);
 }
 // One row over kFewRowsPanels[1] panels (few_rows_max = 1): the decode case.
 template <WeightFormat F>
 void gemm_format_gguf_int8_few(int m, int64_t kc, const void* a, const void* b, int64_t panel_stride_bytes, float* c,
                                int64_t ldc, bool acc) {
-  constexpr int kUnit = gguf_int8_layout(F).k_unit;
+  constexpr int kUnit = k_unit(F);
   (void)m;  // always 1
-  int8_tile<F, 1, kFewRowsPanels[1]>((kc + kUnit - 1) / kUnit, static_cast<const uint8_t*>(a),
-                                     static_cast<const uint8_t*>(b), panel_stride_bytes, c, ldc, acc, nullptr, nullptr);
+  if constexpr (gguf_int8_layout(F).grid) {
+    // A panel at a time: the expansion, not the chains, bounds a grid type's decode.
+    for (int p = 0; p < kFewRowsPanels[1]; ++p)
+      grid_int8_rows<F>(1, (kc + kUnit - 1) / kUnit, static_cast<const uint8_t*>(a),
+                        static_cast<const uint8_t*>(b) + p * panel_stride_bytes, c + p * kNr, ldc, acc, nullptr,
+                        nullptr);
+  } else {
+    int8_tile<F, 1, kFewRowsPanels[1]>((kc + kUnit - 1) / kUnit, static_cast<const uint8_t*>(a),
+                                       static_cast<const uint8_t*>(b), panel_stride_bytes, c, ldc, acc, nullptr,
+                                       nullptr);
+  }
 }
 
 // The activation packing of format F (AVX2's quantizers: every ISA that includes this header has AVX2).
