@@ -17,6 +17,7 @@
 #include "hymoe/compute.h"
 #include "hymoe/threads.h"
 #include "kernels/formats/gemm_kernels.h"
+#include "kernels/formats/iq_blocks.h"
 #include "kernels/ffn/grouped_ffn_impl.h"
 
 namespace hymoe::kernels {
@@ -187,6 +188,42 @@ TEST(GgmlActivationQuant, Avx2PackingsGiveTheReferenceBytes) {
 
 // Panels hold every weight exactly (padding columns zero) in the same bytes per weight as the exact formats
 // (docs/kernels.md, N a multiple of NR); and the stored codes fit the AVX2 idiom (u <= 63 but for Q8_0).
+// The grid types' fast int8 expansion (operand words, bytewise negation) writes the bytes of the plain one (each
+// block taken apart value by value), over random blocks that reach every sign pattern and d of either sign.
+template <uint32_t kType, int kSub>
+void expect_fast_grid_expansion(Rng& rng, int nr) {
+  using namespace kernels;
+  const int64_t block_bytes = gguf_grid_block_bytes(kType);
+  ASSERT_EQ(block_bytes, ggml_type_traits(kType)->block_bytes) << ggml_type_name(kType);
+  for (int round = 0; round < 20; ++round) {
+    std::vector<std::byte> blocks(static_cast<size_t>(nr * block_bytes));
+    for (int j = 0; j < nr; ++j) random_block(rng, kType, blocks.data() + j * block_bytes);
+    const size_t bytes = static_cast<size_t>((256 / kSub) * (kSub * nr + 4 * nr));
+    std::vector<uint8_t> plain(bytes, 0xaa), fast(bytes, 0x55);
+    const auto* raw = reinterpret_cast<const uint8_t*>(blocks.data());
+    expand_grid_unit<true>(kType, kSub, block_bytes, raw, nr, plain.data());
+    expand_grid_unit_int8<kType, kSub>(raw, nr, fast.data());
+    ASSERT_EQ(0, std::memcmp(plain.data(), fast.data(), bytes)) << ggml_type_name(kType) << " nr " << nr;
+  }
+}
+
+TEST(GgufInt8Pack, FastGridExpansionWritesThePlainBytes) {
+  Rng rng(14);
+  for (int nr : {16, 32}) {
+    expect_fast_grid_expansion<16, 32>(rng, nr);
+    expect_fast_grid_expansion<17, 16>(rng, nr);
+    expect_fast_grid_expansion<22, 16>(rng, nr);
+    expect_fast_grid_expansion<18, 32>(rng, nr);
+    expect_fast_grid_expansion<21, 32>(rng, nr);
+    expect_fast_grid_expansion<19, 32>(rng, nr);
+    expect_fast_grid_expansion<29, 16>(rng, nr);
+  }
+  // Every grid type of the registry is among those.
+  int grids = 0;
+  for (const kernels::GgufBlockFormat& b : kernels::kGgufBlockFormats) grids += b.grid;
+  EXPECT_EQ(grids, 7);
+}
+
 TEST(GgufInt8Pack, PanelsHoldTheExactWeightsInTheDocumentedBytes) {
   Rng rng(12);
   const std::map<std::string, double> documented = {{"Q8_0", 1.125}, {"Q4_0", 0.625}, {"Q4_1", 0.75},

@@ -39,6 +39,46 @@ inline constexpr IqGrid<256, 4> kIq3XxsGrid = expand_iq_grid<256, 4>(kIq3XxsGrid
 inline constexpr IqGrid<512, 4> kIq3SGrid = expand_iq_grid<512, 4>(kIq3SGridEntries, kIq3SGridValues);
 inline constexpr IqGrid<2048, 8> kIq1SGrid = expand_iq_grid<2048, 8>(kIq1SGridEntries, kIq1SGridValues);
 
+// The int8 kernels' operand bytes of each grid entry: element c's 128 + |value| (IQ1: 128 + 8 g + 1, its delta
+// +1/8) in byte c, 8 (IQ3: 4) to a word. 128 - |value| is then the word's bytewise two's complement (~u + 1 in
+// every byte: no byte carries, as every |value| here is 4 to 62), and IQ1's delta -1/8 is u - 2 in every byte.
+template <int N, int C, typename Word>
+struct IqOperandBytes {
+  Word u[N];
+};
+template <int N, int C, typename Word>
+constexpr IqOperandBytes<N, C, Word> iq_operand_bytes(const IqGrid<N, C>& grid, bool iq1) {
+  IqOperandBytes<N, C, Word> t{};
+  for (int e = 0; e < N; ++e)
+    for (int c = 0; c < C; ++c) {
+      const int v = grid.v[e][c];
+      t.u[e] |= static_cast<Word>(iq1 ? 128 + 8 * v + 1 : 128 + (v < 0 ? -v : v)) << (8 * c);
+    }
+  return t;
+}
+inline constexpr auto kIq2XxsOperands = iq_operand_bytes<256, 8, uint64_t>(kIq2XxsGrid, false);
+inline constexpr auto kIq2XsOperands = iq_operand_bytes<512, 8, uint64_t>(kIq2XsGrid, false);
+inline constexpr auto kIq2SOperands = iq_operand_bytes<1024, 8, uint64_t>(kIq2SGrid, false);
+inline constexpr auto kIq3XxsOperands = iq_operand_bytes<256, 4, uint32_t>(kIq3XxsGrid, false);
+inline constexpr auto kIq3SOperands = iq_operand_bytes<512, 4, uint32_t>(kIq3SGrid, false);
+inline constexpr auto kIq1SOperands = iq_operand_bytes<2048, 8, uint64_t>(kIq1SGrid, true);
+// 0xff in byte c where bit c of the index is set; and the same for a 7-bit sign field with its parity bit added.
+struct SignByteMasks {
+  uint64_t m[256];
+};
+constexpr SignByteMasks sign_byte_masks(bool seven) {
+  SignByteMasks t{};
+  for (int i = 0; i < (seven ? 128 : 256); ++i) {
+    int bits = i;
+    if (seven) bits |= (__builtin_popcount(static_cast<unsigned>(i)) & 1) << 7;
+    for (int c = 0; c < 8; ++c)
+      if ((bits >> c) & 1) t.m[i] |= uint64_t{0xff} << (8 * c);
+  }
+  return t;
+}
+inline constexpr SignByteMasks kSignByteMasks = sign_byte_masks(false);
+inline constexpr SignByteMasks kSign7ByteMasks = sign_byte_masks(true);
+
 // The functions below are compiled into the ISA units with their flags, so they have internal linkage: one copy per
 // unit, none shared across ISAs (an inline function with external linkage would be merged into whichever copy the
 // linker keeps).
@@ -199,6 +239,107 @@ inline void expand_grid_unit(uint32_t type, int sub, int64_t block_bytes, const 
         for (int kk = 0; kk < sub; ++kk) unit[int64_t{kk} * nr + j] = static_cast<uint8_t>(code[kk]);
       }
       std::memcpy(unit + int64_t{sub} * nr + 4 * j, &parts.scale[s], 4);
+    }
+  }
+}
+
+// The int8 form of expand_grid_unit for a type known at compile time, without taking blocks apart value by value:
+// each group's operand bytes come from its entry's word in IqOperandBytes, negated bytewise where its sign byte
+// says, and land as two (one for IQ3) groups of four k of the layout. The same bytes and scales as
+// expand_grid_unit<true> (tested).
+template <uint32_t kType, int kSub>
+inline void expand_grid_unit_int8(const uint8_t* blocks, int nr, uint8_t* out) {
+  constexpr int64_t kBlockBytes = static_cast<int64_t>(
+      kType == 16 ? 66 : kType == 17 ? 74 : kType == 22 ? 82 : kType == 18 ? 98 : kType == 21 ? 110 : kType == 19 ? 50 : 56);
+  constexpr uint64_t kOnes = 0x0101010101010101ull;
+  const int64_t unit_bytes = int64_t{kSub} * nr + 4 * int64_t{nr};
+  // Group-of-four q of sub-block unit s, column j.
+  auto at = [&](int s, int q, int j) { return out + s * unit_bytes + (int64_t{q} * nr + j) * 4; };
+  // Eight values from k = 8 g on (g counts groups of 8 in the block).
+  auto put8 = [&](int g, int j, uint64_t u) {
+    const int k = 8 * g, s = k / kSub, q = k % kSub / 4;
+    std::memcpy(at(s, q, j), &u, 4);
+    const uint32_t high = static_cast<uint32_t>(u >> 32);
+    std::memcpy(at(s, q + 1, j), &high, 4);
+  };
+  // Bytes negated (256 - u) where the mask is 0xff: (u ^ 0xff) + 1, with no carry out of a byte (u >= 132).
+  auto negate_where = [&](uint64_t pos, uint64_t mask) { return (pos ^ mask) + (mask & kOnes); };
+  auto signed8 = [&](uint64_t pos, uint32_t signs) { return negate_where(pos, kSignByteMasks.m[signs & 255]); };
+  auto signed7 = [&](uint64_t pos, uint32_t field) { return negate_where(pos, kSign7ByteMasks.m[field & 127]); };
+  auto put_scale = [&](int s, int j, float scale) { std::memcpy(out + s * unit_bytes + int64_t{kSub} * nr + 4 * j, &scale, 4); };
+  for (int j = 0; j < nr; ++j) {
+    const uint8_t* b = blocks + j * kBlockBytes;
+    uint16_t d_bits;
+    std::memcpy(&d_bits, b, 2);
+    if constexpr (kType == 16) {  // IQ2_XXS
+      const float d = f16_to_float(d_bits);
+      for (int s = 0; s < 8; ++s) {
+        uint32_t indices, aux;
+        std::memcpy(&indices, b + 2 + 8 * s, 4);
+        std::memcpy(&aux, b + 6 + 8 * s, 4);
+        put_scale(s, j, d * static_cast<float>(2 * (aux >> 28) + 1) * 0.125f);
+        for (int l = 0; l < 4; ++l)
+          put8(4 * s + l, j, signed7(kIq2XxsOperands.u[(indices >> (8 * l)) & 255], aux >> (7 * l)));
+      }
+    } else if constexpr (kType == 17) {  // IQ2_XS
+      const float d = f16_to_float(d_bits);
+      for (int s = 0; s < 16; ++s)
+        put_scale(s, j, d * static_cast<float>(2 * ((b[66 + s / 2] >> (4 * (s % 2))) & 15) + 1) * 0.125f);
+      for (int g = 0; g < 32; ++g) {
+        uint16_t q;
+        std::memcpy(&q, b + 2 + 2 * g, 2);
+        put8(g, j, signed7(kIq2XsOperands.u[q & 511], q >> 9));
+      }
+    } else if constexpr (kType == 22) {  // IQ2_S
+      const float d = f16_to_float(d_bits);
+      for (int s = 0; s < 16; ++s)
+        put_scale(s, j, d * static_cast<float>(2 * ((b[74 + s / 2] >> (4 * (s % 2))) & 15) + 1) * 0.125f);
+      for (int g = 0; g < 32; ++g)
+        put8(g, j, signed8(kIq2SOperands.u[b[2 + g] | (((b[66 + g / 4] >> (2 * (g % 4))) & 3u) << 8)], b[34 + g]));
+    } else if constexpr (kType == 18 || kType == 21) {  // IQ3_XXS, IQ3_S: groups of 4, one group-of-four each
+      const float d = f16_to_float(d_bits);
+      for (int s = 0; s < 8; ++s) {
+        uint32_t aux = 0;
+        if constexpr (kType == 18) {
+          std::memcpy(&aux, b + 66 + 4 * s, 4);
+          put_scale(s, j, d * static_cast<float>(2 * (aux >> 28) + 1) * 0.25f);
+        } else {
+          put_scale(s, j, d * static_cast<float>(2 * ((b[106 + s / 2] >> (4 * (s % 2))) & 15) + 1));
+        }
+        for (int l = 0; l < 4; ++l) {
+          const int g = 8 * s + 2 * l;  // groups of 4: g and g + 1 make the 8 values l of sub-block s
+          if constexpr (kType == 18) {
+            const uint64_t pos = kIq3XxsOperands.u[b[2 + g]] | (uint64_t{kIq3XxsOperands.u[b[3 + g]]} << 32);
+            put8(4 * s + l, j, signed7(pos, aux >> (7 * l)));
+          } else {
+            const uint32_t idx0 = b[2 + g] | (((b[66 + g / 8] >> (g % 8)) & 1u) << 8);
+            const uint32_t idx1 = b[3 + g] | (((b[66 + (g + 1) / 8] >> ((g + 1) % 8)) & 1u) << 8);
+            const uint64_t pos = kIq3SOperands.u[idx0] | (uint64_t{kIq3SOperands.u[idx1]} << 32);
+            put8(4 * s + l, j, signed8(pos, b[74 + g / 2]));
+          }
+        }
+      }
+    } else if constexpr (kType == 19) {  // IQ1_S
+      const float d = f16_to_float(d_bits);
+      for (int s = 0; s < 8; ++s) {
+        uint16_t qh;
+        std::memcpy(&qh, b + 34 + 2 * s, 2);
+        put_scale(s, j, d * static_cast<float>(2 * ((qh >> 12) & 7) + 1) * 0.125f);
+        const uint64_t delta = (0 - uint64_t{qh >> 15}) & (2 * kOnes);  // branch-free: the signs are random
+        for (int l = 0; l < 4; ++l)
+          put8(4 * s + l, j, kIq1SOperands.u[b[2 + 4 * s + l] | (((qh >> (3 * l)) & 7u) << 8)] - delta);
+      }
+    } else {  // IQ1_M
+      uint16_t sc[4];
+      std::memcpy(sc, b + 48, 8);
+      const float d = f16_to_float(static_cast<uint16_t>((sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) |
+                                                         ((sc[2] >> 4) & 0x0f00) | (sc[3] & 0xf000)));
+      for (int s = 0; s < 16; ++s)
+        put_scale(s, j, d * static_cast<float>(2 * ((sc[s / 4] >> (3 * (s % 4))) & 7) + 1) * 0.125f);
+      for (int g = 0; g < 32; ++g) {
+        const uint32_t nibble = (b[32 + g / 2] >> (4 * (g % 2))) & 15u;
+        put8(g, j, kIq1SOperands.u[b[g] | ((nibble & 7) << 8)] - ((0 - uint64_t{nibble >> 3}) & (2 * kOnes)));
+      }
     }
   }
 }

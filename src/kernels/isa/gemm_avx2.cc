@@ -149,11 +149,15 @@ const GemmFormat kQ8{WeightFormat::kQ8Block32, "gemm_q8w_q8_2x16__avx2", kQ8Mr, 
 #define HYMOE_GGUF_BLOCK(T, t, type, unit, bits, bias, int8_bias, offsets, act, values)                                   \
   const GemmFormat gemm_##t##w_f32_4x16__avx2{WeightFormat::kGgml##T, "gemm_" #t "w_f32_4x16__avx2", kGgufMr, kNr,  \
                                               pack_activations_f32, gemm_format_gguf<WeightFormat::kGgml##T>,      \
-                                              gemm_format_gguf_few<WeightFormat::kGgml##T>, 1};                   \
+                                              gemm_format_gguf_few<WeightFormat::kGgml##T>, 1,                    \
+                                              gguf_expanding<WeightFormat::kGgml##T>(),                            \
+                                              gguf_expanded<WeightFormat::kGgml##T>(),                             \
+                                              gguf_expanded_unit_bytes<WeightFormat::kGgml##T>()};                 \
   const GemmFormat gemm_##t##w_##act##_2x16__avx2{                                                               \
       WeightFormat::kGgml##T##I8, "gemm_" #t "w_" #act "_2x16__avx2", kIntMr, kNr,                               \
       int8_pack_a<WeightFormat::kGgml##T##I8>(), gemm_format_gguf_int8<WeightFormat::kGgml##T##I8>,              \
-      gemm_format_gguf_int8_few<WeightFormat::kGgml##T##I8>, 1};
+      gemm_format_gguf_int8_few<WeightFormat::kGgml##T##I8>, 1, int8_expanding<WeightFormat::kGgml##T##I8>(),       \
+      int8_expanded<WeightFormat::kGgml##T##I8>(), int8_expanded_unit_bytes<WeightFormat::kGgml##T##I8>()};
 #include "kernels/formats/gguf_formats.inc"
 #undef HYMOE_GGUF_BLOCK
 const GemmFormat gemm_mxfp4w_q8_0_2x16__avx2{WeightFormat::kMxfp4Block32I8, "gemm_mxfp4w_q8_0_2x16__avx2", kIntMr, kNr,

@@ -101,6 +101,46 @@ void grid_gguf_rows(int m, int64_t units, const float* a, const uint8_t* b, floa
   }
 }
 
+// A grid type's expanded form, as gemm_format_gguf_int8_expanding's.
+template <WeightFormat F>
+void gemm_format_gguf_expanding(int m, int64_t kc, const void* a, const void* b, float* c, int64_t ldc, bool acc,
+                                const void* pf, int64_t pf_bytes, void* expanded) {
+  constexpr GgufPanelLayout kL = gguf_panel_layout(F);
+  constexpr int kSubs = kQ8KBlock / kL.k_unit;
+  constexpr int64_t kBlockBytes = gguf_grid_block_bytes(kL.ggml_type), kUnitBytes = gguf_layout_unit_bytes(kL, kNr);
+  const int64_t units = (kc + kQ8KBlock - 1) / kQ8KBlock;
+  auto* out = static_cast<uint8_t*>(expanded);
+  for (int64_t u = 0; u < units; ++u)
+    expand_grid_unit<false>(kL.ggml_type, kL.k_unit, kBlockBytes, static_cast<const uint8_t*>(b) + u * kNr * kBlockBytes,
+                            kNr, out + u * kSubs * kUnitBytes);
+  const char* p = static_cast<const char*>(pf);
+  gguf_rows<F>(m, units * kSubs, static_cast<const float*>(a), out, c, ldc, acc, p, p ? p + pf_bytes : p);
+}
+template <WeightFormat F>
+void gemm_format_gguf_expanded(int m, int64_t kc, const void* a, const void* b, float* c, int64_t ldc, bool acc,
+                               const void* pf, int64_t pf_bytes) {
+  constexpr int kSub = gguf_panel_layout(F).k_unit;
+  const char* p = static_cast<const char*>(pf);
+  gguf_rows<F>(m, (kc + kQ8KBlock - 1) / kQ8KBlock * (kQ8KBlock / kSub), static_cast<const float*>(a),
+               static_cast<const uint8_t*>(b), c, ldc, acc, p, p ? p + pf_bytes : p);
+}
+template <WeightFormat F>
+constexpr GemmExpandingFn gguf_expanding() {
+  if constexpr (gguf_panel_layout(F).grid) return gemm_format_gguf_expanding<F>;
+  else return nullptr;
+}
+template <WeightFormat F>
+constexpr GemmFn gguf_expanded() {
+  if constexpr (gguf_panel_layout(F).grid) return gemm_format_gguf_expanded<F>;
+  else return nullptr;
+}
+template <WeightFormat F>
+constexpr int64_t gguf_expanded_unit_bytes() {
+  if constexpr (gguf_panel_layout(F).grid)
+    return kQ8KBlock / gguf_panel_layout(F).k_unit * gguf_layout_unit_bytes(gguf_panel_layout(F), kNr);
+  else return 0;
+}
+
 // The GemmFormat entry points: kc counts k (a whole number of sub-blocks: GGUF rows are whole blocks).
 template <WeightFormat F>
 void gemm_format_gguf(int m, int64_t kc, const void* a, const void* b, float* c, int64_t ldc, bool acc, const void* pf,

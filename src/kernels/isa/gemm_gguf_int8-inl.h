@@ -247,11 +247,53 @@ void grid_int8_rows(int m, int64_t units, const uint8_t* a, const uint8_t* b, fl
   const int64_t lines = prefetch_end > prefetch ? (prefetch_end - prefetch + 63) / 64 : 0;
   const int64_t share = units > 0 ? (lines + units - 1) / units * 64 : 0;
   for (int64_t u = 0; u < units; ++u) {
-    expand_grid_unit<true>(L::kL.ggml_type, L::kL.k_unit, kBlockBytes, b + u * kNr * kBlockBytes, kNr, expanded);
+    expand_grid_unit_int8<L::kL.ggml_type, L::kL.k_unit>(b + u * kNr * kBlockBytes, kNr, expanded);
     const char* pf = std::min(prefetch + u * share, prefetch_end);
     int8_rows<F>(m, kSubs, a + u * kSubs * L::kAUnit, expanded, c, ldc, accumulate || u > 0, pf,
                  std::min(pf + share, prefetch_end));
   }
+}
+
+// A grid type's expanded form (GemmFormat::gemm_expanding, gemm_expanded): the first micro-tile of a tile expands
+// the block into the driver's per-thread buffer as it computes, the others run the body on that buffer; one call
+// over all the units' sub-units, the same chains as grid_int8_rows.
+template <WeightFormat F>
+void gemm_format_gguf_int8_expanding(int m, int64_t kc, const void* a, const void* b, float* c, int64_t ldc, bool acc,
+                                     const void* pf, int64_t pf_bytes, void* expanded) {
+  using L = Int8Layout<F>;
+  constexpr int kSubs = kQ8KBlock / L::kL.k_unit;
+  constexpr int64_t kBlockBytes = gguf_grid_block_bytes(L::kL.ggml_type);
+  const int64_t units = (kc + kQ8KBlock - 1) / kQ8KBlock;
+  auto* out = static_cast<uint8_t*>(expanded);
+  for (int64_t u = 0; u < units; ++u)
+    expand_grid_unit_int8<L::kL.ggml_type, L::kL.k_unit>(static_cast<const uint8_t*>(b) + u * kNr * kBlockBytes, kNr,
+                                                          out + u * kSubs * L::kBUnit);
+  const char* p = static_cast<const char*>(pf);
+  int8_rows<F>(m, units * kSubs, static_cast<const uint8_t*>(a), out, c, ldc, acc, p, p ? p + pf_bytes : p);
+}
+template <WeightFormat F>
+void gemm_format_gguf_int8_expanded(int m, int64_t kc, const void* a, const void* b, float* c, int64_t ldc, bool acc,
+                                    const void* pf, int64_t pf_bytes) {
+  constexpr int kSub = Int8Layout<F>::kL.k_unit;
+  const char* p = static_cast<const char*>(pf);
+  int8_rows<F>(m, (kc + kQ8KBlock - 1) / kQ8KBlock * (kQ8KBlock / kSub), static_cast<const uint8_t*>(a),
+               static_cast<const uint8_t*>(b), c, ldc, acc, p, p ? p + pf_bytes : p);
+}
+// The expanded form's entries of a GemmFormat: nullptr and 0 for every format but the grid types.
+template <WeightFormat F>
+constexpr GemmExpandingFn int8_expanding() {
+  if constexpr (gguf_int8_layout(F).grid) return gemm_format_gguf_int8_expanding<F>;
+  else return nullptr;
+}
+template <WeightFormat F>
+constexpr GemmFn int8_expanded() {
+  if constexpr (gguf_int8_layout(F).grid) return gemm_format_gguf_int8_expanded<F>;
+  else return nullptr;
+}
+template <WeightFormat F>
+constexpr int64_t int8_expanded_unit_bytes() {
+  if constexpr (gguf_int8_layout(F).grid) return kQ8KBlock / Int8Layout<F>::kL.k_unit * Int8Layout<F>::kBUnit;
+  else return 0;
 }
 
 // The GemmFormat entry points: kc counts k (a whole number of units: GGUF rows are whole blocks).
