@@ -62,6 +62,24 @@ inline constexpr auto kIq2SOperands = iq_operand_bytes<1024, 8, uint64_t>(kIq2SG
 inline constexpr auto kIq3XxsOperands = iq_operand_bytes<256, 4, uint32_t>(kIq3XxsGrid, false);
 inline constexpr auto kIq3SOperands = iq_operand_bytes<512, 4, uint32_t>(kIq3SGrid, false);
 inline constexpr auto kIq1SOperands = iq_operand_bytes<2048, 8, uint64_t>(kIq1SGrid, true);
+// The one-row kernels' bytes of each grid entry: |value| (IQ1: the signed code 8 g + 1, its delta +1/8).
+template <int N, int C, typename Word>
+constexpr IqOperandBytes<N, C, Word> iq_magnitude_bytes(const IqGrid<N, C>& grid, bool iq1) {
+  IqOperandBytes<N, C, Word> t{};
+  for (int e = 0; e < N; ++e)
+    for (int c = 0; c < C; ++c) {
+      const int v = grid.v[e][c];
+      t.u[e] |= static_cast<Word>(static_cast<uint8_t>(iq1 ? 8 * v + 1 : (v < 0 ? -v : v))) << (8 * c);
+    }
+  return t;
+}
+inline constexpr auto kIq2XxsMagnitudes = iq_magnitude_bytes<256, 8, uint64_t>(kIq2XxsGrid, false);
+inline constexpr auto kIq2XsMagnitudes = iq_magnitude_bytes<512, 8, uint64_t>(kIq2XsGrid, false);
+inline constexpr auto kIq2SMagnitudes = iq_magnitude_bytes<1024, 8, uint64_t>(kIq2SGrid, false);
+inline constexpr auto kIq3XxsMagnitudes = iq_magnitude_bytes<256, 4, uint32_t>(kIq3XxsGrid, false);
+inline constexpr auto kIq3SMagnitudes = iq_magnitude_bytes<512, 4, uint32_t>(kIq3SGrid, false);
+inline constexpr auto kIq1SCodes = iq_magnitude_bytes<2048, 8, uint64_t>(kIq1SGrid, true);
+
 // 0xff in byte c where bit c of the index is set; and the same for a 7-bit sign field with its parity bit added.
 struct SignByteMasks {
   uint64_t m[256];
@@ -243,6 +261,49 @@ inline void expand_grid_unit(uint32_t type, int sub, int64_t block_bytes, const 
   }
 }
 
+// The f32 scale of every sub-block of one block of a grid type (8 of 32 values, or 16 of 16), the values
+// split_iq_block gives: the kernels that skip the expansion take the same floats from here.
+template <uint32_t kType>
+inline void grid_block_scales(const uint8_t* b, float* out) {
+  uint16_t d_bits;
+  std::memcpy(&d_bits, b, 2);
+  if constexpr (kType == 16) {  // IQ2_XXS
+    const float d = f16_to_float(d_bits);
+    for (int s = 0; s < 8; ++s) {
+      uint32_t aux;
+      std::memcpy(&aux, b + 6 + 8 * s, 4);
+      out[s] = d * static_cast<float>(2 * (aux >> 28) + 1) * 0.125f;
+    }
+  } else if constexpr (kType == 17 || kType == 22) {  // IQ2_XS, IQ2_S
+    const float d = f16_to_float(d_bits);
+    const uint8_t* scales = b + (kType == 17 ? 66 : 74);
+    for (int s = 0; s < 16; ++s) out[s] = d * static_cast<float>(2 * ((scales[s / 2] >> (4 * (s % 2))) & 15) + 1) * 0.125f;
+  } else if constexpr (kType == 18) {  // IQ3_XXS
+    const float d = f16_to_float(d_bits);
+    for (int s = 0; s < 8; ++s) {
+      uint32_t aux;
+      std::memcpy(&aux, b + 66 + 4 * s, 4);
+      out[s] = d * static_cast<float>(2 * (aux >> 28) + 1) * 0.25f;
+    }
+  } else if constexpr (kType == 21) {  // IQ3_S
+    const float d = f16_to_float(d_bits);
+    for (int s = 0; s < 8; ++s) out[s] = d * static_cast<float>(2 * ((b[106 + s / 2] >> (4 * (s % 2))) & 15) + 1);
+  } else if constexpr (kType == 19) {  // IQ1_S
+    const float d = f16_to_float(d_bits);
+    for (int s = 0; s < 8; ++s) {
+      uint16_t qh;
+      std::memcpy(&qh, b + 34 + 2 * s, 2);
+      out[s] = d * static_cast<float>(2 * ((qh >> 12) & 7) + 1) * 0.125f;
+    }
+  } else {  // IQ1_M
+    uint16_t sc[4];
+    std::memcpy(sc, b + 48, 8);
+    const float d = f16_to_float(static_cast<uint16_t>((sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) |
+                                                       ((sc[2] >> 4) & 0x0f00) | (sc[3] & 0xf000)));
+    for (int s = 0; s < 16; ++s) out[s] = d * static_cast<float>(2 * ((sc[s / 4] >> (3 * (s % 4))) & 7) + 1) * 0.125f;
+  }
+}
+
 // The int8 form of expand_grid_unit for a type known at compile time, without taking blocks apart value by value:
 // each group's operand bytes come from its entry's word in IqOperandBytes, negated bytewise where its sign byte
 // says, and land as two (one for IQ3) groups of four k of the layout. The same bytes and scales as
@@ -269,43 +330,30 @@ inline void expand_grid_unit_int8(const uint8_t* blocks, int nr, uint8_t* out) {
   auto put_scale = [&](int s, int j, float scale) { std::memcpy(out + s * unit_bytes + int64_t{kSub} * nr + 4 * j, &scale, 4); };
   for (int j = 0; j < nr; ++j) {
     const uint8_t* b = blocks + j * kBlockBytes;
-    uint16_t d_bits;
-    std::memcpy(&d_bits, b, 2);
+    float scales[16];
+    grid_block_scales<kType>(b, scales);
+    for (int s = 0; s < 256 / kSub; ++s) put_scale(s, j, scales[s]);
     if constexpr (kType == 16) {  // IQ2_XXS
-      const float d = f16_to_float(d_bits);
       for (int s = 0; s < 8; ++s) {
         uint32_t indices, aux;
         std::memcpy(&indices, b + 2 + 8 * s, 4);
         std::memcpy(&aux, b + 6 + 8 * s, 4);
-        put_scale(s, j, d * static_cast<float>(2 * (aux >> 28) + 1) * 0.125f);
         for (int l = 0; l < 4; ++l)
           put8(4 * s + l, j, signed7(kIq2XxsOperands.u[(indices >> (8 * l)) & 255], aux >> (7 * l)));
       }
     } else if constexpr (kType == 17) {  // IQ2_XS
-      const float d = f16_to_float(d_bits);
-      for (int s = 0; s < 16; ++s)
-        put_scale(s, j, d * static_cast<float>(2 * ((b[66 + s / 2] >> (4 * (s % 2))) & 15) + 1) * 0.125f);
       for (int g = 0; g < 32; ++g) {
         uint16_t q;
         std::memcpy(&q, b + 2 + 2 * g, 2);
         put8(g, j, signed7(kIq2XsOperands.u[q & 511], q >> 9));
       }
     } else if constexpr (kType == 22) {  // IQ2_S
-      const float d = f16_to_float(d_bits);
-      for (int s = 0; s < 16; ++s)
-        put_scale(s, j, d * static_cast<float>(2 * ((b[74 + s / 2] >> (4 * (s % 2))) & 15) + 1) * 0.125f);
       for (int g = 0; g < 32; ++g)
         put8(g, j, signed8(kIq2SOperands.u[b[2 + g] | (((b[66 + g / 4] >> (2 * (g % 4))) & 3u) << 8)], b[34 + g]));
     } else if constexpr (kType == 18 || kType == 21) {  // IQ3_XXS, IQ3_S: groups of 4, one group-of-four each
-      const float d = f16_to_float(d_bits);
       for (int s = 0; s < 8; ++s) {
         uint32_t aux = 0;
-        if constexpr (kType == 18) {
-          std::memcpy(&aux, b + 66 + 4 * s, 4);
-          put_scale(s, j, d * static_cast<float>(2 * (aux >> 28) + 1) * 0.25f);
-        } else {
-          put_scale(s, j, d * static_cast<float>(2 * ((b[106 + s / 2] >> (4 * (s % 2))) & 15) + 1));
-        }
+        if constexpr (kType == 18) std::memcpy(&aux, b + 66 + 4 * s, 4);
         for (int l = 0; l < 4; ++l) {
           const int g = 8 * s + 2 * l;  // groups of 4: g and g + 1 make the 8 values l of sub-block s
           if constexpr (kType == 18) {
@@ -320,22 +368,14 @@ inline void expand_grid_unit_int8(const uint8_t* blocks, int nr, uint8_t* out) {
         }
       }
     } else if constexpr (kType == 19) {  // IQ1_S
-      const float d = f16_to_float(d_bits);
       for (int s = 0; s < 8; ++s) {
         uint16_t qh;
         std::memcpy(&qh, b + 34 + 2 * s, 2);
-        put_scale(s, j, d * static_cast<float>(2 * ((qh >> 12) & 7) + 1) * 0.125f);
-        const uint64_t delta = (0 - uint64_t{qh >> 15}) & (2 * kOnes);  // branch-free: the signs are random
+        const uint64_t delta = (0 - static_cast<uint64_t>(qh >> 15)) & (2 * kOnes);  // branch-free: the signs are random
         for (int l = 0; l < 4; ++l)
           put8(4 * s + l, j, kIq1SOperands.u[b[2 + 4 * s + l] | (((qh >> (3 * l)) & 7u) << 8)] - delta);
       }
     } else {  // IQ1_M
-      uint16_t sc[4];
-      std::memcpy(sc, b + 48, 8);
-      const float d = f16_to_float(static_cast<uint16_t>((sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) |
-                                                         ((sc[2] >> 4) & 0x0f00) | (sc[3] & 0xf000)));
-      for (int s = 0; s < 16; ++s)
-        put_scale(s, j, d * static_cast<float>(2 * ((sc[s / 4] >> (3 * (s % 4))) & 7) + 1) * 0.125f);
       for (int g = 0; g < 32; ++g) {
         const uint32_t nibble = (b[32 + g / 2] >> (4 * (g % 2))) & 15u;
         put8(g, j, kIq1SOperands.u[b[g] | ((nibble & 7) << 8)] - ((0 - uint64_t{nibble >> 3}) & (2 * kOnes)));
