@@ -2,6 +2,7 @@
 // to plain functions so each family file reads top to bottom as its own rules.
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include "hymoe/error.h"
@@ -83,3 +84,9 @@ class FamilyBase : public ModelFamily {
 };
 
 }  // namespace hymoe::family_detail
+
+// Declares (with `;`) or defines (with a body reading `config`) the factory of the transformers model_type NAME, in
+// namespace hymoe. A family is registered by its definition alone: CMake reads every line of families/*.cc that
+// starts with this macro and writes the registry's table from them (src/models/CMakeLists.txt), so the family's file
+// is the only place that names it.
+#define HYMOE_MODEL_FAMILY(NAME) std::unique_ptr<ModelFamily> make_##NAME##_family(const HfConfig& config)

@@ -1,5 +1,5 @@
-// The model-family registry (built-ins in one table, like the router and MLP registries) and the helpers the
-// family files share.
+// The model-family registry (a table of the built-ins that CMake generates from families/*.cc, plus run-time
+// registrations) and the helpers the family files share.
 #include <algorithm>
 #include <map>
 #include <mutex>
@@ -8,42 +8,25 @@
 
 #include "hymoe/error.h"
 #include "hymoe/model.h"
-#include "models/families.h"
 #include "models/family_common.h"
 
 namespace hymoe {
+
+// Every HYMOE_MODEL_FAMILY definition in families/*.cc, collected by CMake into model_families.inc as one
+// HYMOE_FAMILY_ENTRY(model_type) line each: declared here, then named in the table.
+#define HYMOE_FAMILY_ENTRY(NAME) HYMOE_MODEL_FAMILY(NAME);
+#include "model_families.inc"
+#undef HYMOE_FAMILY_ENTRY
+
 namespace {
 
 struct FamilyRegistry {
   std::mutex mutex;
   std::map<std::string, ModelFamilyFactory> entries{
-      {"mixtral", make_mixtral_family},         {"qwen2_moe", make_qwen2_moe_family},
-      {"qwen3_moe", make_qwen3_moe_family},     {"olmoe", make_olmoe_family},
-      {"deepseek_v2", make_deepseek_v2_family}, {"deepseek_v3", make_deepseek_v3_family},
-      {"gpt_oss", make_gpt_oss_family},         {"glm4_moe", make_glm4_moe_family},
-      {"dots1", make_dots1_family},             {"deepseek_v32", make_deepseek_v32_family},
-      {"glm4_moe_lite", make_glm4_moe_lite_family}, {"qwen3_next", make_qwen3_next_family},
-      {"flex_olmo", make_flex_olmo_family},       {"solar_open", make_solar_open_family},
-      {"exaone_moe", make_exaone_moe_family},     {"minimax_m2", make_minimax_m2_family},
-      {"ernie4_5_moe", make_ernie4_5_moe_family}, {"hunyuan_v1_moe", make_hunyuan_v1_moe_family},
-      {"qwen3_vl_moe", make_qwen3_vl_moe_family}, {"granitemoe", make_granitemoe_family},
-      {"granitemoeshared", make_granitemoeshared_family}, {"granitemoehybrid", make_granitemoehybrid_family},
-      {"llama4", make_llama4_family},             {"llama4_text", make_llama4_text_family},
-      {"phimoe", make_phimoe_family},             {"qwen3_5_moe", make_qwen3_5_moe_family},
-      {"qwen3_5_moe_text", make_qwen3_5_moe_text_family}, {"glm4v_moe", make_glm4v_moe_family},
-      {"mimo_v2_flash", make_mimo_v2_flash_family}, {"kimi_linear", make_kimi_linear_family},
-      {"mistral4", make_mistral4_family},           {"qwen3_omni_moe", make_qwen3_omni_moe_family},
-      {"jamba", make_jamba_family},                 {"cohere2_moe", make_cohere2_moe_family},
-      {"granitemoe_swa", make_granitemoe_swa_family}, {"dbrx", make_dbrx_family},
-      {"bailing_hybrid", make_bailing_hybrid_family}, {"glm_moe_dsa", make_glm_moe_dsa_family},
-      {"sarvam_moe", make_sarvam_moe_family},         {"hy_v3", make_hy_v3_family},
-      {"afmoe", make_afmoe_family},                   {"lfm2_moe", make_lfm2_moe_family},
-      {"laguna", make_laguna_family},
-      {"minimax", make_minimax_family},               {"qwen4_exp", make_qwen4_exp_family},
-      {"qwen4_exp_text", make_qwen4_exp_text_family}, {"glm5_next", make_glm5_next_family},
-      {"hy_v4", make_hy_v4_family},                   {"hy_v4_vl", make_hy_v4_vl_family},
-      // Kimi-K2 is the DeepSeek-V3 architecture under its own model_type (its config.json says "kimi_k2").
-      {"kimi_k2", make_deepseek_v3_family}};
+#define HYMOE_FAMILY_ENTRY(NAME) {#NAME, make_##NAME##_family},
+#include "model_families.inc"
+#undef HYMOE_FAMILY_ENTRY
+  };
 };
 
 FamilyRegistry& registry() {

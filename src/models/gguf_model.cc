@@ -9,7 +9,7 @@
 #include "hymoe/gguf.h"
 #include "hymoe/gguf_moe.h"
 #include "hymoe/model.h"
-#include "models/families.h"
+#include "models/gguf_model.h"
 
 namespace hymoe {
 namespace {

@@ -5,7 +5,7 @@
 
 #include "hymoe/error.h"
 #include "hymoe/model.h"
-#include "models/families.h"
+#include "models/gguf_model.h"
 
 namespace hymoe {
 

@@ -3,7 +3,6 @@
 // jitter threshold of the chosen one, not renormalized; experts as Mixtral's (block_sparse_moe, w1 gate, w3 up,
 // w2 down; the names transformers' conversion keeps on save), act = hidden_act. input_jitter_noise acts in training
 // only.
-#include "models/families.h"
 #include "models/family_common.h"
 
 namespace hymoe {
@@ -36,6 +35,6 @@ class Phimoe final : public FamilyBase {
 
 }  // namespace
 
-std::unique_ptr<ModelFamily> make_phimoe_family(const HfConfig& config) { return std::make_unique<Phimoe>(config); }
+HYMOE_MODEL_FAMILY(phimoe) { return std::make_unique<Phimoe>(config); }
 
 }  // namespace hymoe

@@ -4,7 +4,6 @@
 // expert size intermediate_size, num_local_experts experts; experts run act(gate x) * up x with act = hidden_act,
 // stored as Mixtral's w1 (gate), w3 (up), w2 (down) under block_sparse_moe.
 // Every layer is MoE.
-#include "models/families.h"
 #include "models/family_common.h"
 
 namespace hymoe {
@@ -37,7 +36,7 @@ class MiniMaxM2 final : public FamilyBase {
 
 }  // namespace
 
-std::unique_ptr<ModelFamily> make_minimax_m2_family(const HfConfig& config) {
+HYMOE_MODEL_FAMILY(minimax_m2) {
   return std::make_unique<MiniMaxM2>(config);
 }
 

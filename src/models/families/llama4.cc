@@ -7,7 +7,6 @@
 // derives them; the others are dense (intermediate_size_mlp).
 #include <algorithm>
 
-#include "models/families.h"
 #include "models/family_common.h"
 
 namespace hymoe {
@@ -52,11 +51,11 @@ class Llama4 final : public FamilyBase {
 
 }  // namespace
 
-std::unique_ptr<ModelFamily> make_llama4_family(const HfConfig& config) {
+HYMOE_MODEL_FAMILY(llama4) {
   return std::make_unique<Llama4>(text_config_of(config, "llama4"), "llama4", "language_model.model.layers.");
 }
 
-std::unique_ptr<ModelFamily> make_llama4_text_family(const HfConfig& config) {
+HYMOE_MODEL_FAMILY(llama4_text) {
   return std::make_unique<Llama4>(config, "llama4_text", "model.layers.");
 }
 

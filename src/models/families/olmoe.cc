@@ -2,7 +2,6 @@
 // release); expert size is intermediate_size; experts run act(gate x) * up x with act = hidden_act. FlexOlmo
 // (flex_olmo) is the same block (FlexOlmoSparseMoeBlock) under FlexOlmoConfig's defaults, which leave no MoE key
 // different (norm_topk_prob false).
-#include "models/families.h"
 #include "models/family_common.h"
 
 namespace hymoe {
@@ -29,8 +28,8 @@ class Olmoe final : public FamilyBase {
 
 }  // namespace
 
-std::unique_ptr<ModelFamily> make_olmoe_family(const HfConfig& config) { return std::make_unique<Olmoe>(config, "olmoe"); }
-std::unique_ptr<ModelFamily> make_flex_olmo_family(const HfConfig& config) {
+HYMOE_MODEL_FAMILY(olmoe) { return std::make_unique<Olmoe>(config, "olmoe"); }
+HYMOE_MODEL_FAMILY(flex_olmo) {
   return std::make_unique<Olmoe>(config, "flex_olmo");
 }
 

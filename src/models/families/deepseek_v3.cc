@@ -27,7 +27,6 @@
 // Ling's hybrid (bailing_hybrid): V3's block under Kimi-Linear's key names, BailingHybridConfig's defaults (8 groups
 // keep 4, scale 2.5, mlp_layer_types from first_k_dense_replace 2), its checkpoints naming the correction bias
 // mlp.gate.expert_bias.
-#include "models/families.h"
 #include "models/family_common.h"
 
 #include <limits>
@@ -135,7 +134,7 @@ constexpr V3Defaults kLfm2Moe{.family = "lfm2_moe", .first_k_dense_replace = 2, 
                               .bias_switch_key = "use_expert_bias"};
 // Laguna (laguna): sigmoid with the correction bias (saved as mlp.experts.e_score_correction_bias), always
 // renormalized (no eps), times moe_routed_scaling_factor (1.0); one shared MLP mlp.shared_expert of
-// shared_expert_intermediate_size; MoE by mlp_layer_types. A router logit softcap is refused (make_laguna_family).
+// shared_expert_intermediate_size; MoE by mlp_layer_types. A router logit softcap is refused (its factory below).
 constexpr V3Defaults kLaguna{.family = "laguna", .first_k_dense_replace = 1, .n_group = 1, .topk_group = 1,
                              .routed_scaling_factor = 1.0, .norm_topk_prob = true, .n_shared_experts = 1,
                              .mlp_layer_types = true, .experts_key = "num_experts",
@@ -258,62 +257,64 @@ class DeepseekV3 final : public FamilyBase {
 
 }  // namespace
 
-std::unique_ptr<ModelFamily> make_deepseek_v3_family(const HfConfig& config) {
+HYMOE_MODEL_FAMILY(deepseek_v3) {
   return std::make_unique<DeepseekV3>(config, kDeepseekV3);
 }
-std::unique_ptr<ModelFamily> make_solar_open_family(const HfConfig& config) {
+// Kimi-K2 is the DeepSeek-V3 architecture under its own model_type (its config.json says "kimi_k2").
+HYMOE_MODEL_FAMILY(kimi_k2) { return std::make_unique<DeepseekV3>(config, kDeepseekV3); }
+HYMOE_MODEL_FAMILY(solar_open) {
   return std::make_unique<DeepseekV3>(config, kSolarOpen);
 }
-std::unique_ptr<ModelFamily> make_exaone_moe_family(const HfConfig& config) {
+HYMOE_MODEL_FAMILY(exaone_moe) {
   return std::make_unique<DeepseekV3>(config, kExaoneMoe);
 }
-std::unique_ptr<ModelFamily> make_glm4_moe_family(const HfConfig& config) {
+HYMOE_MODEL_FAMILY(glm4_moe) {
   return std::make_unique<DeepseekV3>(config, kGlm4Moe);
 }
-std::unique_ptr<ModelFamily> make_dots1_family(const HfConfig& config) { return std::make_unique<DeepseekV3>(config, kDots1); }
-std::unique_ptr<ModelFamily> make_deepseek_v32_family(const HfConfig& config) {
+HYMOE_MODEL_FAMILY(dots1) { return std::make_unique<DeepseekV3>(config, kDots1); }
+HYMOE_MODEL_FAMILY(deepseek_v32) {
   return std::make_unique<DeepseekV3>(config, kDeepseekV32);
 }
-std::unique_ptr<ModelFamily> make_glm4_moe_lite_family(const HfConfig& config) {
+HYMOE_MODEL_FAMILY(glm4_moe_lite) {
   return std::make_unique<DeepseekV3>(config, kGlm4MoeLite);
 }
-std::unique_ptr<ModelFamily> make_glm4v_moe_family(const HfConfig& config) {
+HYMOE_MODEL_FAMILY(glm4v_moe) {
   return std::make_unique<DeepseekV3>(keys_of(config, kGlm4vMoe), kGlm4vMoe);
 }
-std::unique_ptr<ModelFamily> make_mimo_v2_flash_family(const HfConfig& config) {
+HYMOE_MODEL_FAMILY(mimo_v2_flash) {
   return std::make_unique<DeepseekV3>(config, kMimoV2Flash);
 }
-std::unique_ptr<ModelFamily> make_kimi_linear_family(const HfConfig& config) {
+HYMOE_MODEL_FAMILY(kimi_linear) {
   return std::make_unique<DeepseekV3>(config, kKimiLinear);
 }
-std::unique_ptr<ModelFamily> make_bailing_hybrid_family(const HfConfig& config) {
+HYMOE_MODEL_FAMILY(bailing_hybrid) {
   return std::make_unique<DeepseekV3>(config, kBailingHybrid);
 }
-std::unique_ptr<ModelFamily> make_glm_moe_dsa_family(const HfConfig& config) {
+HYMOE_MODEL_FAMILY(glm_moe_dsa) {
   return std::make_unique<DeepseekV3>(config, kGlmMoeDsa);
 }
-std::unique_ptr<ModelFamily> make_sarvam_moe_family(const HfConfig& config) {
+HYMOE_MODEL_FAMILY(sarvam_moe) {
   return std::make_unique<DeepseekV3>(config, kSarvamMoe);
 }
-std::unique_ptr<ModelFamily> make_hy_v3_family(const HfConfig& config) { return std::make_unique<DeepseekV3>(config, kHyV3); }
-std::unique_ptr<ModelFamily> make_afmoe_family(const HfConfig& config) { return std::make_unique<DeepseekV3>(config, kAfmoe); }
-std::unique_ptr<ModelFamily> make_lfm2_moe_family(const HfConfig& config) {
+HYMOE_MODEL_FAMILY(hy_v3) { return std::make_unique<DeepseekV3>(config, kHyV3); }
+HYMOE_MODEL_FAMILY(afmoe) { return std::make_unique<DeepseekV3>(config, kAfmoe); }
+HYMOE_MODEL_FAMILY(lfm2_moe) {
   return std::make_unique<DeepseekV3>(config, kLfm2Moe);
 }
-std::unique_ptr<ModelFamily> make_laguna_family(const HfConfig& config) {
+HYMOE_MODEL_FAMILY(laguna) {
   if (const double cap = config.number_or({"moe_router_logit_softcapping"}, 0.0); cap != 0.0)
     fail(config.label(), ": moe_router_logit_softcapping=", cap,
          " (tanh softcapping of the router logits) is not a router option hymoe has; 0 turns it off");
   return std::make_unique<DeepseekV3>(config, kLaguna);
 }
-std::unique_ptr<ModelFamily> make_glm5_next_family(const HfConfig& config) {
+HYMOE_MODEL_FAMILY(glm5_next) {
   return std::make_unique<DeepseekV3>(keys_of(config, kGlm5Next), kGlm5Next);
 }
-std::unique_ptr<ModelFamily> make_hy_v4_family(const HfConfig& config) { return std::make_unique<DeepseekV3>(config, kHyV4); }
-std::unique_ptr<ModelFamily> make_hy_v4_vl_family(const HfConfig& config) {
+HYMOE_MODEL_FAMILY(hy_v4) { return std::make_unique<DeepseekV3>(config, kHyV4); }
+HYMOE_MODEL_FAMILY(hy_v4_vl) {
   return std::make_unique<DeepseekV3>(keys_of(config, kHyV4Vl), kHyV4Vl);
 }
-std::unique_ptr<ModelFamily> make_mistral4_family(const HfConfig& config) {
+HYMOE_MODEL_FAMILY(mistral4) {
   return std::make_unique<DeepseekV3>(config, kMistral4);
 }
 

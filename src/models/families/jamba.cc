@@ -3,7 +3,6 @@
 // layer is MoE where num_experts > 1 and layer % expert_layer_period == expert_layer_offset (JambaConfig's
 // layers_num_experts; defaults 2 and 1), whether its mixer is attention or Mamba. The block sits under
 // model.layers.N.feed_forward: router.weight and the experts one per expert as save_pretrained writes them.
-#include "models/families.h"
 #include "models/family_common.h"
 
 namespace hymoe {
@@ -45,6 +44,6 @@ class Jamba final : public FamilyBase {
 
 }  // namespace
 
-std::unique_ptr<ModelFamily> make_jamba_family(const HfConfig& config) { return std::make_unique<Jamba>(config); }
+HYMOE_MODEL_FAMILY(jamba) { return std::make_unique<Jamba>(config); }
 
 }  // namespace hymoe

@@ -1,7 +1,6 @@
 // Hunyuan-A13B (hunyuan_v1_moe): every layer MoE; a float32 softmax over num_experts, top moe_topk (an integer,
 // or one per layer), always renormalized; the experts and an ungated shared MLP (shared_mlp) all intermediate_size
 // wide; router weight gate.wg. Experts run act(gate x) * up x with act = hidden_act.
-#include "models/families.h"
 #include "models/family_common.h"
 
 namespace hymoe {
@@ -40,7 +39,7 @@ class HunyuanV1Moe final : public FamilyBase {
 
 }  // namespace
 
-std::unique_ptr<ModelFamily> make_hunyuan_v1_moe_family(const HfConfig& config) {
+HYMOE_MODEL_FAMILY(hunyuan_v1_moe) {
   return std::make_unique<HunyuanV1Moe>(config);
 }
 

@@ -7,7 +7,6 @@
 // (qwen3_5_moe_text, Qwen3_5MoeForCausalLM) has the same keys at the top level and its layers under model.layers.
 // Qwen4-Exp (qwen4_exp, qwen4_exp_text) is the same block whose router renormalizes only with norm_topk_prob
 // (default true), under Qwen4ExpTextConfig's defaults (512 experts, 512-wide experts and shared expert).
-#include "models/families.h"
 #include "models/family_common.h"
 
 namespace hymoe {
@@ -46,17 +45,17 @@ class Qwen3_5Moe final : public FamilyBase {
 
 }  // namespace
 
-std::unique_ptr<ModelFamily> make_qwen3_5_moe_family(const HfConfig& config) {
+HYMOE_MODEL_FAMILY(qwen3_5_moe) {
   return std::make_unique<Qwen3_5Moe>(text_config_of(config, "qwen3_5_moe"), "qwen3_5_moe", "model.language_model.layers.");
 }
-std::unique_ptr<ModelFamily> make_qwen3_5_moe_text_family(const HfConfig& config) {
+HYMOE_MODEL_FAMILY(qwen3_5_moe_text) {
   return std::make_unique<Qwen3_5Moe>(config, "qwen3_5_moe_text", "model.layers.");
 }
-std::unique_ptr<ModelFamily> make_qwen4_exp_family(const HfConfig& config) {
+HYMOE_MODEL_FAMILY(qwen4_exp) {
   return std::make_unique<Qwen3_5Moe>(text_config_of(config, "qwen4_exp"), "qwen4_exp", "model.language_model.layers.",
                                      512, true);
 }
-std::unique_ptr<ModelFamily> make_qwen4_exp_text_family(const HfConfig& config) {
+HYMOE_MODEL_FAMILY(qwen4_exp_text) {
   return std::make_unique<Qwen3_5Moe>(config, "qwen4_exp_text", "model.layers.", 512, true);
 }
 

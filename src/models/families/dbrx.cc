@@ -5,7 +5,6 @@
 // silu), then h @ w2. The experts are stacked: transformer.blocks.N.ffn.experts.mlp.w1, v1, w2, (E I, D) each,
 // expert e rows [eI, (e + 1)I), and w2's rows are used untransposed (ExpertStorage::kStackedRowsDownInOut); the
 // router is ffn.router.layer.weight.
-#include "models/families.h"
 #include "models/family_common.h"
 
 namespace hymoe {
@@ -64,7 +63,7 @@ class Dbrx final : public FamilyBase {
 
 }  // namespace
 
-std::unique_ptr<ModelFamily> make_dbrx_family(const HfConfig& config) {
+HYMOE_MODEL_FAMILY(dbrx) {
   return std::make_unique<Dbrx>(config, ffn_config_of(config));
 }
 

@@ -8,7 +8,6 @@
 // granitemoe_swa is the same block stored under transformers' own names (no conversion mapping renames them on
 // save): block_sparse_moe.router.weight, block_sparse_moe.experts.gate_up_proj (E, 2I, D) gate rows first and
 // experts.down_proj (E, D, I), without a .weight suffix; its shared_mlp as granitemoeshared's.
-#include "models/families.h"
 #include "models/family_common.h"
 
 namespace hymoe {
@@ -60,16 +59,16 @@ class GraniteMoe final : public FamilyBase {
 
 }  // namespace
 
-std::unique_ptr<ModelFamily> make_granitemoe_family(const HfConfig& config) {
+HYMOE_MODEL_FAMILY(granitemoe) {
   return std::make_unique<GraniteMoe>(config, "granitemoe", false);
 }
-std::unique_ptr<ModelFamily> make_granitemoeshared_family(const HfConfig& config) {
+HYMOE_MODEL_FAMILY(granitemoeshared) {
   return std::make_unique<GraniteMoe>(config, "granitemoeshared", true);
 }
-std::unique_ptr<ModelFamily> make_granitemoehybrid_family(const HfConfig& config) {
+HYMOE_MODEL_FAMILY(granitemoehybrid) {
   return std::make_unique<GraniteMoe>(config, "granitemoehybrid", true);
 }
-std::unique_ptr<ModelFamily> make_granitemoe_swa_family(const HfConfig& config) {
+HYMOE_MODEL_FAMILY(granitemoe_swa) {
   return std::make_unique<GraniteMoe>(config, "granitemoe_swa", true, true);
 }
 

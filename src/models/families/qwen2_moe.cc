@@ -4,7 +4,6 @@
 // MoE layers follow decoder_sparse_step and mlp_only_layers. Qwen3-Next (qwen3_next) is the same block
 // (Qwen3NextSparseMoeBlock) under Qwen3NextConfig's defaults: shared_expert_intermediate_size 512, norm_topk_prob
 // true; its other layers' linear attention does not touch the MoE block.
-#include "models/families.h"
 #include "models/family_common.h"
 
 namespace hymoe {
@@ -43,10 +42,10 @@ class Qwen2Moe final : public FamilyBase {
 
 }  // namespace
 
-std::unique_ptr<ModelFamily> make_qwen2_moe_family(const HfConfig& config) {
+HYMOE_MODEL_FAMILY(qwen2_moe) {
   return std::make_unique<Qwen2Moe>(config, kQwen2Moe);
 }
-std::unique_ptr<ModelFamily> make_qwen3_next_family(const HfConfig& config) {
+HYMOE_MODEL_FAMILY(qwen3_next) {
   return std::make_unique<Qwen2Moe>(config, kQwen3Next);
 }
 

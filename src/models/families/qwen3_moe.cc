@@ -4,7 +4,6 @@
 // Qwen3-Omni-MoE (qwen3_omni_moe) runs the same block in its thinker's language model: the keys under
 // thinker_config.text_config (Qwen3OmniMoeTextConfig: norm_topk_prob true by default), the tensors under
 // thinker.model.layers.N.mlp, one per expert as save_pretrained writes them. The talker's MoE blocks are not read.
-#include "models/families.h"
 #include "models/family_common.h"
 
 namespace hymoe {
@@ -33,11 +32,11 @@ class Qwen3Moe final : public FamilyBase {
 
 }  // namespace
 
-std::unique_ptr<ModelFamily> make_qwen3_moe_family(const HfConfig& config) {
+HYMOE_MODEL_FAMILY(qwen3_moe) {
   return std::make_unique<Qwen3Moe>(config, "qwen3_moe", false, "model.layers.");
 }
 
-std::unique_ptr<ModelFamily> make_qwen3_omni_moe_family(const HfConfig& config) {
+HYMOE_MODEL_FAMILY(qwen3_omni_moe) {
   std::optional<HfConfig> thinker = config.object("thinker_config");
   std::optional<HfConfig> text = thinker ? thinker->object("text_config") : std::nullopt;
   if (!text)

@@ -2,7 +2,6 @@
 // experts fused per layer (gate_up_proj (E, D, 2I) with gate/up columns interleaved, down_proj (E, I, D), used as
 // x @ W, with biases), or MXFP4 blocks in the release; the clamped SwiGLU (alpha swiglu_alpha, limit swiglu_limit).
 // hidden_act is not read: GptOssExperts computes its own gate, whatever the config says.
-#include "models/families.h"
 #include "models/family_common.h"
 
 namespace hymoe {
@@ -33,6 +32,6 @@ class GptOss final : public FamilyBase {
 
 }  // namespace
 
-std::unique_ptr<ModelFamily> make_gpt_oss_family(const HfConfig& config) { return std::make_unique<GptOss>(config); }
+HYMOE_MODEL_FAMILY(gpt_oss) { return std::make_unique<GptOss>(config); }
 
 }  // namespace hymoe

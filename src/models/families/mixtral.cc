@@ -2,7 +2,6 @@
 // experts w1 (gate), w3 (up), w2 (down) under block_sparse_moe, run as w2(act(w1 x) * w3 x) with act = hidden_act.
 // MiniMax-Text-01 (minimax) is the same block (MiniMaxTopKRouter, Mixtral's names); its residual factors
 // (mlp_alpha_factor, mlp_beta_factor) act outside the block.
-#include "models/families.h"
 #include "models/family_common.h"
 
 namespace hymoe {
@@ -32,7 +31,7 @@ class Mixtral final : public FamilyBase {
 
 }  // namespace
 
-std::unique_ptr<ModelFamily> make_mixtral_family(const HfConfig& config) { return std::make_unique<Mixtral>(config, "mixtral"); }
-std::unique_ptr<ModelFamily> make_minimax_family(const HfConfig& config) { return std::make_unique<Mixtral>(config, "minimax"); }
+HYMOE_MODEL_FAMILY(mixtral) { return std::make_unique<Mixtral>(config, "mixtral"); }
+HYMOE_MODEL_FAMILY(minimax) { return std::make_unique<Mixtral>(config, "minimax"); }
 
 }  // namespace hymoe

@@ -5,7 +5,6 @@
 // moe_layer_interval == 0 and moe_layer_start_index <= l <= moe_layer_end_index (-1: the last layer). Counts and
 // top-k go by Ernie4_5_MoeConfig's names (moe_num_experts, moe_k), with its defaults (64, 6, start 1, interval 1,
 // 2 shared experts, norm_min 1e-12). use_bias puts biases on the shared experts' projections, which hymoe refuses.
-#include "models/families.h"
 #include "models/family_common.h"
 
 namespace hymoe {
@@ -64,7 +63,7 @@ class Ernie45Moe final : public FamilyBase {
 
 }  // namespace
 
-std::unique_ptr<ModelFamily> make_ernie4_5_moe_family(const HfConfig& config) {
+HYMOE_MODEL_FAMILY(ernie4_5_moe) {
   return std::make_unique<Ernie45Moe>(config);
 }
 

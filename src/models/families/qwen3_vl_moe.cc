@@ -2,7 +2,6 @@
 // config.json's text_config; softmax top-k, always renormalized (Qwen3VLMoeTextTopKRouter has no norm_topk_prob);
 // Qwen2/3-MoE's layer rule; the experts fused as the releases store them, gate_up_proj (E, D, 2I) with gate columns
 // first and down_proj (E, I, D) (transformers transposes both on load); under model.language_model.layers.N.mlp.
-#include "models/families.h"
 #include "models/family_common.h"
 
 namespace hymoe {
@@ -35,7 +34,7 @@ class Qwen3VlMoe final : public FamilyBase {
 
 }  // namespace
 
-std::unique_ptr<ModelFamily> make_qwen3_vl_moe_family(const HfConfig& config) {
+HYMOE_MODEL_FAMILY(qwen3_vl_moe) {
   return std::make_unique<Qwen3VlMoe>(text_config_of(config, "qwen3_vl_moe"));
 }
 

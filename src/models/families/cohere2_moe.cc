@@ -6,7 +6,6 @@
 // (routed + shared) / 2, or "sum". A layer is MoE unless mlp_layer_types says "dense" (absent: the config fills it
 // from first_k_dense_replace, default 0: every layer). Tensors under model.layers.N.mlp: gate.weight, one tensor
 // per expert, shared_experts.*, as save_pretrained writes them.
-#include "models/families.h"
 #include "models/family_common.h"
 
 namespace hymoe {
@@ -62,7 +61,7 @@ class Cohere2Moe final : public FamilyBase {
 
 }  // namespace
 
-std::unique_ptr<ModelFamily> make_cohere2_moe_family(const HfConfig& config) {
+HYMOE_MODEL_FAMILY(cohere2_moe) {
   return std::make_unique<Cohere2Moe>(config);
 }
 

@@ -4,7 +4,6 @@
 // moe_intermediate_size * n_shared_experts (default 2, transformers'), without biases (mlp_bias=true is refused);
 // routed and shared experts run act(gate x) * up x with act = hidden_act. Layers >= first_k_dense_replace are MoE
 // (moe_layer_freq, 1 in every release, is ignored as transformers does).
-#include "models/families.h"
 #include "models/family_common.h"
 
 namespace hymoe {
@@ -54,6 +53,6 @@ class DeepseekV2 final : public FamilyBase {
 
 }  // namespace
 
-std::unique_ptr<ModelFamily> make_deepseek_v2_family(const HfConfig& config) { return std::make_unique<DeepseekV2>(config); }
+HYMOE_MODEL_FAMILY(deepseek_v2) { return std::make_unique<DeepseekV2>(config); }
 
 }  // namespace hymoe
