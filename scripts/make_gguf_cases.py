@@ -30,13 +30,16 @@ T = 7
 MARGIN = 2e-3
 # Architectures whose MoE metadata is deepseek2's (llama.cpp reads the same keys; glm4moe's gating defaults to sigmoid).
 DEEPSEEK2_LIKE = ("deepseek2", "glm4moe", "dots1", "bailingmoe2", "deepseek32", "glm-dsa", "afmoe", "kimi-linear",
-                  "exaone-moe", "cohere2moe")
+                  "exaone-moe", "cohere2moe", "dots3note", "laguna", "hy_v3")
+# Of those, the ones that size their shared expert by expert_shared_feed_forward_length (the count written as 1).
+SHARED_LENGTH_LIKE = ("exaone-moe", "cohere2moe", "laguna", "hy_v3")
 # Architectures whose graph fixes softmax but reads the shared-expert count, leading dense blocks and (some) the
 # normalization and scale as deepseek2 does.
 SOFTMAX_SHARED_COUNT = ("deepseek", "bailingmoe")
 NORM_FLOOR = 6.103515625e-5
 # Architectures whose experts' hidden size llama.cpp takes from feed_forward_length.
-FF_LENGTH_HIDDEN = ("llama", "olmoe", "granitemoe", "phimoe", "dbrx", "mistral3", "jamba", "minimax-m2")
+FF_LENGTH_HIDDEN = ("llama", "olmoe", "granitemoe", "phimoe", "dbrx", "mistral3", "jamba", "minimax-m2", "granitehybrid",
+                    "minimax-01", "arctic")
 # Architectures without deepseek2's metadata whose graph reads expert_gating_func (required there).
 GATING_KEY = ("minimax-m2", "lfm2moe")
 
@@ -320,9 +323,10 @@ def build_case(out_dir, spec, seed):
                                  else gguf.ExpertGatingFuncType.SOFTMAX)
     if arch == "lfm2moe":
         w.add_leading_dense_block_count(1)
-    if arch in ("exaone-moe", "cohere2moe"):  # its shared expert's own length
+    if arch in SHARED_LENGTH_LIKE:  # its shared expert's own length
         w.add_expert_shared_feed_forward_length(Hs)
-    if arch in ("qwen2moe", "hunyuan-moe", "qwen3next", "qwen35moe") or (arch in ("ernie4_5-moe", "granitemoe") and Hs):
+    if (arch in ("qwen2moe", "hunyuan-moe", "qwen3next", "qwen35moe", "qwen4exp")
+            or (arch in ("ernie4_5-moe", "granitemoe", "granitehybrid") and Hs)):
         w.add_expert_shared_feed_forward_length(Hs)
     if arch in SOFTMAX_SHARED_COUNT:
         w.add_leading_dense_block_count(1)
@@ -337,8 +341,8 @@ def build_case(out_dir, spec, seed):
         w.add_uint32(f"{arch}.interleave_moe_layer_step", 1)
     if arch in DEEPSEEK2_LIKE:  # shared experts of H each, gating, normalization and scale from the metadata
         w.add_leading_dense_block_count(1)
-        # exaone-moe and cohere2moe size their shared expert by its length where it is set, not by the count
-        w.add_expert_shared_count(1 if arch in ("exaone-moe", "cohere2moe") else Hs // H)
+        # SHARED_LENGTH_LIKE size their shared expert by its length where it is set, not by the count
+        w.add_expert_shared_count(1 if arch in SHARED_LENGTH_LIKE else Hs // H)
         if not spec.get("omit_gating_func"):
             w.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID if spec["gating"] == "sigmoid"
                                      else gguf.ExpertGatingFuncType.SOFTMAX)
@@ -390,7 +394,7 @@ def build_case(out_dir, spec, seed):
         for k in ("gate", "up", "down"):
             add_typed(f"blk.1.ffn_{k}_exps.bias", (oai[k], None))
     if bias is not None:
-        add_typed("blk.1.exp_probs_b.bias", (bias, None))
+        add_typed("blk.1." + spec.get("bias_name", "exp_probs_b.bias"), (bias, None))
     add_typed("output_norm.weight", (np.ones(D, dtype=np.float32), None))
     w.write_header_to_file()
     w.write_kv_data_to_file()
@@ -696,6 +700,47 @@ CASES = [
          norm=True, w_scale=0.0, types=dict(gate=Q.IQ1_M, up=Q.IQ1_M, down=Q.IQ4_NL, dense=Q.Q8_0),
          description="IQ1_M gate/up (d in the scales' top nibbles, a delta per 8), down rows that are no whole "
                      "256-block in the fallback IQ4_NL (llama-quantize)"),
+    dict(case="qwen4exp_merged_q8_0", arch="qwen4exp", D=64, H=32, E=8, K=4, H_shared=64, n_ff=64,
+         gating="softmax", norm=True, w_scale=0.0, shared_gate=True, merged_gate_up=True,
+         types=dict(gate=Q.Q8_0, up=Q.Q8_0, down=Q.Q8_0, shared_gate=Q.Q8_0, shared_up=Q.Q8_0, shared_down=Q.Q8_0,
+                    dense=Q.Q8_0),
+         description="qwen4exp: qwen35moe's declaration: softmax, normalized, a sigmoid-gated shared expert, gate and "
+                     "up merged into ffn_gate_up_exps"),
+    dict(case="granitehybrid_shared_q4_0", arch="granitehybrid", D=64, H=64, E=8, K=2, H_shared=32, n_ff=64,
+         gating="softmax", norm=True, w_scale=0.0,
+         types=dict(gate=Q.Q4_0, up=Q.Q4_0, down=Q.Q4_0, shared_gate=Q.Q4_0, shared_up=Q.Q4_0, shared_down=Q.Q4_0,
+                    dense=Q.Q8_0),
+         description="granitehybrid (Granite 4): granitemoe's declaration: softmax, normalized, experts "
+                     "feed_forward_length wide, a shared expert of expert_shared_feed_forward_length"),
+    dict(case="mellum_q8_0", arch="mellum", D=64, H=32, E=8, K=2, n_ff=64, gating="softmax", norm=True, w_scale=0.0,
+         types=dict(gate=Q.Q8_0, up=Q.Q8_0, down=Q.Q8_0, dense=Q.Q8_0),
+         description="mellum: softmax top-2 normalized, experts expert_feed_forward_length wide"),
+    dict(case="minimax_01_q4_0", arch="minimax-01", D=64, H=32, E=8, K=2, n_ff=32, gating="softmax", norm=True,
+         w_scale=0.0, types=dict(gate=Q.Q4_0, up=Q.Q4_0, down=Q.Q4_0, dense=Q.Q8_0),
+         description="minimax-01 (MiniMax-Text-01): softmax top-2 normalized, experts feed_forward_length wide"),
+    dict(case="arctic_q8_0", arch="arctic", D=64, H=32, E=8, K=2, n_ff=32, gating="softmax", norm=True, w_scale=0.0,
+         types=dict(gate=Q.Q8_0, up=Q.Q8_0, down=Q.Q8_0, dense=Q.Q8_0),
+         description="arctic (Snowflake Arctic): the MoE call alone (the graph's dense residual FFN reads another "
+                     "input and is the caller's): softmax top-2 normalized, experts feed_forward_length wide"),
+    dict(case="dots3note_sigmoid_groups_q8_0", arch="dots3note", D=64, H=32, E=8, K=2, H_shared=64, n_ff=64,
+         gating="sigmoid", norm=True, w_scale=2.5, exp_probs_b=True, groups=4, groups_used=2,
+         types=dict(gate=Q.Q8_0, up=Q.Q8_0, down=Q.Q8_0, shared_gate=Q.Q8_0, shared_up=Q.Q8_0, shared_down=Q.Q8_0,
+                    dense=Q.Q8_0),
+         description="dots3note: dots1's declaration with the selection bias required: gating from the required "
+                     "key, exp_probs_b and 4 groups keep 2 (each changes >= 2 tokens), normalized, scale 2.5, two "
+                     "shared experts"),
+    dict(case="laguna_sigmoid_bias_q8_0", arch="laguna", D=64, H=32, E=8, K=2, H_shared=64, n_ff=64,
+         gating="sigmoid", omit_gating_func=True, norm=True, w_scale=1.5, exp_probs_b=True,
+         types=dict(gate=Q.Q8_0, up=Q.Q8_0, down=Q.Q8_0, shared_gate=Q.Q8_0, shared_up=Q.Q8_0, shared_down=Q.Q8_0,
+                    dense=Q.Q8_0),
+         description="laguna: no gating key (sigmoid), exp_probs_b, normalized, scale 1.5, a shared expert of "
+                     "expert_shared_feed_forward_length 64"),
+    dict(case="hy_v3_sigmoid_bias_q8_0", arch="hy_v3", D=64, H=32, E=8, K=2, H_shared=64, n_ff=64,
+         gating="sigmoid", omit_gating_func=True, norm=True, w_scale=2.826, exp_probs_b=True, bias_name="exp_probs_b",
+         merged_gate_up=True, types=dict(gate=Q.Q8_0, up=Q.Q8_0, down=Q.Q8_0, shared_gate=Q.Q8_0, shared_up=Q.Q8_0, shared_down=Q.Q8_0,
+                    dense=Q.Q8_0),
+         description="hy_v3 (Hunyuan-V3): no gating key (sigmoid), the selection bias blk.1.exp_probs_b (no .bias "
+                     "suffix), normalized, scale 2.826, gate and up merged, a shared expert of its own length 64"),
 ]
 
 

@@ -31,7 +31,9 @@ struct GgufMoeConfig {
   bool shared_gate = false;         // qwen2moe, qwen3next: the shared expert's output is scaled by
                                     // sigmoid(ffn_gate_inp_shexp . x)
   uint32_t leading_dense_blocks = 0;  // deepseek2, glm4moe, dots1, bailingmoe2: blocks below this are dense
-  bool selection_bias = false;      // the architecture reads exp_probs_b.bias where a block has it
+  bool selection_bias = false;      // the architecture reads a selection bias (exp_probs_b) where a block has it
+  std::string selection_bias_name = "exp_probs_b.bias";  // its tensor under the block (hy_v3: exp_probs_b)
+  bool selection_bias_required = false;  // llama.cpp refuses a MoE block without it (dots3note, laguna)
   uint32_t moe_layer_step = 1;      // ernie4_5-moe: block b is MoE iff (b + 1) % moe_layer_step == 0
   bool merged_gate_up = false;      // deepseek2, qwen3next, qwen35moe: llama.cpp reads ffn_gate_up_exps in place
                                     // of ffn_gate_exps and ffn_up_exps where a block has it
@@ -48,6 +50,9 @@ struct GgufMoeConfig {
   // Which of the settings above the architecture hard-codes (llama.cpp ignores the metadata for them).
   std::string fixed_by_architecture;
 };
+
+// The general.architecture names hymoe runs, in declaration order.
+std::vector<std::string> gguf_moe_architectures();
 
 // The config of `file`. Throws naming the file and key for an absent or unknown architecture, a key of the wrong
 // type, a missing required key or inconsistent values (K > E, groups that do not divide E, ...).

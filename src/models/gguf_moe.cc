@@ -54,7 +54,9 @@ struct GgufArchitecture {
   GatingRule gating = GatingRule::kSoftmax;
   std::optional<bool> norm_weights;  // fixed by the graph, or expert_weights_norm (default false)
   bool reads_scale = false;          // expert_weights_scale (else no scale)
-  bool selection_bias = false;       // exp_probs_b.bias, optional: added to the scores for the selection only
+  bool selection_bias = false;       // exp_probs_b.bias: added to the scores for the selection only
+  std::string_view selection_bias_name = "exp_probs_b.bias";  // hy_v3 names it without the suffix
+  bool selection_bias_required = false;  // the graph's loader requires it (else optional)
   bool leading_dense = false;        // leading_dense_block_count: blocks below it are dense
   bool moe_layer_step = false;       // interleave_moe_layer_step (required): block b is MoE iff (b + 1) % step == 0
   bool merged_gate_up = false;       // ffn_gate_up_exps read in place of ffn_gate_exps and ffn_up_exps where present
@@ -66,7 +68,7 @@ struct GgufArchitecture {
 
 constexpr std::string_view kReadFromMetadata =
     "gating, normalization and scale read from metadata; ungated shared expert";
-constexpr std::array<GgufArchitecture, 33> kArchitectures = {{
+constexpr std::array<GgufArchitecture, 41> kArchitectures = {{
     {.name = "llama", .hidden = HiddenRule::kFeedForwardLength, .norm_weights = true,
      .fixed = "softmax gating, normalized weights, no scale, no shared expert"},
     {.name = "qwen2moe", .hidden = HiddenRule::kExpertKeyOrFfnOverK, .shared = SharedRule::kSharedLength,
@@ -155,6 +157,36 @@ constexpr std::array<GgufArchitecture, 33> kArchitectures = {{
      .reads_scale = true, .leading_dense = true, .merged_gate_up = true, .shared_average = true,
      .fixed = "gating (sigmoid without the key), normalization and scale read from metadata; a shared expert where "
               "expert_shared_count > 0, averaged with the routed output: (routed + shared) / 2"},
+    {.name = "qwen4exp", .hidden = HiddenRule::kExpertKeyOrFfnOverK, .shared = SharedRule::kSharedLength,
+     .shared_gate = true, .norm_weights = true, .merged_gate_up = true,
+     .fixed = "softmax gating, normalized weights, no scale, sigmoid-gated shared expert"},
+    // Granite 4's hybrid: granitemoe's block (the residual multiplier after it is outside the block).
+    {.name = "granitehybrid", .hidden = HiddenRule::kFeedForwardLength, .shared = SharedRule::kSharedLengthOrNone,
+     .norm_weights = true,
+     .fixed = "softmax gating, normalized weights, no scale, ungated shared expert where the metadata sizes one"},
+    {.name = "mellum", .norm_weights = true, .fixed = "softmax gating, normalized weights, no scale, no shared expert"},
+    // MiniMax-Text-01: the graph passes an exp_probs_b it never loads, so there is none.
+    {.name = "minimax-01", .hidden = HiddenRule::kFeedForwardLength, .norm_weights = true,
+     .fixed = "softmax gating, normalized weights, no scale, no shared expert"},
+    {.name = "dots3note", .shared = SharedRule::kCountTimesHidden, .gating = GatingRule::kKeyRequired,
+     .reads_scale = true, .selection_bias = true, .selection_bias_required = true, .leading_dense = true,
+     .fixed = kReadFromMetadata},
+    // Laguna: its shared expert's width is expert_shared_feed_forward_length, else expert_shared_count (default 1)
+    // times H; hymoe takes H when the length is absent, which differs only for a file without the length and with a
+    // count other than 1 (its converter always writes the length).
+    {.name = "laguna", .shared = SharedRule::kSharedLengthOrHidden, .gating = GatingRule::kKeyOrSigmoid,
+     .reads_scale = true, .selection_bias = true, .selection_bias_required = true, .leading_dense = true,
+     .fixed = "gating (sigmoid without the key), normalization and scale read from metadata; ungated shared expert"},
+    // Hunyuan-V3: its selection bias is blk.N.exp_probs_b, without the .bias suffix; MoE where a block has a router.
+    {.name = "hy_v3", .shared = SharedRule::kSharedLengthOrHidden, .gating = GatingRule::kKeyOrSigmoid,
+     .reads_scale = true, .selection_bias = true, .selection_bias_name = "exp_probs_b", .merged_gate_up = true,
+     .fixed = "gating (sigmoid without the key), normalization and scale read from metadata; ungated shared expert; "
+              "the selection bias exp_probs_b; MoE where a block has a router"},
+    // Snowflake Arctic: the MoE call's input is the block input normed by ffn_norm_exps; the dense residual FFN beside
+    // it reads the post-attention stream, so like attention it is the caller's, outside the block.
+    {.name = "arctic", .hidden = HiddenRule::kFeedForwardLength, .norm_weights = true,
+     .fixed = "softmax gating, normalized weights, no scale, no shared expert (the graph's dense residual FFN, on "
+              "another input, is outside the block)"},
 }};
 
 std::string key(const GgufMoeConfig& c, std::string_view name) { return c.architecture + "." + std::string(name); }
@@ -172,6 +204,12 @@ const GgufArchitecture* find_architecture(std::string_view name) {
 }
 
 }  // namespace
+
+std::vector<std::string> gguf_moe_architectures() {
+  std::vector<std::string> names;
+  for (const auto& r : kArchitectures) names.emplace_back(r.name);
+  return names;
+}
 
 GgufMoeConfig read_gguf_moe_config(const GgufFile& file) {
   GgufMoeConfig c;
@@ -244,6 +282,8 @@ GgufMoeConfig read_gguf_moe_config(const GgufFile& file) {
   c.shared_gate = rules->shared_gate;
   c.shared_optional = rules->shared_optional;
   c.selection_bias = rules->selection_bias;
+  c.selection_bias_name = rules->selection_bias_name;
+  c.selection_bias_required = rules->selection_bias_required;
   c.merged_gate_up = rules->merged_gate_up;
   if (rules->leading_dense) c.leading_dense_blocks = file.get_u32(key(c, "leading_dense_block_count")).value_or(0);
   if (rules->moe_layer_step) {
@@ -383,7 +423,7 @@ GgufMoeBlock find_gguf_moe_block(const GgufFile& file, const GgufMoeConfig& c, u
     if (file.find_tensor(prefix + projection + ".scale"))
       fail(file.label(), ": MoE block ", block, " has per-expert scales '", prefix, projection,
            ".scale', which hymoe does not apply");
-  if (c.selection_bias) b.exp_probs_b = get("exp_probs_b.bias", {E, 1, 1, 1}, false);
+  if (c.selection_bias) b.exp_probs_b = get(c.selection_bias_name, {E, 1, 1, 1}, c.selection_bias_required);
   if (c.biases) {
     b.router_bias = get("ffn_gate_inp.bias", {E, 1, 1, 1}, true);
     b.gate_exps_bias = get("ffn_gate_exps.bias", {H, E, 1, 1}, true);

@@ -9,6 +9,8 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <set>
+
 #include <nlohmann/json.hpp>
 
 #include "hymoe/compute.h"
@@ -138,6 +140,15 @@ TEST(GgufModel, ExtraCasesThroughTheLibrary) {
   const auto cases = extra_cases();
   ASSERT_GE(cases.size(), 26u);
   for (const auto& c : cases) expect_library_matches(c);
+}
+
+// An architecture counts as run only with a case: every declared one has at least one.
+TEST(GgufModel, EveryArchitectureHasACase) {
+  std::set<std::string> covered;
+  for (const auto& cases : {shared_cases(), extra_cases()})
+    for (const GgufCase& c : cases) covered.insert(c.meta["arch"].get<std::string>());
+  for (const std::string& arch : gguf_moe_architectures())
+    EXPECT_TRUE(covered.count(arch)) << "GGUF architecture '" << arch << "' has no conformance case";
 }
 
 TEST(GgufModel, EveryCaseThroughTheCli) {
