@@ -210,6 +210,42 @@ def sarvam_moe_config():
         n_shared_experts=1, n_group=4, topk_group=2, first_k_dense_replace=1, max_position_embeddings=64)
 
 
+def sarvam_mla_config():
+    # Sarvam's MLA model (run by DeepseekV3ForCausalLM): V3's block, 4 groups keep 2, layer 0 dense.
+    return transformers.SarvamMLAConfig(
+        vocab_size=128, hidden_size=64, intermediate_size=96, moe_intermediate_size=32, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=4, n_routed_experts=16, num_experts_per_tok=4, n_shared_experts=1,
+        n_group=4, topk_group=2, first_k_dense_replace=1, kv_lora_rank=16, q_lora_rank=32, qk_rope_head_dim=8,
+        qk_nope_head_dim=8, v_head_dim=16, max_position_embeddings=64)
+
+
+def beam_config():
+    # Beam: V3's router (4 groups keep 2, correction bias), no shared expert, layer 1 sparse by mlp_layer_types.
+    return transformers.BeamConfig(
+        vocab_size=128, hidden_size=64, intermediate_size=96, moe_intermediate_size=32, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=4, num_experts=16, num_experts_per_tok=4, n_group=4, topk_group=2,
+        mlp_layer_types=["dense", "sparse"], max_position_embeddings=64)
+
+
+def kimi_k25_config():
+    # Kimi K2.5: DeepSeek-V3 as its language model (text_config), 4 groups keep 2, layer 0 dense.
+    text = dict(model_type="deepseek_v3", vocab_size=128, hidden_size=64, intermediate_size=96,
+                moe_intermediate_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4,
+                n_routed_experts=16, num_experts_per_tok=4, n_shared_experts=1, n_group=4, topk_group=2,
+                first_k_dense_replace=1, kv_lora_rank=16, q_lora_rank=32, qk_rope_head_dim=8, qk_nope_head_dim=8,
+                v_head_dim=16, max_position_embeddings=64)
+    return transformers.Kimi_K25Config(text_config=text)
+
+
+def mistral_large4_config():
+    # Mistral Large 4: Mistral 4's softmax groups (4 keep 2), always renormalized, keys under text_config.
+    text = dict(vocab_size=128, hidden_size=64, intermediate_size=96, moe_intermediate_size=32, num_hidden_layers=2,
+                num_attention_heads=4, num_key_value_heads=4, n_routed_experts=16, num_experts_per_tok=4,
+                n_shared_experts=1, n_group=4, topk_group=2, first_k_dense_replace=1, kv_lora_rank=16, q_lora_rank=32,
+                qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=16, max_position_embeddings=64)
+    return transformers.MistralLarge4Config(text_config=text)
+
+
 def qwen4_exp_text_config():
     # Qwen4-Exp's language model: Qwen2-MoE's block (sigmoid-gated shared expert), norm_topk_prob left to its default.
     return transformers.Qwen4ExpTextConfig(moe_intermediate_size=16, shared_expert_intermediate_size=24, num_experts=16,
@@ -544,6 +580,28 @@ CASES = [
          model_class="ExaoneMoeForCausalLM", description="EXAONE-MoE (exaone_moe): V3's router, one group, "
          "renormalized, routed_scaling_factor 2.5 (its default), 2 shared experts (num_shared_experts), layer 1 MoE "
          "by mlp_layer_types"),
+    dict(name="sarvam_mla_e16_g4_tg2_k4", family="sarvam_mla", config=sarvam_mla_config, model_class="auto",
+         description="Sarvam's MLA model (sarvam_mla, run by DeepseekV3ForCausalLM): V3's block, 4 groups keep 2, "
+         "one shared expert, layer 0 dense"),
+    dict(name="beam_e16_g4_tg2_k4", family="beam", config=beam_config, model_class="BeamForCausalLM", shared=None,
+         weights_from_reference=True,
+         description="Beam (beam): V3's router (4 groups keep 2, correction bias), no shared expert, num_experts, "
+         "layer 1 sparse by mlp_layer_types; transformers multiplies the block's output by routed_scaling_factor "
+         "(the same as scaling the weights, which its router returns unscaled: route.weights are float64's)"),
+    dict(name="kimi_k25_e16_g4_tg2_k4", family="kimi_k25", config=kimi_k25_config,
+         model_class="Kimi_K25ForConditionalGeneration", text_config=True,
+         checkpoint_layers="language_model.model.layers.",
+         released_renames=[("language_model.model.blocks.", "language_model.model.layers.")],
+         description="Kimi K2.5 (kimi_k25): DeepSeek-V3 as the language model, keys under text_config, tensors under "
+         "language_model.model.layers as the releases name them (save_pretrained in transformers 5.24 writes "
+         "language_model.model.blocks; the reference reloads the released names); 4 groups keep 2"),
+    dict(name="mistral_large4_e16_g4_tg2_k4", family="mistral_large4", config=mistral_large4_config,
+         model_class="MistralLarge4ForConditionalGeneration", router="softmax_groups", text_config=True,
+         checkpoint_layers="layers.", checkpoint_block="", checkpoint_down="w2",
+         checkpoint_parts=("gate.", "experts.", "shared_experts."),
+         description="Mistral Large 4 (mistral_large4): 4 groups of softmax scores keep 2 (excluded experts 0.0), "
+         "always renormalized, one shared expert, keys under text_config, saved under Mistral's names "
+         "(layers.N.gate, experts.E.w1 / w3 / w2, shared_experts.w1 / w3 / w2)"),
 ]
 
 
@@ -662,6 +720,15 @@ def language_model(model):
     return getattr(model.model, "language_model", model.model)
 
 
+def released_names(path, renames):
+    """Renames the tensors of a saved checkpoint (old prefix, new prefix) as its releases name them."""
+    from safetensors.numpy import load_file
+    tensors = load_file(path)
+    for old, new in renames:
+        tensors = {(new + n[len(old):] if n.startswith(old) else n): t for n, t in tensors.items()}
+    save_file(tensors, path, metadata={"format": "pt"})
+
+
 def released_experts(path, transposed):
     """Rewrites the fused experts of a saved checkpoint in the layout its releases store (transformers transposes
     them on load: Qwen3-VL-MoE's gate_up_proj (E, D, 2I), down_proj (E, I, D))."""
@@ -695,7 +762,8 @@ def build_case(out_dir, spec):
     topk_logits = spec.get("router") in ("topk_softmax", "topk_sigmoid")
     softmax_bias = spec.get("router") == "softmax_bias"
     shared_kind = spec.get("shared", "experts")
-    prefix = spec.get("checkpoint_layers", "model.layers.") + "1." + spec.get("checkpoint_block", "mlp") + "."
+    block_name = spec.get("checkpoint_block", "mlp")
+    prefix = spec.get("checkpoint_layers", "model.layers.") + "1." + (block_name + "." if block_name else "")
     for seed in range(700000, 700000 + 1000):
         rng = np.random.default_rng(seed)
         router = (rng.standard_normal((E, D)) * 1.5 / np.sqrt(D)).astype(np.float32)
@@ -791,11 +859,14 @@ def build_case(out_dir, spec):
             json.dump(config, f)
         if spec.get("released_transposed"):  # as the releases store them; the reload below reads that layout
             released_experts(os.path.join(tmp, "model.safetensors"), spec["released_transposed"])
+        if spec.get("released_renames"):  # the releases' names where save_pretrained writes others (the reload
+            released_names(os.path.join(tmp, "model.safetensors"), spec["released_renames"])  # reads them too)
         weights = {}
         prefixes = (prefix,) + ((prefix.rsplit(".", 2)[0] + ".shared_mlp.",) if shared_kind == "granite" else ())
         with safe_open(os.path.join(tmp, "model.safetensors"), "np") as f:
             for n in f.keys():
-                if n.startswith(prefixes):
+                parts = spec.get("checkpoint_parts")  # where the block has no prefix of its own (Mistral's names)
+                if n.startswith(prefixes) and (not parts or n[len(prefix):].startswith(parts)):
                     weights[n] = f.get_tensor(n)
         loaded = model_class.from_pretrained(
             tmp, dtype=torch.float32, experts_implementation="eager").eval()

@@ -209,7 +209,8 @@ std::vector<std::string> all_hf_cases() {
   return names;
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, HfConformance, ::testing::ValuesIn(all_hf_cases()));
+INSTANTIATE_TEST_SUITE_P(Cases, HfConformance, ::testing::ValuesIn(all_hf_cases()),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 // A family counts as run only with a case made by transformers itself: every built-in model_type has one, but
 // kimi_k2, which is DeepSeek-V3's code under Kimi-K2's own model_type (transformers 5.24 has no class of that name;

@@ -65,13 +65,15 @@ struct V3Defaults {
   const char* shared_up_name = "up_proj";
   const char* shared_down_name = "down_proj";
   const char* scale_key = "routed_scaling_factor";
-  const char* first_dense_key = "first_k_dense_replace";
+  const char* first_dense_key = "first_k_dense_replace";  // nullptr: the default, read from no key
   double normalize_epsilon = 1e-20;
   const char* bias_switch_key = nullptr;   // a boolean key (default true) that turns the correction bias on
   const char* shared_hidden_key = nullptr; // the shared MLP's own width, instead of moe_intermediate_size * count
   bool limited_swiglu = false;             // silu(min(gate, swiglu_limit)) * clamp(up, +-swiglu_limit) (glm5_next)
   bool text_config_optional = false;       // text_config where it exists, else the top level (a flat config)
   bool clamp_routed_only = false;          // limited_swiglu in the routed experts only; the shared MLP runs hidden_act
+  const char* experts_alias = nullptr;     // another name of the experts' count, read where experts_key is absent
+  const char* shared_alias = nullptr;      // the same for the shared experts' count
 };
 constexpr V3Defaults kDeepseekV3{"deepseek_v3", 3, 8, 4, 2.5, true, 1, false};
 constexpr V3Defaults kGlm4Moe{"glm4_moe", 1, 1, 1, 1.0, true, 1, false};
@@ -164,6 +166,32 @@ constexpr V3Defaults kHyV4Vl = [] {
   d.text_config = true;
   return d;
 }();
+// Sarvam's MLA model (sarvam_mla, run by DeepseekV3ForCausalLM): V3's block under SarvamMLAConfig's defaults; its
+// original configs name the counts num_experts and num_shared_experts, which the config class maps.
+constexpr V3Defaults kSarvamMla{.family = "sarvam_mla", .first_k_dense_replace = 1, .n_group = 1, .topk_group = 1,
+                                .routed_scaling_factor = 2.5, .norm_topk_prob = true, .n_shared_experts = 1,
+                                .mlp_layer_types = false, .experts_alias = "num_experts",
+                                .shared_alias = "num_shared_experts"};
+// Beam (beam): V3's router without a shared expert, num_experts, MoE by mlp_layer_types (absent: the first
+// min(3, n) layers dense; BeamConfig has no first_k_dense_replace key).
+constexpr V3Defaults kBeam{.family = "beam", .first_k_dense_replace = 3, .n_group = 8, .topk_group = 4,
+                           .routed_scaling_factor = 2.5, .norm_topk_prob = true, .n_shared_experts = 0,
+                           .mlp_layer_types = true, .experts_key = "num_experts", .shared_experts = false,
+                           .first_dense_key = nullptr};
+// Kimi K2.5 (kimi_k25): DeepSeek-V3's language model under text_config (its model_type kimi_k2 or deepseek_v3),
+// tensors under language_model.model.layers as the releases store them.
+constexpr V3Defaults kKimiK25{.family = "kimi_k25", .first_k_dense_replace = 3, .n_group = 8, .topk_group = 4,
+                              .routed_scaling_factor = 2.5, .norm_topk_prob = true, .n_shared_experts = 1,
+                              .mlp_layer_types = false, .text_config = true, .layers = "language_model.model.layers."};
+// Mistral Large 4 (mistral_large4): Mistral 4's softmax groups, always renormalized (+1e-20; norm_topk_prob is not a
+// key of its config), keys under text_config, MoE by mlp_layer_types (absent: from first_k_dense_replace 1), saved
+// under Mistral's own names: layers.N.gate, layers.N.experts.E.w1 / w3 / w2, layers.N.shared_experts.w1 / w3 / w2.
+constexpr V3Defaults kMistralLarge4{.family = "mistral_large4", .first_k_dense_replace = 1, .n_group = 1,
+                                    .topk_group = 1, .routed_scaling_factor = 1.0, .norm_topk_prob = true,
+                                    .n_shared_experts = 1, .mlp_layer_types = true, .text_config = true,
+                                    .layers = "layers.", .block = "", .norm_key = nullptr, .gate_name = "w1",
+                                    .up_name = "w3", .down_name = "w2", .softmax_scores = true,
+                                    .shared_gate_name = "w1", .shared_up_name = "w3", .shared_down_name = "w2"};
 constexpr V3Defaults kMistral4{.family = "mistral4", .first_k_dense_replace = 0, .n_group = 1, .topk_group = 1,
                                .routed_scaling_factor = 1.0, .norm_topk_prob = true, .n_shared_experts = 1,
                                .mlp_layer_types = false, .softmax_scores = true, .fused_experts = true};
@@ -178,7 +206,9 @@ class DeepseekV3 final : public FamilyBase {
  public:
   DeepseekV3(const HfConfig& c, const V3Defaults& d)
       : FamilyBase(c, d.family, read_common_fields(c, {d.top_k_key})), d_(d),
-        first_moe_(d.first_k_dense_replace < 0 ? 0 : c.integer_or({d.first_dense_key}, d.first_k_dense_replace)) {
+        first_moe_(d.first_k_dense_replace < 0 ? 0
+                   : d.first_dense_key ? c.integer_or({d.first_dense_key}, d.first_k_dense_replace)
+                                       : d.first_k_dense_replace) {
     if (!d.mlp_layer_types) return;
     const int64_t n = c.integer({"num_hidden_layers"});
     std::vector<std::string> fallback;
@@ -201,7 +231,7 @@ class DeepseekV3 final : public FamilyBase {
   }
   void fill(int64_t layer, MoELayerSpec& s) const override {
     s.hidden = c_.integer({"moe_intermediate_size"});
-    s.num_experts = c_.integer({d_.experts_key});
+    s.num_experts = d_.experts_alias ? c_.integer({d_.experts_key, d_.experts_alias}) : c_.integer({d_.experts_key});
     RouterOptions& r = s.router;
     r.scoring = d_.softmax_scores ? RouterScoring::kSoftmax : RouterScoring::kSigmoid;
     r.selection_bias = !d_.softmax_scores && (!d_.bias_switch_key || c_.boolean_or({d_.bias_switch_key}, true));
@@ -243,7 +273,8 @@ class DeepseekV3 final : public FamilyBase {
       s.shared.hidden = c_.integer({d_.shared_hidden_key});
     else if (d_.shared_experts)
       s.shared.hidden = s.hidden * (d_.n_shared_experts < 0 ? c_.integer({d_.shared_key})
-                                                             : c_.integer_or({d_.shared_key}, d_.n_shared_experts));
+                                    : d_.shared_alias ? c_.integer_or({d_.shared_key, d_.shared_alias}, d_.n_shared_experts)
+                                                      : c_.integer_or({d_.shared_key}, d_.n_shared_experts));
     s.shared.prefix = p + d_.shared_prefix;
     s.shared.gate_name = d_.shared_gate_name;
     s.shared.up_name = d_.shared_up_name;
@@ -316,6 +347,13 @@ HYMOE_MODEL_FAMILY(hy_v4_vl) {
 }
 HYMOE_MODEL_FAMILY(mistral4) {
   return std::make_unique<DeepseekV3>(config, kMistral4);
+}
+
+HYMOE_MODEL_FAMILY(sarvam_mla) { return std::make_unique<DeepseekV3>(config, kSarvamMla); }
+HYMOE_MODEL_FAMILY(beam) { return std::make_unique<DeepseekV3>(config, kBeam); }
+HYMOE_MODEL_FAMILY(kimi_k25) { return std::make_unique<DeepseekV3>(keys_of(config, kKimiK25), kKimiK25); }
+HYMOE_MODEL_FAMILY(mistral_large4) {
+  return std::make_unique<DeepseekV3>(keys_of(config, kMistralLarge4), kMistralLarge4);
 }
 
 }  // namespace hymoe
