@@ -246,6 +246,31 @@ def mistral_large4_config():
     return transformers.MistralLarge4Config(text_config=text)
 
 
+OCR_TEXT = dict(vocab_size=128, hidden_size=64, intermediate_size=96, moe_intermediate_size=32, num_hidden_layers=2,
+                num_attention_heads=4, num_key_value_heads=4, n_routed_experts=16, num_experts_per_tok=4,
+                max_position_embeddings=64, mlp_layer_types=["dense", "sparse"])
+
+
+def deepseek_ocr2_config():
+    # DeepSeek-OCR-2: DeepSeek-V2's block (greedy softmax top-k, not renormalized, two shared experts by default) in
+    # its language model, keys under text_config, layer 1 sparse by mlp_layer_types (required).
+    vision = dict(sam_config=dict(hidden_size=32, output_channels=32, num_hidden_layers=1, num_attention_heads=2,
+                                  mlp_dim=64, image_size=64, window_size=2),
+                  encoder_config=dict(vocab_size=128, hidden_size=64, intermediate_size=64, num_hidden_layers=1,
+                                      num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=64))
+    return transformers.DeepseekOcr2Config(text_config=dict(OCR_TEXT, routed_scaling_factor=1.5),
+                                           vision_config=vision)
+
+
+def unlimited_ocr_config():
+    # Unlimited-OCR: the same block under UnlimitedOcrTextConfig's defaults.
+    vision = dict(sam_config=dict(hidden_size=32, output_channels=32, num_hidden_layers=1, num_attention_heads=2,
+                                  mlp_dim=64, image_size=64, window_size=2),
+                  encoder_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+                                      image_size=28))
+    return transformers.UnlimitedOcrConfig(text_config=dict(OCR_TEXT, routed_scaling_factor=1.5), vision_config=vision)
+
+
 def qwen4_exp_text_config():
     # Qwen4-Exp's language model: Qwen2-MoE's block (sigmoid-gated shared expert), norm_topk_prob left to its default.
     return transformers.Qwen4ExpTextConfig(moe_intermediate_size=16, shared_expert_intermediate_size=24, num_experts=16,
@@ -602,6 +627,16 @@ CASES = [
          description="Mistral Large 4 (mistral_large4): 4 groups of softmax scores keep 2 (excluded experts 0.0), "
          "always renormalized, one shared expert, keys under text_config, saved under Mistral's names "
          "(layers.N.gate, experts.E.w1 / w3 / w2, shared_experts.w1 / w3 / w2)"),
+    dict(name="deepseek_ocr2_e16_k4", family="deepseek_ocr2", config=deepseek_ocr2_config,
+         model_class="DeepseekOcr2ForConditionalGeneration", router="softmax", norm=False, text_config=True,
+         scale_weights=True,
+         description="DeepSeek-OCR-2 (deepseek_ocr2): DeepSeek-V2's block in the language model (greedy softmax "
+         "top-4, not renormalized, x routed_scaling_factor 1.5, two shared experts), keys under text_config, tensors "
+         "under model.layers., layer 1 sparse by mlp_layer_types"),
+    dict(name="unlimited_ocr_e16_k4", family="unlimited_ocr", config=unlimited_ocr_config,
+         model_class="UnlimitedOcrForConditionalGeneration", router="softmax", norm=False, text_config=True,
+         scale_weights=True,
+         description="Unlimited-OCR (unlimited_ocr): the same block under its own classes and defaults"),
 ]
 
 
@@ -652,7 +687,7 @@ def config_values(cfg):
         H = cfg.intermediate_size
     shared = (getattr(cfg, "n_shared_experts", None) or getattr(cfg, "num_shared_experts", None)
               or getattr(cfg, "moe_num_shared_experts", None) or 0)
-    return dict(E=E, H=H, n_group=getattr(cfg, "n_group", 1), topk_group=getattr(cfg, "topk_group", 1),
+    return dict(E=E, H=H, n_group=getattr(cfg, "n_group", None) or 1, topk_group=getattr(cfg, "topk_group", None) or 1,
                 norm=getattr(cfg, "norm_topk_prob", True), scale=getattr(cfg, "routed_scaling_factor", 1.0),
                 n_shared=shared)
 
@@ -789,6 +824,8 @@ def build_case(out_dir, spec):
         else:
             routes = [route64(router.astype(np.float64), bias.astype(np.float64), t, v["n_group"], v["topk_group"], K,
                               v["norm"], v["scale"], eps=spec.get("norm_eps", 1e-20)) for t in xs]
+        if spec.get("scale_weights"):  # DeepSeek-V2's softmax weights times routed_scaling_factor
+            routes = [(r[0], r[1] * v["scale"]) + tuple(r[2:]) for r in routes]
         margins = np.min([r[2] for r in routes], axis=0)
         by_groups = sum(r[3] for r in routes)
         by_bias = sum(r[4] for r in routes)

@@ -266,6 +266,47 @@ TEST(ModelFamilies, LayerRulesAndKeySpellings) {
 }
 
 // The families that are another's block under their own config class: its defaults and key names.
+// The OCR models' language models: DeepSeek-OCR-2 needs mlp_layer_types (its config class derives none);
+// Unlimited-OCR takes its keys from text_config or, as its original configs have them, language_config, and derives
+// the layer rule from first_k_dense_replace (default 1) with group defaults 1/1.
+TEST(ModelFamilies, OcrLanguageModelsRunDeepSeekV2sBlock) {
+  auto family = [](const std::string& text) { return make_model_family(HfConfig::parse(text, "config.json")); };
+  const std::string keys = R"("hidden_size": 8, "num_hidden_layers": 3, "n_routed_experts": 8,
+      "num_experts_per_tok": 2, "moe_intermediate_size": 4)";
+  try {
+    family(R"({"model_type": "deepseek_ocr2", "text_config": {)" + keys + "}}");
+    ADD_FAILURE() << "deepseek_ocr2 without mlp_layer_types was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("missing key 'mlp_layer_types'"), std::string::npos) << e.what();
+  }
+  const auto ocr2 = family(R"({"model_type": "deepseek_ocr2", "text_config": {)" + keys +
+                           R"(, "mlp_layer_types": ["sparse", "dense", "sparse"]}})");
+  EXPECT_TRUE(ocr2->is_moe_layer(0));
+  EXPECT_FALSE(ocr2->is_moe_layer(1));
+  EXPECT_EQ(ocr2->moe_layer(2).shared.hidden, 8);  // n_shared_experts 2 by default
+  EXPECT_EQ(ocr2->moe_layer(2).router_weight, "model.layers.2.mlp.gate.weight");
+  const auto original = family(R"({"model_type": "unlimited_ocr", "language_config": {)" + keys +
+                               R"(, "topk_method": "group_limited_greedy", "n_group": 4, "topk_group": 2}})");
+  EXPECT_FALSE(original->is_moe_layer(0));  // first_k_dense_replace 1 by default
+  EXPECT_TRUE(original->is_moe_layer(1));
+  EXPECT_EQ(original->moe_layer(1).router.n_group, 4);
+  EXPECT_EQ(original->moe_layer(1).router.group_score, GroupScore::kMax);
+  const auto saved = family(R"({"model_type": "unlimited_ocr", "text_config": {)" + keys +
+                            R"(, "topk_method": "group_limited_greedy", "first_k_dense_replace": 2}})");
+  EXPECT_FALSE(saved->is_moe_layer(1));
+  EXPECT_EQ(saved->moe_layer(2).router.n_group, 1);
+  // Sarvam's MLA configs may name the counts num_experts and num_shared_experts; Beam reads no
+  // first_k_dense_replace (absent mlp_layer_types: the first min(3, n) layers dense).
+  const MoELayerSpec sarvam = family(R"({"model_type": "sarvam_mla", "hidden_size": 8, "num_hidden_layers": 2,
+      "num_experts": 8, "num_shared_experts": 2, "num_experts_per_tok": 2, "moe_intermediate_size": 4})")->moe_layer(1);
+  EXPECT_EQ(sarvam.num_experts, 8);
+  EXPECT_EQ(sarvam.shared.hidden, 8);
+  const auto beam = family(R"({"model_type": "beam", "hidden_size": 8, "num_hidden_layers": 4, "num_experts": 8,
+      "num_experts_per_tok": 2, "moe_intermediate_size": 4, "first_k_dense_replace": 1})");
+  EXPECT_FALSE(beam->is_moe_layer(2));
+  EXPECT_TRUE(beam->is_moe_layer(3));
+}
+
 TEST(ModelFamilies, BlocksOfOtherFamiliesUnderTheirOwnDefaults) {
   auto family = [](const std::string& text) { return make_model_family(HfConfig::parse(text, "config.json")); };
   // Qwen3-Next: Qwen2-MoE's block, norm_topk_prob true and a 512-wide shared expert by default.
