@@ -271,6 +271,21 @@ def unlimited_ocr_config():
     return transformers.UnlimitedOcrConfig(text_config=dict(OCR_TEXT, routed_scaling_factor=1.5), vision_config=vision)
 
 
+def lara_mini_config():
+    # Lara-Mini: softmax top-4 renormalized (its default), an ungated 48-wide shared expert; layer 0 linear attention.
+    return transformers.LaraMiniConfig(
+        moe_intermediate_size=32, shared_expert_intermediate_size=48, num_experts=16, num_experts_per_tok=4,
+        layer_types=["linear_attention", "full_attention"], linear_num_value_heads=4, linear_num_key_heads=2,
+        linear_key_head_dim=16, linear_value_head_dim=16, **SMALL)
+
+
+def flint_config():
+    # Flint: top-4 of sigmoid scores renormalized (its default), an ungated 48-wide shared expert, layer 1 MoE by
+    # mlp_only_layers [0].
+    return transformers.FlintConfig(intermediate_size=96, moe_intermediate_size=32, shared_expert_intermediate_size=48,
+                                    num_experts=16, num_experts_per_tok=4, mlp_only_layers=[0], **SMALL)
+
+
 def qwen4_exp_text_config():
     # Qwen4-Exp's language model: Qwen2-MoE's block (sigmoid-gated shared expert), norm_topk_prob left to its default.
     return transformers.Qwen4ExpTextConfig(moe_intermediate_size=16, shared_expert_intermediate_size=24, num_experts=16,
@@ -637,6 +652,14 @@ CASES = [
          model_class="UnlimitedOcrForConditionalGeneration", router="softmax", norm=False, text_config=True,
          scale_weights=True,
          description="Unlimited-OCR (unlimited_ocr): the same block under its own classes and defaults"),
+    dict(name="lara_mini_e16_k4", family="lara_mini", config=lara_mini_config, model_class="LaraMiniForCausalLM",
+         router="softmax", shared="ungated", checkpoint_check="experts.down_proj",
+         description="Lara-Mini (lara_mini): softmax top-4 renormalized, an ungated shared expert added in full, the "
+         "experts saved fused (experts.gate_up_proj (E, 2I, D), experts.down_proj (E, D, I))"),
+    dict(name="flint_e16_k4", family="flint", config=flint_config, model_class="FlintForCausalLM",
+         router="topk_sigmoid", shared="ungated",
+         description="Flint (flint): top-4 of the sigmoid scores (no bias), renormalized, an ungated shared expert, "
+         "layer 1 MoE by mlp_only_layers"),
 ]
 
 
@@ -839,6 +862,7 @@ def build_case(out_dir, spec):
     up = (rng.standard_normal((E, H, D)) / np.sqrt(D)).astype(np.float32)
     down = (rng.standard_normal((E, D, H)) / np.sqrt(H)).astype(np.float32)
     Hs = {"experts": H * v["n_shared"], "gated": getattr(cfg, "shared_expert_intermediate_size", 0),
+          "ungated": getattr(cfg, "shared_expert_intermediate_size", 0),
           "shared_mlp": getattr(cfg, "intermediate_size", 0), "granite": getattr(cfg, "shared_intermediate_size", 0),
           "llama4": getattr(cfg, "intermediate_size", 0), "sized": getattr(cfg, spec.get("shared_size_attr", "-"), 0),
           None: 0}[shared_kind]
@@ -871,6 +895,7 @@ def build_case(out_dir, spec):
             block.experts.gate_up_proj.copy_(torch.from_numpy(np.concatenate([gate, up], axis=1)))
             block.experts.down_proj.copy_(torch.from_numpy(down))
         shared_module = {"gated": getattr(block, "shared_expert", None), "llama4": getattr(block, "shared_expert", None),
+                         "ungated": getattr(block, "shared_expert", None),
                          "sized": getattr(block, "shared_experts", None),
                          "shared_mlp": getattr(block, "shared_mlp", None)}.get(shared_kind,
                                                                                getattr(block, "shared_experts", None))

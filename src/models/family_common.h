@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "hymoe/error.h"
 #include "hymoe/model.h"
@@ -31,8 +32,10 @@ ExpertActivation read_hidden_act(const HfConfig& c);
 ExpertActivation activation_named(const HfConfig& c, std::string_view key, const std::string& act);
 
 // Qwen2/3-MoE's rule: layer i is MoE iff i is not in mlp_only_layers, num_experts > 0 and
-// (i + 1) % decoder_sparse_step == 0. Returns "" for MoE, else the rule that makes it dense.
-std::string qwen_dense_reason(const HfConfig& c, int64_t layer, int64_t num_experts);
+// (i + 1) % decoder_sparse_step == 0. Returns "" for MoE, else the rule that makes it dense. mlp_only_layers
+// defaults to `mlp_only_default` where the config class has one (Flint: [0, 1]).
+std::string qwen_dense_reason(const HfConfig& c, int64_t layer, int64_t num_experts,
+                              std::vector<int64_t> mlp_only_default = {});
 
 // The routed half of a Qwen2/3-MoE layer: softmax router, norm_topk_prob (default `norm_default`), hidden_act,
 // the gate and experts under <layers><layer>.mlp.

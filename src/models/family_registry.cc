@@ -134,8 +134,9 @@ void fail_dense_layer(const HfConfig& c, std::string_view family, int64_t layer,
   fail(c.label(), ": layer ", layer, " of this ", family, " model is a dense MLP, not MoE (", rule, ")");
 }
 
-std::string qwen_dense_reason(const HfConfig& c, int64_t layer, int64_t num_experts) {
-  const std::vector<int64_t> mlp_only = c.integer_list_or("mlp_only_layers", {});
+std::string qwen_dense_reason(const HfConfig& c, int64_t layer, int64_t num_experts,
+                              std::vector<int64_t> mlp_only_default) {
+  const std::vector<int64_t> mlp_only = c.integer_list_or("mlp_only_layers", std::move(mlp_only_default));
   const int64_t step = c.integer_or({"decoder_sparse_step"}, 1);
   if (step <= 0) fail(c.label(), ": decoder_sparse_step=", step, " must be positive");
   if (std::find(mlp_only.begin(), mlp_only.end(), layer) != mlp_only.end()) return "listed in mlp_only_layers";
