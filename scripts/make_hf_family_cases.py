@@ -286,6 +286,26 @@ def flint_config():
                                     num_experts=16, num_experts_per_tok=4, mlp_only_layers=[0], **SMALL)
 
 
+def dots3_note_text_config():
+    # dots.llm3's language model: V3's block, 4 groups keep 2, two shared experts of shared_experts_intermediate_size
+    # 24 each (48 wide), layer 1 sparse by mlp_layer_types.
+    return transformers.Dots3NoteTextConfig(
+        vocab_size=128, hidden_size=64, intermediate_size=96, moe_intermediate_size=32, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=4, n_routed_experts=16, num_experts_per_tok=4, n_shared_experts=2,
+        shared_experts_intermediate_size=24, n_group=4, topk_group=2, kv_lora_rank=16, q_lora_rank=32,
+        qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=16, max_position_embeddings=64,
+        mlp_layer_types=["dense", "sparse"], pad_token_id=0, bos_token_id=1, eos_token_id=2)
+
+
+def axk2_config():
+    # A.X K2: V3's block, 4 groups keep 2 (excluded groups score 0.0), one shared expert, layer 1 sparse.
+    return transformers.AXK2Config(
+        vocab_size=128, hidden_size=64, intermediate_size=96, moe_intermediate_size=32, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=4, n_routed_experts=16, num_experts_per_tok=4, n_shared_experts=1,
+        n_group=4, topk_group=2, kv_lora_rank=16, q_lora_rank=32, qk_rope_head_dim=8, qk_nope_head_dim=8,
+        v_head_dim=16, max_position_embeddings=64, mlp_layer_types=["dense", "sparse"])
+
+
 def qwen4_exp_text_config():
     # Qwen4-Exp's language model: Qwen2-MoE's block (sigmoid-gated shared expert), norm_topk_prob left to its default.
     return transformers.Qwen4ExpTextConfig(moe_intermediate_size=16, shared_expert_intermediate_size=24, num_experts=16,
@@ -660,6 +680,14 @@ CASES = [
          router="topk_sigmoid", shared="ungated",
          description="Flint (flint): top-4 of the sigmoid scores (no bias), renormalized, an ungated shared expert, "
          "layer 1 MoE by mlp_only_layers"),
+    dict(name="dots3_note_text_e16_g4_tg2_k4", family="dots3_note_text", config=dots3_note_text_config,
+         model_class="Dots3NoteForCausalLM", shared="sized_count", shared_size_attr="shared_experts_intermediate_size",
+         flat_release=("dots3_note_e16_g4_tg2_k4", "dots3_note"),
+         description="dots.llm3's language model (dots3_note_text): V3's block, 4 groups keep 2, two shared experts "
+         "of shared_experts_intermediate_size 24 (48 wide), layer 1 sparse by mlp_layer_types"),
+    dict(name="axk2_e16_g4_tg2_k4", family="axk2", config=axk2_config, model_class="AXK2ForCausalLM",
+         description="A.X K2 (axk2): V3's block whose excluded groups score 0.0, 4 groups keep 2, one shared expert, "
+         "layer 1 sparse by mlp_layer_types"),
 ]
 
 
@@ -863,6 +891,7 @@ def build_case(out_dir, spec):
     down = (rng.standard_normal((E, D, H)) / np.sqrt(H)).astype(np.float32)
     Hs = {"experts": H * v["n_shared"], "gated": getattr(cfg, "shared_expert_intermediate_size", 0),
           "ungated": getattr(cfg, "shared_expert_intermediate_size", 0),
+          "sized_count": getattr(cfg, spec.get("shared_size_attr", "-"), 0) * v["n_shared"],
           "shared_mlp": getattr(cfg, "intermediate_size", 0), "granite": getattr(cfg, "shared_intermediate_size", 0),
           "llama4": getattr(cfg, "intermediate_size", 0), "sized": getattr(cfg, spec.get("shared_size_attr", "-"), 0),
           None: 0}[shared_kind]
@@ -897,6 +926,7 @@ def build_case(out_dir, spec):
         shared_module = {"gated": getattr(block, "shared_expert", None), "llama4": getattr(block, "shared_expert", None),
                          "ungated": getattr(block, "shared_expert", None),
                          "sized": getattr(block, "shared_experts", None),
+                         "sized_count": getattr(block, "shared_experts", None),
                          "shared_mlp": getattr(block, "shared_mlp", None)}.get(shared_kind,
                                                                                getattr(block, "shared_experts", None))
         if shared_kind == "granite":  # one (2S, D) input_linear: gate rows, then up rows
@@ -1014,8 +1044,33 @@ def build_case(out_dir, spec):
         f.write("\n")
     print(f"{spec['name']}: seed {seed}, margins {margins}, groups change {by_groups}, bias changes {by_bias}, "
           f"y vs fp64 {y_err:.2e}, max|y| {y_max:.3f}")
+    if spec.get("flat_release"):
+        flat_release(out_dir, os.path.join(os.path.dirname(out_dir), spec["flat_release"][0]), spec["flat_release"][1])
     if spec.get("wrap_as_llama4"):
         wrap_as_llama4(out_dir, os.path.join(os.path.dirname(out_dir), spec["wrap_as_llama4"]), prefix)
+
+
+def flat_release(text_dir, out_dir, model_type):
+    """The text model's case as a release with a flat config.json holds it: the same keys at the top level under the
+    multimodal model_type (dots.llm3, whose config class builds its text config from them); the same tensors, x, y
+    and routing."""
+    import shutil
+
+    shutil.copytree(text_dir, out_dir, dirs_exist_ok=True)
+    with open(os.path.join(out_dir, "config.json")) as f:
+        config = json.load(f)
+    config["model_type"] = model_type
+    with open(os.path.join(out_dir, "config.json"), "w") as f:
+        json.dump(config, f, indent=2, sort_keys=True)
+        f.write("\n")
+    with open(os.path.join(out_dir, "meta.json")) as f:
+        meta = json.load(f)
+    meta.update(name=os.path.basename(out_dir), family=model_type,
+                description=f"{model_type} as released: {os.path.basename(text_dir)}'s layer with its text keys at the "
+                "top level of config.json under the multimodal model_type (the same x, y and routing)")
+    with open(os.path.join(out_dir, "meta.json"), "w") as f:
+        json.dump(meta, f, indent=1)
+        f.write("\n")
 
 
 def wrap_as_llama4(text_dir, out_dir, prefix):

@@ -80,6 +80,7 @@ class HfConfig {
   const std::string& label() const { return label_; }
   bool has(const std::string& key) const;  // present and not null
   bool is_null(const std::string& key) const;  // present, with the value null
+  bool is_list(const std::string& key) const;  // present, with a list as its value
   // The first present key of `keys` (accepting the spellings releases and transformers use), else an error
   // naming all of them.
   int64_t integer(std::initializer_list<const char*> keys) const;

@@ -52,6 +52,11 @@ bool HfConfig::has(const std::string& key) const {
   return it != json_->value.end() && !it->is_null();
 }
 
+bool HfConfig::is_list(const std::string& key) const {
+  auto it = json_->value.find(key);
+  return it != json_->value.end() && it->is_array();
+}
+
 bool HfConfig::is_null(const std::string& key) const {
   auto it = json_->value.find(key);
   return it != json_->value.end() && it->is_null();

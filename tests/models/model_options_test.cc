@@ -307,6 +307,35 @@ TEST(ModelFamilies, OcrLanguageModelsRunDeepSeekV2sBlock) {
   EXPECT_TRUE(beam->is_moe_layer(3));
 }
 
+// dots.llm3's releases keep the text keys at the top level (model_type dots3_note); without mlp_layer_types its
+// MoE layers come from first_k_dense_replace and moe_layer_freq, an int (l % f == 0) or a list (entry != 0); the
+// shared expert is shared_experts_intermediate_size (alias moe_shared_expert_intermediate_size) times the count.
+// A.X K2 scores excluded groups 0.0.
+TEST(ModelFamilies, LegacyLayerFrequencyAndSharedWidthTimesCount) {
+  auto family = [](const std::string& text) { return make_model_family(HfConfig::parse(text, "config.json")); };
+  const std::string keys = R"("hidden_size": 8, "num_hidden_layers": 5, "n_routed_experts": 8,
+      "num_experts_per_tok": 2, "moe_intermediate_size": 4, "n_shared_experts": 2)";
+  const auto by_int = family(R"({"model_type": "dots3_note", )" + keys +
+                             R"(, "moe_layer_freq": 2, "moe_shared_expert_intermediate_size": 3})");
+  EXPECT_FALSE(by_int->is_moe_layer(0));  // first_k_dense_replace 1 by default
+  EXPECT_FALSE(by_int->is_moe_layer(1));
+  EXPECT_TRUE(by_int->is_moe_layer(2));
+  EXPECT_FALSE(by_int->is_moe_layer(3));
+  EXPECT_TRUE(by_int->is_moe_layer(4));
+  EXPECT_EQ(by_int->moe_layer(2).shared.hidden, 6);
+  const auto by_list = family(R"({"model_type": "dots3_note", )" + keys +
+                              R"(, "moe_layer_freq": [1, 1, 0, 1, 0], "first_k_dense_replace": 0})");
+  EXPECT_TRUE(by_list->is_moe_layer(0));
+  EXPECT_FALSE(by_list->is_moe_layer(2));
+  EXPECT_TRUE(by_list->is_moe_layer(3));
+  EXPECT_EQ(by_list->moe_layer(0).shared.hidden, 2 * 1536);  // shared_experts_intermediate_size's default
+  const RouterOptions axk2 = family(R"({"model_type": "axk2", )" + keys +
+                                    R"(, "n_group": 4, "topk_group": 2})")->moe_layer(1).router;
+  EXPECT_EQ(axk2.scoring, RouterScoring::kSigmoid);
+  EXPECT_EQ(axk2.excluded_score, 0.0f);
+  EXPECT_EQ(axk2.n_group, 4);
+}
+
 TEST(ModelFamilies, BlocksOfOtherFamiliesUnderTheirOwnDefaults) {
   auto family = [](const std::string& text) { return make_model_family(HfConfig::parse(text, "config.json")); };
   // Qwen3-Next: Qwen2-MoE's block, norm_topk_prob true and a 512-wide shared expert by default.

@@ -74,6 +74,13 @@ struct V3Defaults {
   bool clamp_routed_only = false;          // limited_swiglu in the routed experts only; the shared MLP runs hidden_act
   const char* experts_alias = nullptr;     // another name of the experts' count, read where experts_key is absent
   const char* shared_alias = nullptr;      // the same for the shared experts' count
+  // shared_hidden_key names one shared expert's width, multiplied by the count (dots3_note), with its other name
+  // and its default (-1: required).
+  bool shared_hidden_times_count = false;
+  const char* shared_hidden_alias = nullptr;
+  int64_t shared_hidden_default = -1;
+  bool moe_layer_freq = false;  // absent mlp_layer_types: also moe_layer_freq (an int f: l % f == 0; a list: entry != 0)
+  bool excluded_zero = false;   // experts of excluded groups score 0.0, not -inf, under sigmoid too (axk2)
 };
 constexpr V3Defaults kDeepseekV3{"deepseek_v3", 3, 8, 4, 2.5, true, 1, false};
 constexpr V3Defaults kGlm4Moe{"glm4_moe", 1, 1, 1, 1.0, true, 1, false};
@@ -192,6 +199,27 @@ constexpr V3Defaults kMistralLarge4{.family = "mistral_large4", .first_k_dense_r
                                     .layers = "layers.", .block = "", .norm_key = nullptr, .gate_name = "w1",
                                     .up_name = "w3", .down_name = "w2", .softmax_scores = true,
                                     .shared_gate_name = "w1", .shared_up_name = "w3", .shared_down_name = "w2"};
+// dots.llm3 (dots3_note, dots3_note_text): V3's block, keys under text_config where there is one (its releases are
+// flat), one shared expert shared_experts_intermediate_size (or moe_shared_expert_intermediate_size; 1536) wide
+// times n_shared_experts, MoE by mlp_layer_types (absent: from first_k_dense_replace 1 and moe_layer_freq).
+constexpr V3Defaults kDots3Note{.family = "dots3_note", .first_k_dense_replace = 1, .n_group = 1, .topk_group = 1,
+                                .routed_scaling_factor = 1.0, .norm_topk_prob = true, .n_shared_experts = 1,
+                                .mlp_layer_types = true, .text_config = true,
+                                .shared_hidden_key = "shared_experts_intermediate_size", .text_config_optional = true,
+                                .shared_hidden_times_count = true,
+                                .shared_hidden_alias = "moe_shared_expert_intermediate_size",
+                                .shared_hidden_default = 1536, .moe_layer_freq = true};
+constexpr V3Defaults kDots3NoteText = [] {
+  V3Defaults d = kDots3Note;
+  d.family = "dots3_note_text";
+  d.text_config = false;
+  return d;
+}();
+// A.X K2 (axk2): V3's block whose excluded groups score 0.0 ("to match the reference"), groups off unless n_group is
+// set (null by default), MoE by mlp_layer_types (absent: from first_k_dense_replace 1 and moe_layer_freq).
+constexpr V3Defaults kAxk2{.family = "axk2", .first_k_dense_replace = 1, .n_group = 1, .topk_group = 1,
+                           .routed_scaling_factor = 2.5, .norm_topk_prob = true, .n_shared_experts = 1,
+                           .mlp_layer_types = true, .moe_layer_freq = true, .excluded_zero = true};
 constexpr V3Defaults kMistral4{.family = "mistral4", .first_k_dense_replace = 0, .n_group = 1, .topk_group = 1,
                                .routed_scaling_factor = 1.0, .norm_topk_prob = true, .n_shared_experts = 1,
                                .mlp_layer_types = false, .softmax_scores = true, .fused_experts = true};
@@ -212,7 +240,13 @@ class DeepseekV3 final : public FamilyBase {
     if (!d.mlp_layer_types) return;
     const int64_t n = c.integer({"num_hidden_layers"});
     std::vector<std::string> fallback;
-    for (int64_t l = 0; l < n; ++l) fallback.push_back(l < first_moe_ ? "dense" : "sparse");
+    const bool freq_list = d.moe_layer_freq && c.is_list("moe_layer_freq");
+    const int64_t freq = d.moe_layer_freq && !freq_list ? c.integer_or({"moe_layer_freq"}, 1) : 1;
+    if (freq <= 0) fail(c.label(), ": moe_layer_freq=", freq, " must be positive");
+    for (int64_t l = 0; l < n; ++l) {
+      const bool by_freq = freq_list ? c.integer_per_layer_or("moe_layer_freq", l, 0) != 0 : l % freq == 0;
+      fallback.push_back(l < first_moe_ || !by_freq ? "dense" : "sparse");
+    }
     layer_types_ = c.string_list_or("mlp_layer_types", fallback);
     if (static_cast<int64_t>(layer_types_.size()) != n)
       fail(c.label(), ": 'mlp_layer_types' has ", layer_types_.size(), " entries, expected num_hidden_layers = ", n);
@@ -239,7 +273,7 @@ class DeepseekV3 final : public FamilyBase {
     r.n_group = c_.integer_or({d_.n_group_key}, d_.n_group);
     r.top_group = c_.integer_or({"topk_group"}, d_.topk_group);
     r.group_score = GroupScore::kTop2Sum;
-    r.excluded_score = d_.softmax_scores ? 0.0f : -std::numeric_limits<float>::infinity();
+    r.excluded_score = d_.softmax_scores || d_.excluded_zero ? 0.0f : -std::numeric_limits<float>::infinity();
     r.normalize = d_.norm_key ? c_.boolean_or({d_.norm_key}, d_.norm_topk_prob) : d_.norm_topk_prob;
     r.normalize_epsilon = d_.normalize_epsilon;
     r.scaling_factor = c_.number_or({d_.scale_key}, d_.routed_scaling_factor);
@@ -269,8 +303,12 @@ class DeepseekV3 final : public FamilyBase {
       s.gate_name = "gate_up_proj";
       s.fused_suffix = "";
     }
-    if (d_.shared_experts && d_.shared_hidden_key)
-      s.shared.hidden = c_.integer({d_.shared_hidden_key});
+    if (d_.shared_experts && d_.shared_hidden_key) {
+      const char* alias = d_.shared_hidden_alias ? d_.shared_hidden_alias : d_.shared_hidden_key;
+      s.shared.hidden = d_.shared_hidden_default < 0 ? c_.integer({d_.shared_hidden_key, alias})
+                                                     : c_.integer_or({d_.shared_hidden_key, alias}, d_.shared_hidden_default);
+      if (d_.shared_hidden_times_count) s.shared.hidden *= c_.integer_or({d_.shared_key}, d_.n_shared_experts);
+    }
     else if (d_.shared_experts)
       s.shared.hidden = s.hidden * (d_.n_shared_experts < 0 ? c_.integer({d_.shared_key})
                                     : d_.shared_alias ? c_.integer_or({d_.shared_key, d_.shared_alias}, d_.n_shared_experts)
@@ -355,5 +393,9 @@ HYMOE_MODEL_FAMILY(kimi_k25) { return std::make_unique<DeepseekV3>(keys_of(confi
 HYMOE_MODEL_FAMILY(mistral_large4) {
   return std::make_unique<DeepseekV3>(keys_of(config, kMistralLarge4), kMistralLarge4);
 }
+
+HYMOE_MODEL_FAMILY(dots3_note) { return std::make_unique<DeepseekV3>(keys_of(config, kDots3Note), kDots3Note); }
+HYMOE_MODEL_FAMILY(dots3_note_text) { return std::make_unique<DeepseekV3>(config, kDots3NoteText); }
+HYMOE_MODEL_FAMILY(axk2) { return std::make_unique<DeepseekV3>(config, kAxk2); }
 
 }  // namespace hymoe
