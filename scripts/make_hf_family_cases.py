@@ -306,6 +306,19 @@ def axk2_config():
         v_head_dim=16, max_position_embeddings=64, mlp_layer_types=["dense", "sparse"])
 
 
+def minimax_m3_vl_config():
+    # MiniMax-M3: M2's router, the routed output times routed_scaling_factor 2.0, a 48-wide shared MLP, routed and
+    # shared experts running gpt-oss's clamped SwiGLU without biases at swiglu_limit 0.5 (so the clamps act);
+    # layer 1 sparse by mlp_layer_types; the vision tower built tiny.
+    text = dict(vocab_size=128, hidden_size=64, intermediate_size=32, num_hidden_layers=2, num_attention_heads=4,
+                num_key_value_heads=4, head_dim=16, num_local_experts=16, num_experts_per_tok=4,
+                shared_intermediate_size=48, dense_intermediate_size=96, mlp_layer_types=["dense", "sparse"],
+                swiglu_limit=0.5, max_position_embeddings=64)
+    vision = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, image_size=28,
+                  patch_size=14)
+    return transformers.MiniMaxM3VLConfig(text_config=text, vision_config=vision)
+
+
 def qwen4_exp_text_config():
     # Qwen4-Exp's language model: Qwen2-MoE's block (sigmoid-gated shared expert), norm_topk_prob left to its default.
     return transformers.Qwen4ExpTextConfig(moe_intermediate_size=16, shared_expert_intermediate_size=24, num_experts=16,
@@ -688,6 +701,14 @@ CASES = [
     dict(name="axk2_e16_g4_tg2_k4", family="axk2", config=axk2_config, model_class="AXK2ForCausalLM",
          description="A.X K2 (axk2): V3's block whose excluded groups score 0.0, 4 groups keep 2, one shared expert, "
          "layer 1 sparse by mlp_layer_types"),
+    dict(name="minimax_m3_vl_e16_k4", family="minimax_m3_vl", config=minimax_m3_vl_config,
+         model_class="MiniMaxM3SparseForConditionalGeneration", text_config=True,
+         checkpoint_layers="language_model.model.layers.", checkpoint_block="block_sparse_moe", checkpoint_down="w2",
+         shared="gate_up", shared_size_attr="shared_intermediate_size", swiglu_oai=True, weights_from_reference=True,
+         description="MiniMax-M3 (minimax_m3_vl) as released: M2's sigmoid router with the block's correction bias, "
+         "always renormalized, the routed output x routed_scaling_factor 2.0 (route.weights: float64's, scaled), a "
+         "48-wide shared MLP, routed and shared experts running the clamped SwiGLU without biases at swiglu_limit "
+         "0.5, tensors under language_model.model.layers.N.block_sparse_moe (w1 / w3 / w2)"),
 ]
 
 
@@ -892,6 +913,7 @@ def build_case(out_dir, spec):
     Hs = {"experts": H * v["n_shared"], "gated": getattr(cfg, "shared_expert_intermediate_size", 0),
           "ungated": getattr(cfg, "shared_expert_intermediate_size", 0),
           "sized_count": getattr(cfg, spec.get("shared_size_attr", "-"), 0) * v["n_shared"],
+          "gate_up": getattr(cfg, spec.get("shared_size_attr", "-"), 0),
           "shared_mlp": getattr(cfg, "intermediate_size", 0), "granite": getattr(cfg, "shared_intermediate_size", 0),
           "llama4": getattr(cfg, "intermediate_size", 0), "sized": getattr(cfg, spec.get("shared_size_attr", "-"), 0),
           None: 0}[shared_kind]
@@ -929,7 +951,11 @@ def build_case(out_dir, spec):
                          "sized_count": getattr(block, "shared_experts", None),
                          "shared_mlp": getattr(block, "shared_mlp", None)}.get(shared_kind,
                                                                                getattr(block, "shared_experts", None))
-        if shared_kind == "granite":  # one (2S, D) input_linear: gate rows, then up rows
+        if shared_kind == "gate_up":  # one (2S, D) gate_up_proj, gate rows first (saved as gate_proj and up_proj)
+            block.shared_experts.gate_up_proj.weight.copy_(torch.from_numpy(np.concatenate([shared["gate_proj"],
+                                                                                            shared["up_proj"]])))
+            block.shared_experts.down_proj.weight.copy_(torch.from_numpy(shared["down_proj"]))
+        elif shared_kind == "granite":  # one (2S, D) input_linear: gate rows, then up rows
             shared_module = language_model(model).layers[1].shared_mlp
             shared_module.input_linear.weight.copy_(torch.from_numpy(np.concatenate([shared["gate_proj"],
                                                                                      shared["up_proj"]])))
@@ -1001,13 +1027,13 @@ def build_case(out_dir, spec):
             g_, u_ = gate[e].astype(np.float64) @ xin, up[e].astype(np.float64) @ xin
             if spec.get("swiglu_limit"):  # GLM-5-Next: gate clamped above, up both ways
                 g_, u_ = np.minimum(g_, spec["swiglu_limit"]), np.clip(u_, -spec["swiglu_limit"], spec["swiglu_limit"])
-            h = silu(g_) * u_
+            h = swiglu_oai64(g_, u_, cfg) if spec.get("swiglu_oai") else silu(g_) * u_
             y64[t] += (1.0 if llama4 else w) * (down[e].astype(np.float64) @ h)
         if shared:
             gs_, us_ = shared["gate_proj"].astype(np.float64) @ xs[t], shared["up_proj"].astype(np.float64) @ xs[t]
             if spec.get("swiglu_limit") and not spec.get("clamp_routed_only"):
                 gs_, us_ = np.minimum(gs_, spec["swiglu_limit"]), np.clip(us_, -spec["swiglu_limit"], spec["swiglu_limit"])
-            hs = silu(gs_) * us_
+            hs = swiglu_oai64(gs_, us_, cfg) if spec.get("swiglu_oai") else silu(gs_) * us_
             out = shared["down_proj"].astype(np.float64) @ hs
             if shared_gate is not None:
                 out = out / (1.0 + np.exp(-(shared_gate[0].astype(np.float64) @ xs[t])))
@@ -1099,6 +1125,13 @@ def wrap_as_llama4(text_dir, out_dir, prefix):
     with open(os.path.join(out_dir, "meta.json"), "w") as f:
         json.dump(meta, f, indent=1)
         f.write("\n")
+
+
+def swiglu_oai64(g, u, cfg):
+    """gpt-oss's clamped SwiGLU without biases in float64: (clamp(u, +-L) + 1) * g * sigmoid(alpha g), g = min(g, L)."""
+    g = np.minimum(g, cfg.swiglu_limit)
+    u = np.clip(u, -cfg.swiglu_limit, cfg.swiglu_limit)
+    return (u + 1.0) * g / (1.0 + np.exp(-cfg.swiglu_alpha * g))
 
 
 def canonical_weights(tw, ti, indices):

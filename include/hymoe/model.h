@@ -246,7 +246,8 @@ class ModelFamily {
 };
 
 using ModelFamilyFactory = std::function<std::unique_ptr<ModelFamily>(const HfConfig& config)>;
-// A new family is one register call (the built-ins are one table in family_registry.cc).
+// A family added at run time is one register call (the built-ins are the HYMOE_MODEL_FAMILY definitions in
+// src/models/families/).
 void register_model_family(const std::string& model_type, ModelFamilyFactory factory);
 std::vector<std::string> model_family_names();
 // The family of config.json's model_type; an unknown one is an error listing the known ones.
