@@ -30,7 +30,7 @@ T = 7
 MARGIN = 2e-3
 # Architectures whose MoE metadata is deepseek2's (llama.cpp reads the same keys; glm4moe's gating defaults to sigmoid).
 DEEPSEEK2_LIKE = ("deepseek2", "glm4moe", "dots1", "bailingmoe2", "deepseek32", "glm-dsa", "afmoe", "kimi-linear",
-                  "exaone-moe", "cohere2moe", "dots3note", "laguna", "hy_v3")
+                  "exaone-moe", "cohere2moe", "dots3note", "laguna", "hy_v3", "hy_v4", "glm5-next")
 # Of those, the ones that size their shared expert by expert_shared_feed_forward_length (the count written as 1).
 SHARED_LENGTH_LIKE = ("exaone-moe", "cohere2moe", "laguna", "hy_v3")
 # Architectures whose graph fixes softmax but reads the shared-expert count, leading dense blocks and (some) the
@@ -138,8 +138,12 @@ def silu(z):
     return z / (1.0 + np.exp(-z))
 
 
-def swiglu(gate, up, down, x):
-    return down @ (silu(gate @ x) * (up @ x))
+def swiglu(gate, up, down, x, limit=0.0):
+    """SwiGLU; with a limit, ggml_swiglu_clamp's silu(min(g, L)) * clamp(u, -L, L)."""
+    g, u = gate @ x, up @ x
+    if limit:
+        g, u = np.minimum(g, limit), np.clip(u, -limit, limit)
+    return down @ (silu(g) * u)
 
 
 SWIGLU_OAI_ALPHA, SWIGLU_OAI_LIMIT = 1.702, 7.0  # llama.cpp's build_moe_ffn fixes them for LLM_FFN_SWIGLU_OAI_MOE
@@ -285,7 +289,7 @@ def build_case(out_dir, spec, seed):
                 Y[t] += swiglu(gate[e], up[e], down[e], x * w[k])
                 continue
             if oai is None:
-                Y[t] += w[k] * swiglu(gate[e], up[e], down[e], x)
+                Y[t] += w[k] * swiglu(gate[e], up[e], down[e], x, spec.get("clamp", 0.0))
                 continue
             g = gate[e] @ x + oai["gate"][e]
             u = up[e] @ x + oai["up"][e]
@@ -293,7 +297,8 @@ def build_case(out_dir, spec, seed):
             clamped["up_outside_limit"] += int((np.abs(u) > SWIGLU_OAI_LIMIT).sum())
             Y[t] += w[k] * (down[e] @ swiglu_oai(g, u) + oai["down"][e])
         if shared is not None:
-            out = swiglu(shared["gate"][2], shared["up"][2], shared["down"][2], x)
+            shared_limit = spec.get("shared_clamp", spec.get("clamp", 0.0) if spec.get("shared_clamp_from_routed") else 0.0)
+            out = swiglu(shared["gate"][2], shared["up"][2], shared["down"][2], x, shared_limit)
             if shared_gate is not None:
                 z = shared_gate.astype(np.float64) @ x
                 out = out * (silu(z) / z)  # llama.cpp's sigmoid, as silu(z)/z
@@ -348,6 +353,10 @@ def build_case(out_dir, spec, seed):
                                      else gguf.ExpertGatingFuncType.SOFTMAX)
         w.add_expert_weights_norm(spec["norm"])
         w.add_expert_weights_scale(spec["w_scale"])
+    if spec.get("clamp"):  # one FLOAT32 per block, as the converters write it (block 0 dense: 0, no limit)
+        w.add_array(f"{arch}.swiglu_clamp_exp", [0.0, float(spec["clamp"])])
+    if spec.get("shared_clamp"):
+        w.add_array(f"{arch}.swiglu_clamp_shexp", [0.0, float(spec["shared_clamp"])])
     if spec.get("groups", 0) > 1:
         w.add_expert_group_count(spec["groups"])
         w.add_expert_group_used_count(spec["groups_used"])
@@ -419,6 +428,9 @@ def build_case(out_dir, spec, seed):
                       "n_group_used": spec.get("groups_used", 0),
                       "shared": "sigmoid_gated" if shared_gate is not None else ("plain" if Hs else "none"),
                       **({"weight_before_ffn": True} if spec.get("weight_before_ffn") else {}),
+                      **({"swiglu_clamp": spec["clamp"]} if spec.get("clamp") else {}),
+                      **({"shared_swiglu_clamp": spec.get("shared_clamp", spec["clamp"])}
+                         if spec.get("shared_clamp") or spec.get("shared_clamp_from_routed") else {}),
                       **({"biases": True, "activation": "swiglu_oai"} if oai is not None else {})},
         "margins": {"topk_cut": finite_or_none(min_cut), "slot_order": finite_or_none(min_slot),
                     "group_cut": finite_or_none(min_group), "required": MARGIN,
@@ -741,6 +753,22 @@ CASES = [
                     dense=Q.Q8_0),
          description="hy_v3 (Hunyuan-V3): no gating key (sigmoid), the selection bias blk.1.exp_probs_b (no .bias "
                      "suffix), normalized, scale 2.826, gate and up merged, a shared expert of its own length 64"),
+    dict(case="maple_clamp_q8_0", arch="maple", D=64, H=32, E=8, K=2, n_ff=64, gating="softmax", norm=True,
+         w_scale=0.0, clamp=0.5, types=dict(gate=Q.Q8_0, up=Q.Q8_0, down=Q.Q8_0, dense=Q.Q8_0),
+         description="maple: softmax top-2 normalized, the experts' SwiGLU limited at swiglu_clamp_exp[1] = 0.5 "
+                     "(ggml_swiglu_clamp: silu(min(g, L)) * clamp(u, -L, L); the limits act)"),
+    dict(case="hy_v4_clamp_q8_0", arch="hy_v4", D=64, H=32, E=8, K=2, H_shared=32, n_ff=64, gating="sigmoid",
+         norm=True, w_scale=2.827, exp_probs_b=True, clamp=0.5,
+         types=dict(gate=Q.Q8_0, up=Q.Q8_0, down=Q.Q8_0, shared_gate=Q.Q8_0, shared_up=Q.Q8_0, shared_down=Q.Q8_0,
+                    dense=Q.Q8_0),
+         description="hy_v4 (Hunyuan-V4): gating from the required key, exp_probs_b, normalized, scale 2.827, the "
+                     "routed experts' SwiGLU limited at 0.5, the shared expert's not"),
+    dict(case="glm5_next_clamp_q8_0", arch="glm5-next", D=64, H=32, E=8, K=2, H_shared=32, n_ff=64,
+         gating="sigmoid", omit_gating_func=True, norm=True, w_scale=2.5, exp_probs_b=True, clamp=0.5,
+         shared_clamp_from_routed=True, types=dict(gate=Q.Q8_0, up=Q.Q8_0, down=Q.Q8_0, shared_gate=Q.Q8_0, shared_up=Q.Q8_0, shared_down=Q.Q8_0,
+                    dense=Q.Q8_0),
+         description="glm5-next: no gating key (sigmoid), exp_probs_b, normalized, scale 2.5, routed and shared "
+                     "SwiGLU limited at 0.5 (no swiglu_clamp_shexp: the shared expert takes the routed limit)"),
 ]
 
 

@@ -134,6 +134,10 @@ class GgufFile {
   std::optional<std::string> get_string(std::string_view key) const;
   // get_u32 for a key that must be present (an error naming the file and the key otherwise).
   uint32_t require_u32(std::string_view key) const;
+  // A FLOAT32 key llama.cpp reads per block (get_key_or_arr): one value for every block, or an array of FLOAT32
+  // with one entry per block (block_count of them), block `block`'s returned. nullopt when absent; an error naming
+  // the file and key for another type or length.
+  std::optional<float> get_f32_of_block(std::string_view key, uint32_t block, uint32_t block_count) const;
 
   // Tensors in info order (which is also data order: offsets are the running sum of padded sizes).
   const std::vector<GgufTensorInfo>& tensors() const { return tensors_; }

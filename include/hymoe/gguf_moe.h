@@ -41,6 +41,13 @@ struct GgufMoeConfig {
                                     // limit 7, which llama.cpp's graph fixes)
   bool weight_before_ffn = false;   // llama4: each expert's input is multiplied by its weight, its output is not
   bool shared_average = false;      // cohere2moe: the output is (routed + shared) / 2 where a shared expert runs
+  // A SwiGLU limit per block, silu(min(g, L)) * clamp(u, -L, L) where L > 1e-6 (ggml_swiglu_clamp: maple, hy_v4,
+  // glm5-next), read from swiglu_clamp_exp (a FLOAT32 or one per block) for the routed experts with separate gate
+  // and up tensors (llama.cpp skips it on merged ones), and for glm5-next's shared expert from swiglu_clamp_shexp,
+  // else the routed one.
+  bool reads_swiglu_clamp = false;
+  bool swiglu_clamp_required = false;
+  bool shared_swiglu_clamp = false;
   // Routing, as llama.cpp's build_moe_ffn runs it for the architecture.
   GgufGating gating = GgufGating::kSoftmax;
   bool norm_weights = false;        // divide the K weights by their sum (at least 6.103515625e-5)
@@ -80,6 +87,8 @@ struct GgufMoeBlock {
   // and ffn_down.e (ne [H, D]), one ggml type per projection as llama.cpp requires; then *_exps are null.
   std::vector<const GgufTensorInfo*> gate_split, up_split, down_split;
 
+  float swiglu_limit = 0.0f;          // the routed experts' SwiGLU limit in this block; 0: none
+  float shared_swiglu_limit = 0.0f;   // the shared expert's; 0: none
   bool split_experts() const { return !gate_split.empty(); }
   uint64_t expert_bytes(uint32_t expert_count) const;  // gate + up + down of one routed expert
   uint64_t total_bytes() const;                        // every tensor above

@@ -452,6 +452,23 @@ std::optional<std::string> GgufFile::get_string(std::string_view key) const {
   return v ? std::optional<std::string>(std::string(v->as_string())) : std::nullopt;
 }
 
+std::optional<float> GgufFile::get_f32_of_block(std::string_view key, uint32_t block, uint32_t block_count) const {
+  const GgufValue* v = find(key);
+  if (!v) return std::nullopt;
+  if (v->type() == GgufValueType::kFloat32) return static_cast<float>(v->as_float());
+  if (v->type() != GgufValueType::kArray || v->element_type() != GgufValueType::kFloat32)
+    fail(label_, ": metadata key ", quote_for_message(key), " has type ", gguf_value_type_name(static_cast<uint32_t>(v->type())),
+         v->type() == GgufValueType::kArray
+             ? " of " + gguf_value_type_name(static_cast<uint32_t>(v->element_type()))
+             : std::string(),
+         ", expected FLOAT32 or an ARRAY of FLOAT32 with one entry per block");
+  if (v->size() != block_count)
+    fail(label_, ": metadata key ", quote_for_message(key), " has ", v->size(), " entries, expected one per block (",
+         block_count, ")");
+  if (block >= block_count) fail(label_, ": metadata key ", quote_for_message(key), " has no entry for block ", block);
+  return static_cast<float>(v->element(block).as_float());
+}
+
 uint32_t GgufFile::require_u32(std::string_view key) const {
   const auto v = get_u32(key);
   if (!v) fail(label_, ": missing metadata key ", quote_for_message(key));

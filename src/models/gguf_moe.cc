@@ -63,12 +63,14 @@ struct GgufArchitecture {
   bool biases = false;               // gpt-oss: router and expert biases, clamped SwiGLU (alpha 1.702, limit 7)
   bool weight_before_ffn = false;    // llama4: the weights multiply the experts' inputs
   bool shared_average = false;       // cohere2moe: the output is (routed + shared) / 2 where there is a shared expert
+  enum class Clamp { kNone, kOptional, kRequired } swiglu_clamp = Clamp::kNone;  // swiglu_clamp_exp, per block
+  bool shared_swiglu_clamp = false;  // glm5-next: swiglu_clamp_shexp, else the routed limit, on the shared expert
   std::string_view fixed;            // what the graph hard-codes, for listings
 };
 
 constexpr std::string_view kReadFromMetadata =
     "gating, normalization and scale read from metadata; ungated shared expert";
-constexpr std::array<GgufArchitecture, 41> kArchitectures = {{
+constexpr std::array<GgufArchitecture, 44> kArchitectures = {{
     {.name = "llama", .hidden = HiddenRule::kFeedForwardLength, .norm_weights = true,
      .fixed = "softmax gating, normalized weights, no scale, no shared expert"},
     {.name = "qwen2moe", .hidden = HiddenRule::kExpertKeyOrFfnOverK, .shared = SharedRule::kSharedLength,
@@ -182,6 +184,20 @@ constexpr std::array<GgufArchitecture, 41> kArchitectures = {{
      .reads_scale = true, .selection_bias = true, .selection_bias_name = "exp_probs_b", .merged_gate_up = true,
      .fixed = "gating (sigmoid without the key), normalization and scale read from metadata; ungated shared expert; "
               "the selection bias exp_probs_b; MoE where a block has a router"},
+    // The SwiGLU limits of ggml_swiglu_clamp, per block (the Hugging Face families' limited SwiGLU).
+    {.name = "maple", .norm_weights = true, .swiglu_clamp = GgufArchitecture::Clamp::kRequired,
+     .fixed = "softmax gating, normalized weights, no scale, no shared expert; SwiGLU limited per block "
+              "(swiglu_clamp_exp, required)"},
+    {.name = "hy_v4", .shared = SharedRule::kCountTimesHidden, .gating = GatingRule::kKeyRequired,
+     .reads_scale = true, .selection_bias = true, .leading_dense = true,
+     .swiglu_clamp = GgufArchitecture::Clamp::kOptional,
+     .fixed = "gating, normalization and scale read from metadata; the routed experts' SwiGLU limited per block "
+              "(swiglu_clamp_exp), an ungated shared expert without a limit"},
+    {.name = "glm5-next", .shared = SharedRule::kCountTimesHidden, .gating = GatingRule::kKeyOrSigmoid,
+     .reads_scale = true, .selection_bias = true, .selection_bias_required = true, .leading_dense = true,
+     .swiglu_clamp = GgufArchitecture::Clamp::kOptional, .shared_swiglu_clamp = true,
+     .fixed = "gating (sigmoid without the key), normalization and scale read from metadata; routed and shared "
+              "SwiGLU limited per block (swiglu_clamp_exp; swiglu_clamp_shexp, else the routed limit)"},
     // Snowflake Arctic: the MoE call's input is the block input normed by ffn_norm_exps; the dense residual FFN beside
     // it reads the post-attention stream, so like attention it is the caller's, outside the block.
     {.name = "arctic", .hidden = HiddenRule::kFeedForwardLength, .norm_weights = true,
@@ -320,6 +336,9 @@ GgufMoeConfig read_gguf_moe_config(const GgufFile& file) {
   c.biases = rules->biases;
   c.weight_before_ffn = rules->weight_before_ffn;
   c.shared_average = rules->shared_average;
+  c.reads_swiglu_clamp = rules->swiglu_clamp != GgufArchitecture::Clamp::kNone;
+  c.swiglu_clamp_required = rules->swiglu_clamp == GgufArchitecture::Clamp::kRequired;
+  c.shared_swiglu_clamp = rules->shared_swiglu_clamp;
   c.group_count = file.get_u32(key(c, "expert_group_count")).value_or(0);
   c.group_used_count = file.get_u32(key(c, "expert_group_used_count")).value_or(0);
   if (c.group_count > 1) {
@@ -429,6 +448,18 @@ GgufMoeBlock find_gguf_moe_block(const GgufFile& file, const GgufMoeConfig& c, u
     b.gate_exps_bias = get("ffn_gate_exps.bias", {H, E, 1, 1}, true);
     b.up_exps_bias = get("ffn_up_exps.bias", {H, E, 1, 1}, true);
     b.down_exps_bias = get("ffn_down_exps.bias", {D, E, 1, 1}, true);
+  }
+  if (c.reads_swiglu_clamp) {
+    // build_moe_ffn clamps only where the block has separate gate and up tensors, at limits above 1e-6.
+    const std::string routed_key = key(c, "swiglu_clamp_exp");
+    const std::optional<float> routed = file.get_f32_of_block(routed_key, block, c.block_count);
+    if (!routed && c.swiglu_clamp_required) fail(file.label(), ": missing metadata key '", routed_key, "'");
+    if (routed && *routed > 1e-6f && b.gate_exps) b.swiglu_limit = *routed;
+    if (c.shared_swiglu_clamp) {
+      const std::optional<float> own = file.get_f32_of_block(key(c, "swiglu_clamp_shexp"), block, c.block_count);
+      const float shared_limit = own ? *own : routed.value_or(0.0f);
+      if (shared_limit > 1e-6f) b.shared_swiglu_limit = shared_limit;
+    }
   }
   // A shared expert the architecture may leave out (qwen3next) is there when its gate projection is.
   const bool shared = Hs > 0 && (!c.shared_optional || file.find_tensor(prefix + "ffn_gate_shexp.weight"));

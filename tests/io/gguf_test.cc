@@ -195,6 +195,39 @@ TEST(GgufMalformed, NestedArraysTooDeep) {
   EXPECT_NE(error_of(build(spec), {.allow_nested_arrays = true}).find("nests arrays deeper than"), std::string::npos);
 }
 
+// llama.cpp's per-block keys (get_key_or_arr): a FLOAT32 for every block, or an ARRAY of FLOAT32 with one entry per
+// block; another element type or count is an error naming the key.
+TEST(Gguf, PerBlockFloatKeys) {
+  auto floats = [](std::string key, uint32_t element_type, std::vector<float> values) {
+    return kv_raw(key, 9, [element_type, values](Writer& w) {
+      w.put<uint32_t>(element_type);
+      w.put<uint64_t>(values.size());
+      for (float v : values) element_type == 6 ? w.put(v) : w.put(static_cast<uint32_t>(v));
+    });
+  };
+  FileSpec spec;
+  spec.kvs = {kv_raw("one", 6, [](Writer& w) { w.put(7.0f); }), floats("each", 6, {0.0f, 2.5f, 3.0f}),
+              floats("short", 6, {1.0f}), floats("ints", 4, {1, 2, 3})};
+  spec.tensors = {{"t", 0, {1}}};
+  const auto f = GgufFile::from_bytes(build(spec), "kv.gguf");
+  EXPECT_EQ(f.get_f32_of_block("one", 2, 3), 7.0f);
+  EXPECT_EQ(f.get_f32_of_block("each", 0, 3), 0.0f);
+  EXPECT_EQ(f.get_f32_of_block("each", 1, 3), 2.5f);
+  EXPECT_EQ(f.get_f32_of_block("absent", 1, 3), std::nullopt);
+  auto error = [&](const char* key) {
+    try {
+      f.get_f32_of_block(key, 1, 3);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(error("short").find("kv.gguf: metadata key 'short' has 1 entries, expected one per block (3)"),
+            std::string::npos) << error("short");
+  EXPECT_NE(error("ints").find("kv.gguf: metadata key 'ints' has type ARRAY of UINT32, expected FLOAT32 or an ARRAY"),
+            std::string::npos) << error("ints");
+}
+
 TEST(Gguf, AlignmentFromMetadata) {
   FileSpec spec = one_tensor_file();
   spec.alignment = 64;
