@@ -30,9 +30,10 @@ T = 7
 MARGIN = 2e-3
 # Architectures whose MoE metadata is deepseek2's (llama.cpp reads the same keys; glm4moe's gating defaults to sigmoid).
 DEEPSEEK2_LIKE = ("deepseek2", "glm4moe", "dots1", "bailingmoe2", "deepseek32", "glm-dsa", "afmoe", "kimi-linear",
-                  "exaone-moe", "cohere2moe", "dots3note", "laguna", "hy_v3", "hy_v4", "glm5-next")
+                  "exaone-moe", "cohere2moe", "dots3note", "laguna", "hy_v3", "hy_v4", "glm5-next", "step35",
+                  "bailingmoe3")
 # Of those, the ones that size their shared expert by expert_shared_feed_forward_length (the count written as 1).
-SHARED_LENGTH_LIKE = ("exaone-moe", "cohere2moe", "laguna", "hy_v3")
+SHARED_LENGTH_LIKE = ("exaone-moe", "cohere2moe", "laguna", "hy_v3", "step35", "bailingmoe3")
 # Architectures whose graph fixes softmax but reads the shared-expert count, leading dense blocks and (some) the
 # normalization and scale as deepseek2 does.
 SOFTMAX_SHARED_COUNT = ("deepseek", "bailingmoe")
@@ -138,9 +139,12 @@ def silu(z):
     return z / (1.0 + np.exp(-z))
 
 
-def swiglu(gate, up, down, x, limit=0.0):
-    """SwiGLU; with a limit, ggml_swiglu_clamp's silu(min(g, L)) * clamp(u, -L, L)."""
+def swiglu(gate, up, down, x, limit=0.0, after_silu=False):
+    """SwiGLU; with a limit, ggml_swiglu_clamp's silu(min(g, L)) * clamp(u, -L, L), or with after_silu
+    build_moe_ffn's other form, min(silu(g), L) * clamp(u, -L, L)."""
     g, u = gate @ x, up @ x
+    if limit and after_silu:
+        return down @ (np.minimum(silu(g), limit) * np.clip(u, -limit, limit))
     if limit:
         g, u = np.minimum(g, limit), np.clip(u, -limit, limit)
     return down @ (silu(g) * u)
@@ -289,7 +293,7 @@ def build_case(out_dir, spec, seed):
                 Y[t] += swiglu(gate[e], up[e], down[e], x * w[k])
                 continue
             if oai is None:
-                Y[t] += w[k] * swiglu(gate[e], up[e], down[e], x, spec.get("clamp", 0.0))
+                Y[t] += w[k] * swiglu(gate[e], up[e], down[e], x, spec.get("clamp", 0.0), spec.get("clamp_after_silu"))
                 continue
             g = gate[e] @ x + oai["gate"][e]
             u = up[e] @ x + oai["up"][e]
@@ -298,7 +302,8 @@ def build_case(out_dir, spec, seed):
             Y[t] += w[k] * (down[e] @ swiglu_oai(g, u) + oai["down"][e])
         if shared is not None:
             shared_limit = spec.get("shared_clamp", spec.get("clamp", 0.0) if spec.get("shared_clamp_from_routed") else 0.0)
-            out = swiglu(shared["gate"][2], shared["up"][2], shared["down"][2], x, shared_limit)
+            out = swiglu(shared["gate"][2], shared["up"][2], shared["down"][2], x, shared_limit,
+                         spec.get("clamp_after_silu"))
             if shared_gate is not None:
                 z = shared_gate.astype(np.float64) @ x
                 out = out * (silu(z) / z)  # llama.cpp's sigmoid, as silu(z)/z
@@ -429,6 +434,8 @@ def build_case(out_dir, spec, seed):
                       "shared": "sigmoid_gated" if shared_gate is not None else ("plain" if Hs else "none"),
                       **({"weight_before_ffn": True} if spec.get("weight_before_ffn") else {}),
                       **({"swiglu_clamp": spec["clamp"]} if spec.get("clamp") else {}),
+                      **({"swiglu_clamp_form": "min(silu(g), L) * clamp(u, -L, L)"} if spec.get("clamp_after_silu")
+                         else {"swiglu_clamp_form": "silu(min(g, L)) * clamp(u, -L, L)"} if spec.get("clamp") else {}),
                       **({"shared_swiglu_clamp": spec.get("shared_clamp", spec["clamp"])}
                          if spec.get("shared_clamp") or spec.get("shared_clamp_from_routed") else {}),
                       **({"biases": True, "activation": "swiglu_oai"} if oai is not None else {})},
@@ -769,6 +776,20 @@ CASES = [
                     dense=Q.Q8_0),
          description="glm5-next: no gating key (sigmoid), exp_probs_b, normalized, scale 2.5, routed and shared "
                      "SwiGLU limited at 0.5 (no swiglu_clamp_shexp: the shared expert takes the routed limit)"),
+    dict(case="step35_clamp_q8_0", arch="step35", D=64, H=32, E=8, K=2, H_shared=64, n_ff=64, gating="sigmoid",
+         omit_gating_func=True, norm=True, w_scale=1.5, exp_probs_b=True, clamp=0.5, shared_clamp=0.75,
+         clamp_after_silu=True, types=dict(gate=Q.Q8_0, up=Q.Q8_0, down=Q.Q8_0, shared_gate=Q.Q8_0, shared_up=Q.Q8_0, shared_down=Q.Q8_0,
+                    dense=Q.Q8_0),
+         description="step35 (Step-3.5/3.7): no gating key (sigmoid), exp_probs_b, normalized, scale 1.5, a shared "
+                     "expert of expert_shared_feed_forward_length 64; SwiGLU clamped after the silu, "
+                     "min(silu(g), L) * clamp(u, -L, L), at 0.5 (routed) and 0.75 (shared), the clamps acting"),
+    dict(case="bailingmoe3_clamp_q8_0", arch="bailingmoe3", D=64, H=32, E=8, K=2, H_shared=64, n_ff=64,
+         gating="sigmoid", norm=True, w_scale=2.5, exp_probs_b=True, clamp=0.5, clamp_after_silu=True,
+         types=dict(gate=Q.Q8_0, up=Q.Q8_0, down=Q.Q8_0, shared_gate=Q.Q8_0, shared_up=Q.Q8_0, shared_down=Q.Q8_0,
+                    dense=Q.Q8_0),
+         description="bailingmoe3: gating from the required key, exp_probs_b (required), normalized, scale 2.5, a "
+                     "shared expert of its own length 64; the routed SwiGLU clamped after the silu at 0.5, the shared "
+                     "one not (no swiglu_clamp_shexp)"),
 ]
 
 

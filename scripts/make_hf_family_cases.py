@@ -319,6 +319,18 @@ def minimax_m3_vl_config():
     return transformers.MiniMaxM3VLConfig(text_config=text, vision_config=vision)
 
 
+def step3p7_config():
+    # Step-3.7: M3's router, the routed output x 1.5, a 48-wide shared MLP; layer 1's routed experts clamped after the
+    # silu at 0.5 and its shared MLP at 0.75 (swiglu_limits, swiglu_limits_shared); the vision tower built tiny.
+    text = dict(vocab_size=128, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+                num_key_value_heads=4, head_dim=16, n_routed_experts=16, num_experts_per_tok=4, moe_intermediate_size=32,
+                share_expert_dim=48, mlp_layer_types=["dense", "sparse"], swiglu_limits=[0.0, 0.5],
+                swiglu_limits_shared=[0.0, 0.75], moe_router_scaling_factor=1.5, max_position_embeddings=64)
+    vision = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, image_size=28,
+                  patch_size=14)
+    return transformers.Step3p7Config(text_config=text, vision_config=vision)
+
+
 def qwen4_exp_text_config():
     # Qwen4-Exp's language model: Qwen2-MoE's block (sigmoid-gated shared expert), norm_topk_prob left to its default.
     return transformers.Qwen4ExpTextConfig(moe_intermediate_size=16, shared_expert_intermediate_size=24, num_experts=16,
@@ -709,6 +721,14 @@ CASES = [
          "always renormalized, the routed output x routed_scaling_factor 2.0 (route.weights: float64's, scaled), a "
          "48-wide shared MLP, routed and shared experts running the clamped SwiGLU without biases at swiglu_limit "
          "0.5, tensors under language_model.model.layers.N.block_sparse_moe (w1 / w3 / w2)"),
+    dict(name="step3p7_e16_k4", family="step3p7", config=step3p7_config, model_class="Step3p7ForConditionalGeneration",
+         text_config=True, checkpoint_block="", checkpoint_parts=("moe.", "share_expert."),
+         checkpoint_check="moe.down_proj.weight", shared="sized", shared_size_attr="share_expert_dim",
+         scale_attr="moe_router_scaling_factor", weights_from_reference=True, silu_clamp=(0.5, 0.75),
+         description="Step-3.7 (step3p7): sigmoid with the correction bias (moe.router_bias), renormalized, the "
+         "routed output x 1.5 (route.weights: float64's, scaled), a shared MLP; the SwiGLU clamped after the silu at "
+         "swiglu_limits[1] = 0.5 (routed) and swiglu_limits_shared[1] = 0.75 (shared), the clamps acting; experts "
+         "stacked (E, I, D) as moe.gate_proj / up_proj / down_proj; the vision tower built tiny"),
 ]
 
 
@@ -1027,13 +1047,22 @@ def build_case(out_dir, spec):
             g_, u_ = gate[e].astype(np.float64) @ xin, up[e].astype(np.float64) @ xin
             if spec.get("swiglu_limit"):  # GLM-5-Next: gate clamped above, up both ways
                 g_, u_ = np.minimum(g_, spec["swiglu_limit"]), np.clip(u_, -spec["swiglu_limit"], spec["swiglu_limit"])
-            h = swiglu_oai64(g_, u_, cfg) if spec.get("swiglu_oai") else silu(g_) * u_
+            if spec.get("silu_clamp"):  # Step-3.7: min(silu(g), L) * clamp(u, -L, L)
+                L = spec["silu_clamp"][0]
+                g_, u_ = np.minimum(silu(g_), L), np.clip(u_, -L, L)
+                h = g_ * u_
+            else:
+                h = swiglu_oai64(g_, u_, cfg) if spec.get("swiglu_oai") else silu(g_) * u_
             y64[t] += (1.0 if llama4 else w) * (down[e].astype(np.float64) @ h)
         if shared:
             gs_, us_ = shared["gate_proj"].astype(np.float64) @ xs[t], shared["up_proj"].astype(np.float64) @ xs[t]
             if spec.get("swiglu_limit") and not spec.get("clamp_routed_only"):
                 gs_, us_ = np.minimum(gs_, spec["swiglu_limit"]), np.clip(us_, -spec["swiglu_limit"], spec["swiglu_limit"])
-            hs = swiglu_oai64(gs_, us_, cfg) if spec.get("swiglu_oai") else silu(gs_) * us_
+            if spec.get("silu_clamp"):
+                L = spec["silu_clamp"][1]
+                hs = np.minimum(silu(gs_), L) * np.clip(us_, -L, L)
+            else:
+                hs = swiglu_oai64(gs_, us_, cfg) if spec.get("swiglu_oai") else silu(gs_) * us_
             out = shared["down_proj"].astype(np.float64) @ hs
             if shared_gate is not None:
                 out = out / (1.0 + np.exp(-(shared_gate[0].astype(np.float64) @ xs[t])))

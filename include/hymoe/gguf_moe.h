@@ -41,13 +41,15 @@ struct GgufMoeConfig {
                                     // limit 7, which llama.cpp's graph fixes)
   bool weight_before_ffn = false;   // llama4: each expert's input is multiplied by its weight, its output is not
   bool shared_average = false;      // cohere2moe: the output is (routed + shared) / 2 where a shared expert runs
-  // A SwiGLU limit per block, silu(min(g, L)) * clamp(u, -L, L) where L > 1e-6 (ggml_swiglu_clamp: maple, hy_v4,
-  // glm5-next), read from swiglu_clamp_exp (a FLOAT32 or one per block) for the routed experts with separate gate
-  // and up tensors (llama.cpp skips it on merged ones), and for glm5-next's shared expert from swiglu_clamp_shexp,
-  // else the routed one.
+  // A SwiGLU limit per block where L > 1e-6, read from swiglu_clamp_exp (a FLOAT32 or one per block) for the routed
+  // experts with separate gate and up tensors (llama.cpp skips it on merged ones): silu(min(g, L)) * clamp(u, -L, L)
+  // (ggml_swiglu_clamp: maple, hy_v4, glm5-next), or min(silu(g), L) * clamp(u, -L, L) (step35, bailingmoe3). The
+  // shared expert's from swiglu_clamp_shexp (glm5-next: else the routed limit).
   bool reads_swiglu_clamp = false;
   bool swiglu_clamp_required = false;
+  bool swiglu_clamp_after_silu = false;
   bool shared_swiglu_clamp = false;
+  bool shared_swiglu_clamp_else_routed = false;
   // Routing, as llama.cpp's build_moe_ffn runs it for the architecture.
   GgufGating gating = GgufGating::kSoftmax;
   bool norm_weights = false;        // divide the K weights by their sum (at least 6.103515625e-5)

@@ -96,6 +96,10 @@ class HfConfig {
   // A key that is an integer or one integer per layer (HunYuan's moe_topk): the value for `layer`.
   int64_t integer_per_layer_or(const char* key, int64_t layer, int64_t fallback) const;
   std::vector<std::string> string_list_or(const char* key, std::vector<std::string> fallback) const;
+  // A list with a number or null per layer (Step-3.7's swiglu_limits, possibly padded past num_hidden_layers): the
+  // entry of `layer`; nullopt where the key is absent or null or the entry null. An error naming the key for a list
+  // too short or an entry that is not a number.
+  std::optional<double> number_of_layer(const char* key, int64_t layer) const;
   std::optional<HfConfig> object(const char* key) const;
   // An object of strings (the index's weight_map), in key order; an error when absent or of another kind.
   std::vector<std::pair<std::string, std::string>> string_map(const char* key) const;
@@ -150,6 +154,8 @@ enum class ExpertActivation {
   kSwiGLU,         // down(silu(gate x) * up x); hidden_act "silu" / "swish"
   kClampedSwiGLU,  // gpt-oss: biases, (clamp(up) + 1) * g * sigmoid(alpha g), g = min(gate, limit)
   kLimitedSwiGLU,  // GLM-5-Next: down(silu(min(gate x, limit)) * clamp(up x, -limit, limit)), limit swiglu_limit
+  // Step-3.7: down(min(silu(gate x), limit) * clamp(up x, -limit, limit)), the clamp after the silu, limit swiglu_limit
+  kSiluClampedSwiGLU,
   kGeGLU,          // down(gelu(gate x) * up x), the exact erf GELU; hidden_act "gelu" / "gelu_python"
   // down(gelu_tanh(gate x) * up x), 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))); hidden_act
   // "gelu_pytorch_tanh", "gelu_python_tanh", "gelu_new", "gelu_fast"
@@ -197,6 +203,8 @@ struct SharedExpertSpec {
   // Its own activation where it differs from the routed experts' (Hunyuan-V4: the routed experts' SwiGLU is
   // limited, the shared MLP's is not); unset: the routed experts' activation.
   std::optional<ExpertActivation> activation;
+  // Its own swiglu_limit where it differs from the routed experts' (Step-3.7 limits them per layer, apart).
+  std::optional<double> swiglu_limit;
 };
 
 struct MoELayerSpec {

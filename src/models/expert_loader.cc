@@ -323,6 +323,7 @@ kernels::Activation kernel_activation(ExpertActivation a) {
     case ExpertActivation::kSwiGLU: return kernels::Activation::kSwiGLU;
     case ExpertActivation::kClampedSwiGLU: return kernels::Activation::kClampedSwiGLU;
     case ExpertActivation::kLimitedSwiGLU: return kernels::Activation::kLimitedSwiGLU;
+    case ExpertActivation::kSiluClampedSwiGLU: return kernels::Activation::kSiluClampedSwiGLU;
     case ExpertActivation::kGeGLU: return kernels::Activation::kGeGLU;
     case ExpertActivation::kGeGLUTanh: return kernels::Activation::kGeGLUTanh;
     case ExpertActivation::kReGLU: return kernels::Activation::kReGLU;
@@ -342,9 +343,10 @@ std::unique_ptr<kernels::GroupedFfn> make_expert_ffn(const MoELayerSpec& spec,
 
 std::unique_ptr<kernels::GroupedFfn> make_shared_expert_ffn(const MoELayerSpec& spec,
                                                             std::span<const kernels::MlpWeightsView> views) {
-  if (!spec.shared.activation) return make_expert_ffn(spec, views, spec.shared.hidden);
+  if (!spec.shared.activation && !spec.shared.swiglu_limit) return make_expert_ffn(spec, views, spec.shared.hidden);
   MoELayerSpec with_own = spec;
-  with_own.activation = *spec.shared.activation;
+  if (spec.shared.activation) with_own.activation = *spec.shared.activation;
+  if (spec.shared.swiglu_limit) with_own.swiglu_limit = *spec.shared.swiglu_limit;
   return make_expert_ffn(with_own, views, spec.shared.hidden);
 }
 

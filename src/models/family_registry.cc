@@ -92,6 +92,7 @@ std::string expert_activation_name(ExpertActivation a) {
     case ExpertActivation::kSwiGLU: return "SwiGLU";
     case ExpertActivation::kClampedSwiGLU: return "clamped SwiGLU";
     case ExpertActivation::kLimitedSwiGLU: return "limited SwiGLU";
+    case ExpertActivation::kSiluClampedSwiGLU: return "SwiGLU clamped after the silu";
     case ExpertActivation::kGeGLU: return "GeGLU (exact erf GELU)";
     case ExpertActivation::kGeGLUTanh: return "GeGLU (tanh-approximate GELU)";
     case ExpertActivation::kReGLU: return "ReGLU";

@@ -135,16 +135,19 @@ class GgufFamily final : public ModelFamily {
       if (b.gate_inp_shexp) s.shared.gate_weight = b.gate_inp_shexp->name;
       s.shared.average = config_.shared_average;
     }
-    // ggml_swiglu_clamp: silu(min(g, L)) * clamp(u, -L, L), hymoe's limited SwiGLU, with one limit a layer; the
-    // shared expert runs the routed experts' activation unless it has its own.
-    if (b.swiglu_limit > 0.0f || b.shared_swiglu_limit > 0.0f) {
-      if (b.swiglu_limit > 0.0f && b.shared_swiglu_limit > 0.0f && b.swiglu_limit != b.shared_swiglu_limit)
-        fail(file_->label(), ": block ", block, " limits the routed experts' SwiGLU at ", b.swiglu_limit,
-             " and the shared expert's at ", b.shared_swiglu_limit, "; hymoe runs one limit per layer");
-      s.swiglu_limit = b.swiglu_limit > 0.0f ? b.swiglu_limit : b.shared_swiglu_limit;
-      if (b.swiglu_limit > 0.0f) s.activation = ExpertActivation::kLimitedSwiGLU;
-      if (s.shared.hidden > 0 && (b.swiglu_limit > 0.0f) != (b.shared_swiglu_limit > 0.0f))
-        s.shared.activation = b.shared_swiglu_limit > 0.0f ? ExpertActivation::kLimitedSwiGLU : ExpertActivation::kSwiGLU;
+    // The SwiGLU limits: ggml_swiglu_clamp's silu(min(g, L)) * clamp(u, +-L) (hymoe's limited SwiGLU) or the clamp
+    // after the silu, for the routed experts and, with its own limit or none, the shared expert.
+    const ExpertActivation limited =
+        config_.swiglu_clamp_after_silu ? ExpertActivation::kSiluClampedSwiGLU : ExpertActivation::kLimitedSwiGLU;
+    if (b.swiglu_limit > 0.0f) {
+      s.activation = limited;
+      s.swiglu_limit = b.swiglu_limit;
+    }
+    if (s.shared.hidden > 0 && b.shared_swiglu_limit > 0.0f) {
+      s.shared.activation = limited;
+      s.shared.swiglu_limit = b.shared_swiglu_limit;
+    } else if (s.shared.hidden > 0 && b.swiglu_limit > 0.0f) {
+      s.shared.activation = ExpertActivation::kSwiGLU;
     }
     return s;
   }

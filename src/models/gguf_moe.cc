@@ -33,6 +33,8 @@ enum class SharedRule {
   kAtLeastOneTimesHidden,   // max(expert_shared_count, 1) * H (kimi-linear: a count of 0 still builds one)
   kCountedLengthOrCount,    // none where expert_shared_count (optional) is 0, else expert_shared_feed_forward_length
                             // where present and not 0, else count * H (cohere2moe)
+  kSharedLengthOrAtLeastOneTimesHidden,  // expert_shared_feed_forward_length where not 0, else
+                                         // max(expert_shared_count (required), 1) * H (bailingmoe3)
 };
 // The gating function: fixed by the graph, or expert_gating_func (1 softmax, 2 sigmoid, 3 softmax over the
 // selected logits) with what an absent key (or 0, llama.cpp's NONE) means.
@@ -64,13 +66,14 @@ struct GgufArchitecture {
   bool weight_before_ffn = false;    // llama4: the weights multiply the experts' inputs
   bool shared_average = false;       // cohere2moe: the output is (routed + shared) / 2 where there is a shared expert
   enum class Clamp { kNone, kOptional, kRequired } swiglu_clamp = Clamp::kNone;  // swiglu_clamp_exp, per block
-  bool shared_swiglu_clamp = false;  // glm5-next: swiglu_clamp_shexp, else the routed limit, on the shared expert
+  bool clamp_after_silu = false;     // min(silu(g), L) * clamp(u, +-L) (step35, bailingmoe3), not ggml_swiglu_clamp
+  enum class SharedClamp { kNone, kOwnKey, kOwnKeyElseRouted } shared_swiglu_clamp = SharedClamp::kNone;
   std::string_view fixed;            // what the graph hard-codes, for listings
 };
 
 constexpr std::string_view kReadFromMetadata =
     "gating, normalization and scale read from metadata; ungated shared expert";
-constexpr std::array<GgufArchitecture, 44> kArchitectures = {{
+constexpr std::array<GgufArchitecture, 46> kArchitectures = {{
     {.name = "llama", .hidden = HiddenRule::kFeedForwardLength, .norm_weights = true,
      .fixed = "softmax gating, normalized weights, no scale, no shared expert"},
     {.name = "qwen2moe", .hidden = HiddenRule::kExpertKeyOrFfnOverK, .shared = SharedRule::kSharedLength,
@@ -195,9 +198,23 @@ constexpr std::array<GgufArchitecture, 44> kArchitectures = {{
               "(swiglu_clamp_exp), an ungated shared expert without a limit"},
     {.name = "glm5-next", .shared = SharedRule::kCountTimesHidden, .gating = GatingRule::kKeyOrSigmoid,
      .reads_scale = true, .selection_bias = true, .selection_bias_required = true, .leading_dense = true,
-     .swiglu_clamp = GgufArchitecture::Clamp::kOptional, .shared_swiglu_clamp = true,
+     .swiglu_clamp = GgufArchitecture::Clamp::kOptional,
+     .shared_swiglu_clamp = GgufArchitecture::SharedClamp::kOwnKeyElseRouted,
      .fixed = "gating (sigmoid without the key), normalization and scale read from metadata; routed and shared "
               "SwiGLU limited per block (swiglu_clamp_exp; swiglu_clamp_shexp, else the routed limit)"},
+    // The SwiGLU clamped after the silu, llama.cpp's form for the architectures outside ggml_swiglu_clamp's list.
+    {.name = "step35", .shared = SharedRule::kSharedLengthOrNone, .gating = GatingRule::kKeyOrSigmoid,
+     .reads_scale = true, .selection_bias = true, .swiglu_clamp = GgufArchitecture::Clamp::kOptional,
+     .clamp_after_silu = true, .shared_swiglu_clamp = GgufArchitecture::SharedClamp::kOwnKey,
+     .fixed = "gating (sigmoid without the key), normalization and scale read from metadata; ungated shared expert; "
+              "SwiGLU clamped after the silu per block (swiglu_clamp_exp, swiglu_clamp_shexp); MoE where a block has "
+              "a router"},
+    {.name = "bailingmoe3", .shared = SharedRule::kSharedLengthOrAtLeastOneTimesHidden,
+     .gating = GatingRule::kKeyRequired, .reads_scale = true, .selection_bias = true,
+     .selection_bias_required = true, .leading_dense = true, .swiglu_clamp = GgufArchitecture::Clamp::kOptional,
+     .clamp_after_silu = true, .shared_swiglu_clamp = GgufArchitecture::SharedClamp::kOwnKey,
+     .fixed = "gating, normalization and scale read from metadata; ungated shared expert; SwiGLU clamped after the "
+              "silu per block (swiglu_clamp_exp, swiglu_clamp_shexp)"},
     // Snowflake Arctic: the MoE call's input is the block input normed by ffn_norm_exps; the dense residual FFN beside
     // it reads the post-attention stream, so like attention it is the caller's, outside the block.
     {.name = "arctic", .hidden = HiddenRule::kFeedForwardLength, .norm_weights = true,
@@ -278,6 +295,14 @@ GgufMoeConfig read_gguf_moe_config(const GgufFile& file) {
       c.shared_hidden = static_cast<uint32_t>(hidden);
       break;
     }
+    case SharedRule::kSharedLengthOrAtLeastOneTimesHidden: {
+      const uint32_t length = shared_ff().value_or(0);
+      const uint64_t hidden =
+          length ? length : uint64_t{c.expert_hidden} * std::max(file.require_u32(key(c, "expert_shared_count")), 1u);
+      if (hidden > UINT32_MAX) fail(file.label(), ": shared expert hidden size ", hidden, " is too large");
+      c.shared_hidden = static_cast<uint32_t>(hidden);
+      break;
+    }
     case SharedRule::kAtLeastOneTimesHidden: {
       const uint64_t hidden = uint64_t{c.expert_hidden} * std::max(file.require_u32(key(c, "expert_shared_count")), 1u);
       if (hidden > UINT32_MAX) fail(file.label(), ": shared expert hidden size ", hidden, " is too large");
@@ -338,7 +363,9 @@ GgufMoeConfig read_gguf_moe_config(const GgufFile& file) {
   c.shared_average = rules->shared_average;
   c.reads_swiglu_clamp = rules->swiglu_clamp != GgufArchitecture::Clamp::kNone;
   c.swiglu_clamp_required = rules->swiglu_clamp == GgufArchitecture::Clamp::kRequired;
-  c.shared_swiglu_clamp = rules->shared_swiglu_clamp;
+  c.swiglu_clamp_after_silu = rules->clamp_after_silu;
+  c.shared_swiglu_clamp = rules->shared_swiglu_clamp != GgufArchitecture::SharedClamp::kNone;
+  c.shared_swiglu_clamp_else_routed = rules->shared_swiglu_clamp == GgufArchitecture::SharedClamp::kOwnKeyElseRouted;
   c.group_count = file.get_u32(key(c, "expert_group_count")).value_or(0);
   c.group_used_count = file.get_u32(key(c, "expert_group_used_count")).value_or(0);
   if (c.group_count > 1) {
@@ -457,7 +484,7 @@ GgufMoeBlock find_gguf_moe_block(const GgufFile& file, const GgufMoeConfig& c, u
     if (routed && *routed > 1e-6f && b.gate_exps) b.swiglu_limit = *routed;
     if (c.shared_swiglu_clamp) {
       const std::optional<float> own = file.get_f32_of_block(key(c, "swiglu_clamp_shexp"), block, c.block_count);
-      const float shared_limit = own ? *own : routed.value_or(0.0f);
+      const float shared_limit = own ? *own : c.shared_swiglu_clamp_else_routed ? routed.value_or(0.0f) : 0.0f;
       if (shared_limit > 1e-6f) b.shared_swiglu_limit = shared_limit;
     }
   }

@@ -136,6 +136,18 @@ int64_t HfConfig::integer_per_layer_or(const char* key, int64_t layer, int64_t f
   return list[static_cast<size_t>(layer)];
 }
 
+std::optional<double> HfConfig::number_of_layer(const char* key, int64_t layer) const {
+  auto it = json_->value.find(key);
+  if (it == json_->value.end() || it->is_null()) return std::nullopt;
+  if (!it->is_array()) fail(label_, ": '", key, "' must be a list with a number or null per layer, got ", it->dump());
+  if (layer < 0 || layer >= static_cast<int64_t>(it->size()))
+    fail(label_, ": '", key, "' lists ", it->size(), " values, none for layer ", layer);
+  const auto& v = (*it)[static_cast<size_t>(layer)];
+  if (v.is_null()) return std::nullopt;
+  if (!v.is_number()) fail(label_, ": '", key, "' must hold numbers or null, got ", v.dump(), " for layer ", layer);
+  return v.get<double>();
+}
+
 std::vector<std::string> HfConfig::string_list_or(const char* key, std::vector<std::string> fallback) const {
   auto it = json_->value.find(key);
   if (it == json_->value.end() || it->is_null()) return fallback;

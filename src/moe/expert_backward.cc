@@ -29,7 +29,8 @@ void grouped_mlp_backward(const GroupedMlpBackwardArgs& a) {
   const bool gated = is_gated(a.shape.activation);
   // The clamped form's derivative has kinks at both clamps and no caller trains it; the other gated forms are
   // act(gate) * up with act's derivative beside it in activation.h.
-  HYMOE_CHECK(a.shape.activation != Activation::kClampedSwiGLU && a.shape.activation != Activation::kLimitedSwiGLU,
+  HYMOE_CHECK(a.shape.activation != Activation::kClampedSwiGLU && a.shape.activation != Activation::kLimitedSwiGLU &&
+                  a.shape.activation != Activation::kSiluClampedSwiGLU,
               "no backward for the clamped SwiGLU forms");
   HYMOE_CHECK(a.offsets && a.weights && a.x && a.saved_up && a.grad_y && a.grad_x);
   HYMOE_CHECK(!gated || a.saved_gate);

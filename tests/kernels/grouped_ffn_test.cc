@@ -179,6 +179,29 @@ TEST(GroupedFfn, LimitedSwiGluClampsGateAboveAndUpBothWays) {
   }
 }
 
+// Step-3.7's SwiGLU clamped after the silu, limit 0.5, by hand with the same weights: min(silu(1), 0.5) *
+// clamp(2, +-0.5) for the first unit (the limited form would give silu(0.5) * 0.5), min(silu(-0.5), 0.5) *
+// clamp(-1, +-0.5) for the second.
+TEST(GroupedFfn, SiluClampedSwiGluClampsTheSiluNotTheGate) {
+  const float eye[4] = {1, 0, 0, 1}, two[4] = {2, 0, 0, 2};
+  MlpWeightsView w{{eye, DType::kF32, WeightLayout::kOutIn, 2, 2},
+                   {two, DType::kF32, WeightLayout::kOutIn, 2, 2},
+                   {eye, DType::kF32, WeightLayout::kOutIn, 2, 2}};
+  const int64_t offsets[2] = {0, 1};
+  const float x[2] = {1.0f, -0.5f}, scale[1] = {1.0f};
+  const double silu_m05 = -0.5 / (1.0 + std::exp(0.5));
+  for (Isa isa : {Isa::kScalar, active_isa()}) {
+    GroupedFfnShape shape{1, 2, 2, Activation::kSiluClampedSwiGLU};
+    shape.swiglu_limit = 0.5f;
+    for (const auto& ffn : {make_grouped_ffn_ref(shape, {&w, 1}), make_grouped_ffn(shape, {&w, 1}, isa)}) {
+      float y[2];
+      ffn->run({offsets, x, scale, y, nullptr, nullptr});
+      EXPECT_NEAR(y[0], 0.5 * 0.5, 1e-6) << ffn->name();        // silu(1) 0.73 -> 0.5, up 2 -> 0.5
+      EXPECT_NEAR(y[1], silu_m05 * -0.5, 1e-6) << ffn->name();  // silu(-0.5) kept, up -1 -> -0.5
+    }
+  }
+}
+
 // With a rounding model the reference holds what it reads, biases included, so the caller's buffers may go once it
 // is built (the scalar ISA runs a checkpoint's MXFP4 layer on it, after the loader has freed gpt-oss's biases).
 TEST(GroupedFfn, RoundingReferenceOwnsItsBiases) {

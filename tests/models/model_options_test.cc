@@ -336,6 +336,34 @@ TEST(ModelFamilies, LegacyLayerFrequencyAndSharedWidthTimesCount) {
   EXPECT_EQ(axk2.n_group, 4);
 }
 
+// Step-3.7's legacy configs: moe_layers_enum (a comma-separated string or a list) in place of mlp_layer_types, and
+// per-layer limits that may run past num_hidden_layers (MTP entries); null and 0 are no limit.
+TEST(ModelFamilies, Step3p7LegacyLayerListAndPerLayerLimits) {
+  auto family = [](const std::string& text_keys) {
+    return make_model_family(HfConfig::parse(R"({"model_type": "step3p7", "text_config": {"hidden_size": 8,
+        "num_hidden_layers": 4, "n_routed_experts": 8, "moe_top_k": 2, "moe_intermediate_size": 4)" + text_keys + "}}",
+                                             "config.json"));
+  };
+  const auto by_string = family(R"(, "moe_layers_enum": "1, 3", "swiglu_limits": [0, null, 0, 7, 7],
+      "swiglu_limits_shared": [0, 0, 0, 16, 16])");
+  EXPECT_FALSE(by_string->is_moe_layer(0));
+  EXPECT_TRUE(by_string->is_moe_layer(1));
+  EXPECT_FALSE(by_string->is_moe_layer(2));
+  const MoELayerSpec plain = by_string->moe_layer(1);
+  EXPECT_EQ(plain.activation, ExpertActivation::kSwiGLU);
+  EXPECT_EQ(plain.shared.activation, ExpertActivation::kSwiGLU);
+  const MoELayerSpec clamped = by_string->moe_layer(3);
+  EXPECT_EQ(clamped.activation, ExpertActivation::kSiluClampedSwiGLU);
+  EXPECT_DOUBLE_EQ(clamped.swiglu_limit, 7.0);
+  EXPECT_EQ(clamped.shared.activation, ExpertActivation::kSiluClampedSwiGLU);
+  EXPECT_DOUBLE_EQ(clamped.shared.swiglu_limit.value_or(0.0), 16.0);
+  EXPECT_EQ(clamped.shared.hidden, 1280);  // share_expert_dim's default
+  EXPECT_TRUE(family(R"(, "moe_layers_enum": [2])")->is_moe_layer(2));
+  EXPECT_TRUE(family("")->is_moe_layer(3));  // absent: layers >= 3
+  EXPECT_FALSE(family("")->is_moe_layer(2));
+  EXPECT_THROW(family(R"(, "moe_layers_enum": "1,x")"), Error);
+}
+
 TEST(ModelFamilies, BlocksOfOtherFamiliesUnderTheirOwnDefaults) {
   auto family = [](const std::string& text) { return make_model_family(HfConfig::parse(text, "config.json")); };
   // Qwen3-Next: Qwen2-MoE's block, norm_topk_prob true and a 512-wide shared expert by default.

@@ -17,6 +17,9 @@ enum class Activation {
   // gated, GLM-5-Next's limited SwiGLU: silu(min(gate, limit)) * clamp(up, -limit, limit); limit comes with the
   // kernel's shape (swiglu_limit). Inference only.
   kLimitedSwiGLU,
+  // gated, Step-3.7's SwiGLU clamped after the silu: min(silu(gate), limit) * clamp(up, -limit, limit) (llama.cpp's
+  // swiglu clamp for every architecture outside ggml_swiglu_clamp's list). Inference only.
+  kSiluClampedSwiGLU,
   // gated like kSwiGLU with another nonlinearity on the gate (transformers' ACT2FN[hidden_act] on gate_proj):
   kGeGLU,      // gelu(gate) * up, exact erf form (hidden_act "gelu")
   kGeGLUTanh,  // gelu_tanh(gate) * up (hidden_act "gelu_pytorch_tanh", "gelu_new")
@@ -78,6 +81,14 @@ T limited_swiglu(T gate, T up, T limit) {
 }
 
 template <typename T>
+T silu_clamped_swiglu(T gate, T up, T limit) {
+  const T s = silu(gate);
+  const T g = s < limit ? s : limit;
+  const T u = up < -limit ? -limit : (up > limit ? limit : up);
+  return g * u;
+}
+
+template <typename T>
 T clamped_swiglu(T gate, T up, T alpha, T limit) {
   const T g = gate < limit ? gate : limit;
   const T u = up < -limit ? -limit : (up > limit ? limit : up);
@@ -92,7 +103,8 @@ T apply_activation(Activation a, T x) {
   switch (a) {
     case Activation::kSwiGLU:
     case Activation::kClampedSwiGLU:
-    case Activation::kLimitedSwiGLU: return silu(x);
+    case Activation::kLimitedSwiGLU:
+    case Activation::kSiluClampedSwiGLU: return silu(x);
     case Activation::kGelu:
     case Activation::kGeGLU: return gelu(x);
     case Activation::kGeGLUTanh: return gelu_tanh(x);
@@ -106,7 +118,8 @@ T activation_grad(Activation a, T x) {
   switch (a) {
     case Activation::kSwiGLU:
     case Activation::kClampedSwiGLU:
-    case Activation::kLimitedSwiGLU: return silu_grad(x);  // no backward for the clamped forms; never reached
+    case Activation::kLimitedSwiGLU:
+    case Activation::kSiluClampedSwiGLU: return silu_grad(x);  // no backward for the clamped forms; never reached
     case Activation::kGelu:
     case Activation::kGeGLU: return gelu_grad(x);
     case Activation::kGeGLUTanh: return gelu_tanh_grad(x);
@@ -121,6 +134,7 @@ template <typename T>
 T gated_activation(Activation a, T gate, T up, T alpha, T limit) {
   if (a == Activation::kClampedSwiGLU) return clamped_swiglu(gate, up, alpha, limit);
   if (a == Activation::kLimitedSwiGLU) return limited_swiglu(gate, up, limit);
+  if (a == Activation::kSiluClampedSwiGLU) return silu_clamped_swiglu(gate, up, limit);
   return apply_activation(a, gate) * up;
 }
 
