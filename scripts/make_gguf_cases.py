@@ -31,7 +31,7 @@ MARGIN = 2e-3
 # Architectures whose MoE metadata is deepseek2's (llama.cpp reads the same keys; glm4moe's gating defaults to sigmoid).
 DEEPSEEK2_LIKE = ("deepseek2", "glm4moe", "dots1", "bailingmoe2", "deepseek32", "glm-dsa", "afmoe", "kimi-linear",
                   "exaone-moe", "cohere2moe", "dots3note", "laguna", "hy_v3", "hy_v4", "glm5-next", "step35",
-                  "bailingmoe3")
+                  "bailingmoe3", "minimax-m3")
 # Of those, the ones that size their shared expert by expert_shared_feed_forward_length (the count written as 1).
 SHARED_LENGTH_LIKE = ("exaone-moe", "cohere2moe", "laguna", "hy_v3", "step35", "bailingmoe3")
 # Architectures whose graph fixes softmax but reads the shared-expert count, leading dense blocks and (some) the
@@ -292,6 +292,9 @@ def build_case(out_dir, spec, seed):
             if oai is None and spec.get("weight_before_ffn"):  # llama4: the weight scales the expert's input
                 Y[t] += swiglu(gate[e], up[e], down[e], x * w[k])
                 continue
+            if oai is None and spec.get("swiglu_oai"):  # minimax-m3: the clamped SwiGLU without biases
+                Y[t] += w[k] * (down[e] @ swiglu_oai(gate[e] @ x, up[e] @ x))
+                continue
             if oai is None:
                 Y[t] += w[k] * swiglu(gate[e], up[e], down[e], x, spec.get("clamp", 0.0), spec.get("clamp_after_silu"))
                 continue
@@ -304,6 +307,8 @@ def build_case(out_dir, spec, seed):
             shared_limit = spec.get("shared_clamp", spec.get("clamp", 0.0) if spec.get("shared_clamp_from_routed") else 0.0)
             out = swiglu(shared["gate"][2], shared["up"][2], shared["down"][2], x, shared_limit,
                          spec.get("clamp_after_silu"))
+            if spec.get("swiglu_oai"):
+                out = shared["down"][2] @ swiglu_oai(shared["gate"][2] @ x, shared["up"][2] @ x)
             if shared_gate is not None:
                 z = shared_gate.astype(np.float64) @ x
                 out = out * (silu(z) / z)  # llama.cpp's sigmoid, as silu(z)/z
@@ -438,7 +443,8 @@ def build_case(out_dir, spec, seed):
                          else {"swiglu_clamp_form": "silu(min(g, L)) * clamp(u, -L, L)"} if spec.get("clamp") else {}),
                       **({"shared_swiglu_clamp": spec.get("shared_clamp", spec["clamp"])}
                          if spec.get("shared_clamp") or spec.get("shared_clamp_from_routed") else {}),
-                      **({"biases": True, "activation": "swiglu_oai"} if oai is not None else {})},
+                      **({"biases": True, "activation": "swiglu_oai"} if oai is not None else {}),
+                      **({"biases": False, "activation": "swiglu_oai"} if spec.get("swiglu_oai") else {})},
         "margins": {"topk_cut": finite_or_none(min_cut), "slot_order": finite_or_none(min_slot),
                     "group_cut": finite_or_none(min_group), "required": MARGIN,
                     "tokens_changed_by_bias": got_bias, "tokens_changed_by_groups": got_groups},
@@ -790,6 +796,13 @@ CASES = [
          description="bailingmoe3: gating from the required key, exp_probs_b (required), normalized, scale 2.5, a "
                      "shared expert of its own length 64; the routed SwiGLU clamped after the silu at 0.5, the shared "
                      "one not (no swiglu_clamp_shexp)"),
+    dict(case="minimax_m3_swiglu_oai_q8_0", arch="minimax-m3", D=64, H=32, E=8, K=2, H_shared=32, n_ff=64,
+         gating="sigmoid", norm=True, w_scale=2.0, exp_probs_b=True, swiglu_oai=True, types=dict(gate=Q.Q8_0, up=Q.Q8_0, down=Q.Q8_0, shared_gate=Q.Q8_0, shared_up=Q.Q8_0, shared_down=Q.Q8_0,
+                    dense=Q.Q8_0),
+         description="minimax-m3: gating from the required key, exp_probs_b (required), normalized, scale 2.0, one "
+                     "shared expert; routed and shared experts run the clamped SwiGLU without biases, "
+                     "(clamp(u, +-7) + 1) * g * sigmoid(1.702 g), g = min(gate, 7) (at these magnitudes the limits "
+                     "do not act; the formula differs from SwiGLU everywhere)"),
 ]
 
 

@@ -40,6 +40,8 @@ struct GgufMoeConfig {
   bool biases = false;              // gpt-oss: router and experts have biases (and the clamped SwiGLU, alpha 1.702,
                                     // limit 7, which llama.cpp's graph fixes)
   bool weight_before_ffn = false;   // llama4: each expert's input is multiplied by its weight, its output is not
+  bool swiglu_oai = false;          // minimax-m3: the clamped SwiGLU (alpha 1.702, limit 7) without biases, in the
+                                    // routed and the shared experts (LLM_FFN_SWIGLU_OAI_MOE)
   bool shared_average = false;      // cohere2moe: the output is (routed + shared) / 2 where a shared expert runs
   // A SwiGLU limit per block where L > 1e-6, read from swiglu_clamp_exp (a FLOAT32 or one per block) for the routed
   // experts with separate gate and up tensors (llama.cpp skips it on merged ones): silu(min(g, L)) * clamp(u, -L, L)

@@ -102,11 +102,13 @@ class GgufFamily final : public ModelFamily {
     s.router_weight = b.router->name;
     if (b.router_bias) s.router_bias = b.router_bias->name;
     if (b.exp_probs_b) s.selection_bias = b.exp_probs_b->name;
-    if (config_.biases) {  // gpt-oss: LLM_FFN_SWIGLU_OAI_MOE, alpha and limit fixed in llama.cpp's build_moe_ffn
+    // LLM_FFN_SWIGLU_OAI_MOE, alpha and limit fixed in llama.cpp's build_moe_ffn and build_ffn: gpt-oss with biases,
+    // minimax-m3 without, in its shared expert too.
+    if (config_.biases || config_.swiglu_oai) {
       s.activation = ExpertActivation::kClampedSwiGLU;
       s.swiglu_alpha = 1.702;
       s.swiglu_limit = 7.0;
-      s.expert_biases = true;
+      s.expert_biases = config_.biases;
     }
     s.experts_prefix = p;
     if (b.split_experts()) {  // blk.N.ffn_gate.E.weight, ...: early Mixtral files

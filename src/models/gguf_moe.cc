@@ -64,6 +64,7 @@ struct GgufArchitecture {
   bool merged_gate_up = false;       // ffn_gate_up_exps read in place of ffn_gate_exps and ffn_up_exps where present
   bool biases = false;               // gpt-oss: router and expert biases, clamped SwiGLU (alpha 1.702, limit 7)
   bool weight_before_ffn = false;    // llama4: the weights multiply the experts' inputs
+  bool swiglu_oai = false;           // minimax-m3: gpt-oss's clamped SwiGLU without biases, routed and shared
   bool shared_average = false;       // cohere2moe: the output is (routed + shared) / 2 where there is a shared expert
   enum class Clamp { kNone, kOptional, kRequired } swiglu_clamp = Clamp::kNone;  // swiglu_clamp_exp, per block
   bool clamp_after_silu = false;     // min(silu(g), L) * clamp(u, +-L) (step35, bailingmoe3), not ggml_swiglu_clamp
@@ -73,7 +74,7 @@ struct GgufArchitecture {
 
 constexpr std::string_view kReadFromMetadata =
     "gating, normalization and scale read from metadata; ungated shared expert";
-constexpr std::array<GgufArchitecture, 46> kArchitectures = {{
+constexpr std::array<GgufArchitecture, 47> kArchitectures = {{
     {.name = "llama", .hidden = HiddenRule::kFeedForwardLength, .norm_weights = true,
      .fixed = "softmax gating, normalized weights, no scale, no shared expert"},
     {.name = "qwen2moe", .hidden = HiddenRule::kExpertKeyOrFfnOverK, .shared = SharedRule::kSharedLength,
@@ -202,6 +203,11 @@ constexpr std::array<GgufArchitecture, 46> kArchitectures = {{
      .shared_swiglu_clamp = GgufArchitecture::SharedClamp::kOwnKeyElseRouted,
      .fixed = "gating (sigmoid without the key), normalization and scale read from metadata; routed and shared "
               "SwiGLU limited per block (swiglu_clamp_exp; swiglu_clamp_shexp, else the routed limit)"},
+    {.name = "minimax-m3", .shared = SharedRule::kCountTimesHidden, .gating = GatingRule::kKeyRequired,
+     .reads_scale = true, .selection_bias = true, .selection_bias_required = true, .leading_dense = true,
+     .swiglu_oai = true,
+     .fixed = "gating, normalization and scale read from metadata; routed and ungated shared experts run the clamped "
+              "SwiGLU (alpha 1.702, limit 7) without biases"},
     // The SwiGLU clamped after the silu, llama.cpp's form for the architectures outside ggml_swiglu_clamp's list.
     {.name = "step35", .shared = SharedRule::kSharedLengthOrNone, .gating = GatingRule::kKeyOrSigmoid,
      .reads_scale = true, .selection_bias = true, .swiglu_clamp = GgufArchitecture::Clamp::kOptional,
@@ -360,6 +366,7 @@ GgufMoeConfig read_gguf_moe_config(const GgufFile& file) {
   if (rules->reads_scale) c.weights_scale = file.get_f32(key(c, "expert_weights_scale")).value_or(0.0f);
   c.biases = rules->biases;
   c.weight_before_ffn = rules->weight_before_ffn;
+  c.swiglu_oai = rules->swiglu_oai;
   c.shared_average = rules->shared_average;
   c.reads_swiglu_clamp = rules->swiglu_clamp != GgufArchitecture::Clamp::kNone;
   c.swiglu_clamp_required = rules->swiglu_clamp == GgufArchitecture::Clamp::kRequired;
