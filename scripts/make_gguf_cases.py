@@ -31,7 +31,7 @@ MARGIN = 2e-3
 # Architectures whose MoE metadata is deepseek2's (llama.cpp reads the same keys; glm4moe's gating defaults to sigmoid).
 DEEPSEEK2_LIKE = ("deepseek2", "glm4moe", "dots1", "bailingmoe2", "deepseek32", "glm-dsa", "afmoe", "kimi-linear",
                   "exaone-moe", "cohere2moe", "dots3note", "laguna", "hy_v3", "hy_v4", "glm5-next", "step35",
-                  "bailingmoe3", "minimax-m3")
+                  "bailingmoe3", "minimax-m3", "deepseek4")
 # Of those, the ones that size their shared expert by expert_shared_feed_forward_length (the count written as 1).
 SHARED_LENGTH_LIKE = ("exaone-moe", "cohere2moe", "laguna", "hy_v3", "step35", "bailingmoe3")
 # Architectures whose graph fixes softmax but reads the shared-expert count, leading dense blocks and (some) the
@@ -170,6 +170,8 @@ def route(spec, router, bias, x, use_bias=True, use_groups=True, logit_bias=None
     elif spec["gating"] == "softmax":
         p = np.exp(logits - logits.max())
         p /= p.sum()
+    elif spec["gating"] == "sqrt_softplus":  # expert_gating_func 4 (DeepSeek-V4)
+        p = np.sqrt(np.maximum(logits, 0.0) + np.log1p(np.exp(-np.abs(logits))))
     else:
         p = 1.0 / (1.0 + np.exp(-logits))
     s = p + bias if (bias is not None and use_bias) else p.copy()
@@ -358,11 +360,15 @@ def build_case(out_dir, spec, seed):
         w.add_leading_dense_block_count(1)
         # SHARED_LENGTH_LIKE size their shared expert by its length where it is set, not by the count
         w.add_expert_shared_count(1 if arch in SHARED_LENGTH_LIKE else Hs // H)
-        if not spec.get("omit_gating_func"):
+        if spec["gating"] == "sqrt_softplus":  # 4, newer than gguf-py 0.19.0's enum
+            w.add_uint32(f"{arch}.expert_gating_func", 4)
+        elif not spec.get("omit_gating_func"):
             w.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID if spec["gating"] == "sigmoid"
                                      else gguf.ExpertGatingFuncType.SOFTMAX)
         w.add_expert_weights_norm(spec["norm"])
         w.add_expert_weights_scale(spec["w_scale"])
+    if arch == "deepseek4":  # block 0 (the dense decoy here) would be hash-routed; block 1 is routed by the gate
+        w.add_uint32(f"{arch}.hash_layer_count", 1)
     if spec.get("clamp"):  # one FLOAT32 per block, as the converters write it (block 0 dense: 0, no limit)
         w.add_array(f"{arch}.swiglu_clamp_exp", [0.0, float(spec["clamp"])])
     if spec.get("shared_clamp"):
@@ -803,6 +809,13 @@ CASES = [
                      "shared expert; routed and shared experts run the clamped SwiGLU without biases, "
                      "(clamp(u, +-7) + 1) * g * sigmoid(1.702 g), g = min(gate, 7) (at these magnitudes the limits "
                      "do not act; the formula differs from SwiGLU everywhere)"),
+    dict(case="deepseek4_sqrt_softplus_q8_0", arch="deepseek4", D=64, H=32, E=8, K=2, H_shared=32, n_ff=64,
+         gating="sqrt_softplus", norm=True, w_scale=1.5, exp_probs_b=True, clamp=0.5, shared_clamp_from_routed=True,
+         types=dict(gate=Q.Q8_0, up=Q.Q8_0, down=Q.Q8_0, shared_gate=Q.Q8_0, shared_up=Q.Q8_0, shared_down=Q.Q8_0,
+                    dense=Q.Q8_0),
+         description="deepseek4 (DeepSeek-V4), a block past hash_layer_count: sqrt-softplus gating (expert_gating_func "
+                     "4), exp_probs_b (required), normalized, scale 1.5, one shared expert; routed and shared SwiGLU "
+                     "limited at 0.5 (no swiglu_clamp_shexp: the routed limit)"),
 ]
 
 

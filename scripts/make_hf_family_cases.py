@@ -331,6 +331,16 @@ def step3p7_config():
     return transformers.Step3p7Config(text_config=text, vision_config=vision)
 
 
+def deepseek_v4_config():
+    # DeepSeek-V4: sqrt-softplus scores with the correction bias, renormalized, x 1.5; one shared MLP as wide as the
+    # experts; routed and shared experts limited at swiglu_limit 0.5 (the clamps act); layer 0 hash-routed, layer 1
+    # routed by the gate.
+    return transformers.DeepseekV4Config(
+        vocab_size=128, hidden_size=64, moe_intermediate_size=32, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=1, head_dim=16, q_lora_rank=32, num_experts_per_tok=4, n_routed_experts=16,
+        mlp_layer_types=["hash_moe", "moe"], swiglu_limit=0.5, max_position_embeddings=64)
+
+
 def qwen4_exp_text_config():
     # Qwen4-Exp's language model: Qwen2-MoE's block (sigmoid-gated shared expert), norm_topk_prob left to its default.
     return transformers.Qwen4ExpTextConfig(moe_intermediate_size=16, shared_expert_intermediate_size=24, num_experts=16,
@@ -729,6 +739,12 @@ CASES = [
          "routed output x 1.5 (route.weights: float64's, scaled), a shared MLP; the SwiGLU clamped after the silu at "
          "swiglu_limits[1] = 0.5 (routed) and swiglu_limits_shared[1] = 0.75 (shared), the clamps acting; experts "
          "stacked (E, I, D) as moe.gate_proj / up_proj / down_proj; the vision tower built tiny"),
+    dict(name="deepseek_v4_e16_k4", family="deepseek_v4", config=deepseek_v4_config, model_class="DeepseekV4ForCausalLM",
+         router="sqrt_softplus", checkpoint_block="ffn", checkpoint_down="w2", shared="sized",
+         shared_size_attr="moe_intermediate_size", swiglu_limit=0.5,
+         description="DeepSeek-V4 (deepseek_v4), its gate-routed layer 1 (layer 0 is hash_moe): sqrt-softplus scores "
+         "with the correction bias (ffn.gate.bias) for choosing, renormalized, x 1.5, a shared MLP as wide as the "
+         "experts, routed and shared SwiGLU limited at 0.5, tensors under model.layers.N.ffn (w1 / w3 / w2)"),
 ]
 
 
@@ -808,11 +824,14 @@ def sparsemixer_route64(router, x, eps):
     return np.array(idx), np.array(w), (min(gaps[1], mask_margin), gaps[0], np.inf), False, False
 
 
-def route64(router, bias, x, n_group, topk_group, k, norm, scale, softmax=False, eps=1e-20):
+def route64(router, bias, x, n_group, topk_group, k, norm, scale, softmax=False, eps=1e-20, sqrt_softplus=False):
     """DeepSeek-V3/GLM routing in float64: (indices in canonical order, weights, margins). softmax: Mistral 4's
-    groups over softmax scores (no bias; excluded experts score 0.0, which orders as -inf among positive scores)."""
+    groups over softmax scores (no bias; excluded experts score 0.0, which orders as -inf among positive scores).
+    sqrt_softplus: DeepSeek-V4's scores, sqrt(softplus(logits))."""
     logits = x @ router.T
     s = np.exp(logits - logits.max()) / np.exp(logits - logits.max()).sum() if softmax else 1.0 / (1.0 + np.exp(-logits))
+    if sqrt_softplus:
+        s = np.sqrt(np.maximum(logits, 0.0) + np.log1p(np.exp(-np.abs(logits))))
     c = s + bias
     E = c.shape[0]
     per = E // n_group
@@ -915,7 +934,8 @@ def build_case(out_dir, spec):
                               v["scale"], softmax=True) for t in xs]
         else:
             routes = [route64(router.astype(np.float64), bias.astype(np.float64), t, v["n_group"], v["topk_group"], K,
-                              v["norm"], v["scale"], eps=spec.get("norm_eps", 1e-20)) for t in xs]
+                              v["norm"], v["scale"], eps=spec.get("norm_eps", 1e-20),
+                              sqrt_softplus=spec.get("router") == "sqrt_softplus") for t in xs]
         if spec.get("scale_weights"):  # DeepSeek-V2's softmax weights times routed_scaling_factor
             routes = [(r[0], r[1] * v["scale"]) + tuple(r[2:]) for r in routes]
         margins = np.min([r[2] for r in routes], axis=0)

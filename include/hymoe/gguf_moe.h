@@ -16,7 +16,7 @@ namespace hymoe {
 
 // llama.cpp's expert gating functions: softmax over all experts, sigmoid, or SOFTMAX_WEIGHT (select on the logits,
 // softmax over the K selected: gpt-oss, deepseek2's expert_gating_func 3).
-enum class GgufGating { kSoftmax, kSigmoid, kSoftmaxWeight };
+enum class GgufGating { kSoftmax, kSigmoid, kSoftmaxWeight, kSqrtSoftplus };
 
 struct GgufMoeConfig {
   std::string architecture;         // general.architecture
@@ -40,6 +40,7 @@ struct GgufMoeConfig {
   bool biases = false;              // gpt-oss: router and experts have biases (and the clamped SwiGLU, alpha 1.702,
                                     // limit 7, which llama.cpp's graph fixes)
   bool weight_before_ffn = false;   // llama4: each expert's input is multiplied by its weight, its output is not
+  uint32_t hash_layer_count = 0;    // deepseek4: blocks below it choose their experts by token id (not run)
   bool swiglu_oai = false;          // minimax-m3: the clamped SwiGLU (alpha 1.702, limit 7) without biases, in the
                                     // routed and the shared experts (LLM_FFN_SWIGLU_OAI_MOE)
   bool shared_average = false;      // cohere2moe: the output is (routed + shared) / 2 where a shared expert runs

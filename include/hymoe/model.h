@@ -121,6 +121,9 @@ enum class RouterScoring {
   // with (m1 - l) / max(|l|, m1) <= 2 jitter_eps at it; expert 2 = the largest of the others, m2, weight = softmax
   // over the others with (m2 - l) / max(|l|, m2) <= 2 jitter_eps at it. Not renormalized.
   kSparseMixer,
+  // s = sqrt(softplus(logits)); select on s (+ selection bias); weights from s (DeepSeek-V4's scoring_func
+  // "sqrtsoftplus", llama.cpp's expert_gating_func 4)
+  kSqrtSoftplus,
 };
 enum class GroupScore {
   kMax,      // a group's score is its best expert's score (DeepSeek-V2 group_limited_greedy)

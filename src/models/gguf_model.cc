@@ -54,6 +54,7 @@ RouterOptions llama_cpp_router(const GgufMoeConfig& c, bool has_exp_probs_b) {
     case GgufGating::kSigmoid: r.scoring = RouterScoring::kSigmoid; break;
     // SOFTMAX_WEIGHT: the logits are the scores (selection, groups, exp_probs_b), the K chosen ones softmaxed.
     case GgufGating::kSoftmaxWeight: r.scoring = RouterScoring::kSoftmaxOverTopKLogits; break;
+    case GgufGating::kSqrtSoftplus: r.scoring = RouterScoring::kSqrtSoftplus; break;
   }
   r.logit_bias = c.biases;  // gpt-oss: ffn_gate_inp.bias added to the logits
   r.selection_bias = has_exp_probs_b;  // exp_probs_b: added for the selection only, for any gating

@@ -65,6 +65,7 @@ struct GgufArchitecture {
   bool biases = false;               // gpt-oss: router and expert biases, clamped SwiGLU (alpha 1.702, limit 7)
   bool weight_before_ffn = false;    // llama4: the weights multiply the experts' inputs
   bool swiglu_oai = false;           // minimax-m3: gpt-oss's clamped SwiGLU without biases, routed and shared
+  bool hash_layers = false;          // deepseek4: hash_layer_count (required) leading blocks routed by token id
   bool shared_average = false;       // cohere2moe: the output is (routed + shared) / 2 where there is a shared expert
   enum class Clamp { kNone, kOptional, kRequired } swiglu_clamp = Clamp::kNone;  // swiglu_clamp_exp, per block
   bool clamp_after_silu = false;     // min(silu(g), L) * clamp(u, +-L) (step35, bailingmoe3), not ggml_swiglu_clamp
@@ -74,7 +75,7 @@ struct GgufArchitecture {
 
 constexpr std::string_view kReadFromMetadata =
     "gating, normalization and scale read from metadata; ungated shared expert";
-constexpr std::array<GgufArchitecture, 47> kArchitectures = {{
+constexpr std::array<GgufArchitecture, 48> kArchitectures = {{
     {.name = "llama", .hidden = HiddenRule::kFeedForwardLength, .norm_weights = true,
      .fixed = "softmax gating, normalized weights, no scale, no shared expert"},
     {.name = "qwen2moe", .hidden = HiddenRule::kExpertKeyOrFfnOverK, .shared = SharedRule::kSharedLength,
@@ -208,6 +209,13 @@ constexpr std::array<GgufArchitecture, 47> kArchitectures = {{
      .swiglu_oai = true,
      .fixed = "gating, normalization and scale read from metadata; routed and ungated shared experts run the clamped "
               "SwiGLU (alpha 1.702, limit 7) without biases"},
+    // DeepSeek-V4: its MoE blocks past the hash-routed ones (gating 4, sqrt-softplus, from the required key).
+    {.name = "deepseek4", .shared = SharedRule::kCountTimesHidden, .gating = GatingRule::kKeyRequired,
+     .reads_scale = true, .selection_bias = true, .selection_bias_required = true, .hash_layers = true,
+     .swiglu_clamp = GgufArchitecture::Clamp::kRequired,
+     .shared_swiglu_clamp = GgufArchitecture::SharedClamp::kOwnKeyElseRouted,
+     .fixed = "gating (4: sqrt-softplus), normalization and scale read from metadata; routed and shared SwiGLU "
+              "limited per block; the first hash_layer_count blocks route by token id and are not run"},
     // The SwiGLU clamped after the silu, llama.cpp's form for the architectures outside ggml_swiglu_clamp's list.
     {.name = "step35", .shared = SharedRule::kSharedLengthOrNone, .gating = GatingRule::kKeyOrSigmoid,
      .reads_scale = true, .selection_bias = true, .swiglu_clamp = GgufArchitecture::Clamp::kOptional,
@@ -348,15 +356,17 @@ GgufMoeConfig read_gguf_moe_config(const GgufFile& file) {
       if (rules->gating == GatingRule::kKeyRequired && gating.value_or(0) == 0)
         fail(file.label(), ": metadata key '", key(c, "expert_gating_func"), "' is ",
              gating ? "0 (none)" : "missing", "; llama.cpp's ", c.architecture,
-             " graph needs 1 (softmax), 2 (sigmoid) or 3 (softmax over the selected logits)");
+             " graph needs 1 (softmax), 2 (sigmoid), 3 (softmax over the selected logits) or 4 (sqrt-softplus)");
       const uint32_t g = gating.value_or(0) != 0 ? *gating : rules->gating == GatingRule::kKeyOrSigmoid ? 2 : 1;
       if (g == 2) {
         c.gating = GgufGating::kSigmoid;
       } else if (g == 3) {
         c.gating = GgufGating::kSoftmaxWeight;
-      } else if (g > 3) {
+      } else if (g == 4) {
+        c.gating = GgufGating::kSqrtSoftplus;
+      } else if (g > 4) {
         fail(file.label(), ": metadata key '", key(c, "expert_gating_func"), "' is ", g,
-             "; hymoe runs 1 (softmax), 2 (sigmoid) and 3 (softmax over the selected logits)");
+             "; hymoe runs 1 (softmax), 2 (sigmoid), 3 (softmax over the selected logits) and 4 (sqrt-softplus)");
       }
       break;
     }
@@ -367,6 +377,7 @@ GgufMoeConfig read_gguf_moe_config(const GgufFile& file) {
   c.biases = rules->biases;
   c.weight_before_ffn = rules->weight_before_ffn;
   c.swiglu_oai = rules->swiglu_oai;
+  if (rules->hash_layers) c.hash_layer_count = file.require_u32(key(c, "hash_layer_count"));
   c.shared_average = rules->shared_average;
   c.reads_swiglu_clamp = rules->swiglu_clamp != GgufArchitecture::Clamp::kNone;
   c.swiglu_clamp_required = rules->swiglu_clamp == GgufArchitecture::Clamp::kRequired;
@@ -417,6 +428,9 @@ GgufMoeBlock find_gguf_moe_block(const GgufFile& file, const GgufMoeConfig& c, u
   if ((block + 1) % c.moe_layer_step != 0)
     fail(file.label(), ": block ", block, " is dense (", key(c, "interleave_moe_layer_step"), " = ", c.moe_layer_step,
          ": blocks b with (b + 1) % step == 0 are MoE)");
+  if (block < c.hash_layer_count)
+    fail(file.label(), ": block ", block, " chooses its experts by token id from ffn_gate_tid2eid (",
+         key(c, "hash_layer_count"), " = ", c.hash_layer_count, "), which hymoe's layer, given only x, does not run");
   const std::string prefix = "blk." + std::to_string(block) + ".";
   const uint64_t D = c.embedding_length, H = c.expert_hidden, E = c.expert_count, Hs = c.shared_hidden;
   // A tensor with the expected ne (trailing 1s may be omitted, as ggml fills them) and a decodable type.

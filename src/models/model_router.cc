@@ -116,6 +116,12 @@ Routing route_model_tokens(const RouterOptions& o, const ModelRouterWeights& w, 
       case RouterScoring::kSigmoid:
         for (int64_t e = 0; e < E; ++e) weight_score[e] = select[e] = 1.0 / (1.0 + std::exp(-static_cast<double>(l[e])));
         break;
+      case RouterScoring::kSqrtSoftplus:  // softplus(x) = max(x, 0) + log1p(exp(-|x|)), without overflow
+        for (int64_t e = 0; e < E; ++e) {
+          const double x = l[e];
+          weight_score[e] = select[e] = std::sqrt(std::max(x, 0.0) + std::log1p(std::exp(-std::abs(x))));
+        }
+        break;
       case RouterScoring::kSoftmaxOverTopKLogits:
       case RouterScoring::kSparseMixer:  // handled above
         for (int64_t e = 0; e < E; ++e) weight_score[e] = select[e] = l[e];

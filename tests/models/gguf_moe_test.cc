@@ -148,14 +148,28 @@ TEST(GgufMoe, GptOssConfigAndBlock) {
   }
 }
 
-// deepseek2's expert_gating_func 3 is SOFTMAX_WEIGHT too; 4 (sqrt-softplus) is not run.
-TEST(GgufMoe, DeepSeek2GatingFunc3) {
+// deepseek2's expert_gating_func 3 is SOFTMAX_WEIGHT too, 4 sqrt-softplus (build_moe_ffn runs it for any
+// architecture); 5 is no gating function llama.cpp has.
+TEST(GgufMoe, DeepSeek2GatingFunc3And4) {
   FileSpec ds = moe_file("deepseek2");
   ds.kvs.insert(ds.kvs.end(), {kv_u32("deepseek2.expert_shared_count", 0), kv_u32("deepseek2.expert_gating_func", 3)});
   EXPECT_EQ(read_gguf_moe_config(GgufFile::from_bytes(build(ds), "d.gguf")).gating, GgufGating::kSoftmaxWeight);
   ds.kvs.back() = kv_u32("deepseek2.expert_gating_func", 4);
-  EXPECT_NE(error_of(ds).find("metadata key 'deepseek2.expert_gating_func' is 4; hymoe runs 1 (softmax), 2 (sigmoid) "
-                              "and 3 (softmax over the selected logits)"),
+  EXPECT_EQ(read_gguf_moe_config(GgufFile::from_bytes(build(ds), "d.gguf")).gating, GgufGating::kSqrtSoftplus);
+  ds.kvs.back() = kv_u32("deepseek2.expert_gating_func", 5);
+  EXPECT_NE(error_of(ds).find("metadata key 'deepseek2.expert_gating_func' is 5; hymoe runs 1 (softmax), 2 (sigmoid), "
+                              "3 (softmax over the selected logits) and 4 (sqrt-softplus)"),
+            std::string::npos)
+      << error_of(ds);
+}
+
+// deepseek4's first hash_layer_count blocks choose their experts by token id: a clear error, not a routed guess.
+TEST(GgufMoeRejects, HashRoutedBlocks) {
+  FileSpec ds = moe_file("deepseek4");
+  ds.kvs.insert(ds.kvs.end(), {kv_u32("deepseek4.expert_shared_count", 0), kv_u32("deepseek4.expert_gating_func", 4),
+                               kv_u32("deepseek4.hash_layer_count", 2)});
+  EXPECT_NE(error_of(ds).find("m.gguf: block 1 chooses its experts by token id from ffn_gate_tid2eid "
+                              "(deepseek4.hash_layer_count = 2)"),
             std::string::npos)
       << error_of(ds);
 }
@@ -181,7 +195,7 @@ TEST(GgufMoe, GatingWithoutTheKeyIsTheArchitectures) {
   for (const std::string arch : {"dots1", "bailingmoe2"}) {
     FileSpec spec = with_shared(arch);
     EXPECT_NE(error_of(spec).find("m.gguf: metadata key '" + arch + ".expert_gating_func' is missing; llama.cpp's " +
-                                  arch + " graph needs 1 (softmax), 2 (sigmoid) or 3"),
+                                  arch + " graph needs 1 (softmax), 2 (sigmoid), 3"),
               std::string::npos)
         << error_of(spec);
     spec.kvs.push_back(kv_u32(arch + ".expert_gating_func", 0));

@@ -364,6 +364,28 @@ TEST(ModelFamilies, Step3p7LegacyLayerListAndPerLayerLimits) {
   EXPECT_THROW(family(R"(, "moe_layers_enum": "1,x")"), Error);
 }
 
+// DeepSeek-V4: its hash_moe layers (the first num_hash_layers, 3 by default) choose experts by token id and are
+// refused with a reason; its other layers run sqrt-softplus scores and the limited SwiGLU.
+TEST(ModelFamilies, DeepseekV4RefusesHashLayers) {
+  const auto v4 = make_model_family(HfConfig::parse(R"({"model_type": "deepseek_v4", "hidden_size": 8,
+      "num_hidden_layers": 4, "n_routed_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 4})",
+                                                    "config.json"));
+  EXPECT_TRUE(v4->is_moe_layer(2));
+  try {
+    v4->moe_layer(2);
+    ADD_FAILURE() << "a hash_moe layer was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("layer 2 of this deepseek_v4 model is \"hash_moe\""), std::string::npos)
+        << e.what();
+  }
+  const MoELayerSpec s = v4->moe_layer(3);
+  EXPECT_EQ(s.router.scoring, RouterScoring::kSqrtSoftplus);
+  EXPECT_DOUBLE_EQ(s.router.scaling_factor, 1.5);
+  EXPECT_EQ(s.activation, ExpertActivation::kLimitedSwiGLU);
+  EXPECT_DOUBLE_EQ(s.swiglu_limit, 10.0);
+  EXPECT_EQ(s.shared.hidden, 4);
+}
+
 TEST(ModelFamilies, BlocksOfOtherFamiliesUnderTheirOwnDefaults) {
   auto family = [](const std::string& text) { return make_model_family(HfConfig::parse(text, "config.json")); };
   // Qwen3-Next: Qwen2-MoE's block, norm_topk_prob true and a 512-wide shared expert by default.

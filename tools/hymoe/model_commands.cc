@@ -31,6 +31,7 @@ std::string router_description(const MoELayerSpec& s) {
     case RouterScoring::kSigmoid: out = "sigmoid"; break;
     case RouterScoring::kSoftmaxOverTopKLogits: out = "top-k logits, softmax over the k"; break;
     case RouterScoring::kSparseMixer: out = fmt::format("sparsemixer (jitter_eps {})", r.jitter_eps); break;
+    case RouterScoring::kSqrtSoftplus: out = "sqrt-softplus"; break;
   }
   if (r.scale_input) out += ", weight multiplied into the expert's input";
   if (r.logit_bias) out += ", logit bias";
