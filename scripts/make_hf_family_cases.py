@@ -341,6 +341,13 @@ def deepseek_v4_config():
         mlp_layer_types=["hash_moe", "moe"], swiglu_limit=0.5, max_position_embeddings=64)
 
 
+def kolibri1_config():
+    # Kolibri-1: the correction bias on the logits for choosing, the chosen logits' sigmoids as weights (not
+    # renormalized, its default), an ungated 48-wide shared MLP; every layer MoE.
+    return transformers.Kolibri1Config(moe_intermediate_size=32, shared_expert_intermediate_size=48, num_experts=16,
+                                       num_experts_per_tok=4, **SMALL)
+
+
 def qwen4_exp_text_config():
     # Qwen4-Exp's language model: Qwen2-MoE's block (sigmoid-gated shared expert), norm_topk_prob left to its default.
     return transformers.Qwen4ExpTextConfig(moe_intermediate_size=16, shared_expert_intermediate_size=24, num_experts=16,
@@ -745,6 +752,12 @@ CASES = [
          description="DeepSeek-V4 (deepseek_v4), its gate-routed layer 1 (layer 0 is hash_moe): sqrt-softplus scores "
          "with the correction bias (ffn.gate.bias) for choosing, renormalized, x 1.5, a shared MLP as wide as the "
          "experts, routed and shared SwiGLU limited at 0.5, tensors under model.layers.N.ffn (w1 / w3 / w2)"),
+    dict(name="kolibri1_e16_k4", family="kolibri1", config=kolibri1_config, model_class="Kolibri1ForCausalLM",
+         router="logit_bias", shared="sized", shared_size_attr="shared_expert_intermediate_size", checkpoint_block="",
+         checkpoint_parts=("mlp.", "moe.router."), checkpoint_check="mlp.experts.15.down_proj.weight",
+         description="Kolibri-1 (kolibri1): top-4 of the logits plus the correction bias (saved outside the block as "
+         "model.layers.N.moe.router.expert_bias), weights the chosen logits' sigmoids, not renormalized, an ungated "
+         "shared MLP"),
 ]
 
 
@@ -764,6 +777,24 @@ def softmax_route64(router, x, k, norm, bias=None, norm_min=0.0):
     cut = srt[k - 1] - srt[k] if len(srt) > k else np.inf
     slot = np.min(np.diff(-srt[:k])) if k > 1 else np.inf
     by_bias = bias is not None and set(np.argsort(-p, kind="stable")[:k]) != set(idx)
+    return idx, w, (cut, slot, np.inf), False, by_bias
+
+
+def logit_bias_route64(router, bias, x, k, norm):
+    """Kolibri-1 in float64: top-k of logits + bias (the bias added in float32, as transformers adds it), weights the
+    sigmoids of the chosen logits, divided by their sum where norm: (indices, weights, margins, False, whether the
+    bias changed the choice)."""
+    logits = x @ router.T
+    c = (logits.astype(np.float32) + bias.astype(np.float32)).astype(np.float64)
+    order = np.argsort(-c, kind="stable")
+    idx = order[:k]
+    w = 1.0 / (1.0 + np.exp(-logits[idx]))
+    if norm:
+        w = w / w.sum()
+    srt = c[order]
+    cut = srt[k - 1] - srt[k] if len(srt) > k else np.inf
+    slot = np.min(np.diff(-srt[:k])) if k > 1 else np.inf
+    by_bias = set(np.argsort(-logits, kind="stable")[:k]) != set(idx)
     return idx, w, (cut, slot, np.inf), False, by_bias
 
 
@@ -920,6 +951,8 @@ def build_case(out_dir, spec):
             bias = rng.uniform(-0.02, 0.02, E).astype(np.float32)
             routes = [softmax_route64(router.astype(np.float64), t, K, True, bias.astype(np.float64),
                                       getattr(cfg, "moe_norm_min", 0.0)) for t in xs]
+        elif spec.get("router") == "logit_bias":
+            routes = [logit_bias_route64(router.astype(np.float64), bias, t, K, v["norm"]) for t in xs]
         elif softmax:
             routes = [softmax_route64(router.astype(np.float64), t, K, v["norm"]) for t in xs]
         elif sparsemixer:

@@ -124,6 +124,9 @@ enum class RouterScoring {
   // s = sqrt(softplus(logits)); select on s (+ selection bias); weights from s (DeepSeek-V4's scoring_func
   // "sqrtsoftplus", llama.cpp's expert_gating_func 4)
   kSqrtSoftplus,
+  // select on the logits (+ selection bias: Kolibri-1 adds its correction bias to the logits); weights = sigmoid of
+  // the chosen logits
+  kLogitsThenSigmoid,
 };
 enum class GroupScore {
   kMax,      // a group's score is its best expert's score (DeepSeek-V2 group_limited_greedy)

@@ -122,15 +122,22 @@ Routing route_model_tokens(const RouterOptions& o, const ModelRouterWeights& w, 
           weight_score[e] = select[e] = std::sqrt(std::max(x, 0.0) + std::log1p(std::exp(-std::abs(x))));
         }
         break;
+      case RouterScoring::kLogitsThenSigmoid:
+        for (int64_t e = 0; e < E; ++e) {
+          select[e] = l[e];
+          weight_score[e] = 1.0 / (1.0 + std::exp(-static_cast<double>(l[e])));
+        }
+        break;
       case RouterScoring::kSoftmaxOverTopKLogits:
       case RouterScoring::kSparseMixer:  // handled above
         for (int64_t e = 0; e < E; ++e) weight_score[e] = select[e] = l[e];
         break;
     }
-    // The bias is added in float32, as transformers and ggml add two float32 tensors.
+    // The bias is added in float32, as transformers and ggml add two float32 tensors, to what the selection ranks
+    // (the scores, or Kolibri-1's logits).
     if (o.selection_bias)
       for (int64_t e = 0; e < E; ++e)
-        select[e] = static_cast<double>(static_cast<float>(weight_score[e]) + w.selection_bias[static_cast<size_t>(e)]);
+        select[e] = static_cast<double>(static_cast<float>(select[e]) + w.selection_bias[static_cast<size_t>(e)]);
     for (int64_t e = 0; e < E; ++e) r.scores[static_cast<size_t>(t * E + e)] = static_cast<float>(select[e]);
     if (o.group_limited) limit_to_best_groups(o, E, select.data());
     top_indices(select.data(), E, K, chosen);

@@ -32,6 +32,7 @@ std::string router_description(const MoELayerSpec& s) {
     case RouterScoring::kSoftmaxOverTopKLogits: out = "top-k logits, softmax over the k"; break;
     case RouterScoring::kSparseMixer: out = fmt::format("sparsemixer (jitter_eps {})", r.jitter_eps); break;
     case RouterScoring::kSqrtSoftplus: out = "sqrt-softplus"; break;
+    case RouterScoring::kLogitsThenSigmoid: out = "top-k logits, their sigmoids"; break;
   }
   if (r.scale_input) out += ", weight multiplied into the expert's input";
   if (r.logit_bias) out += ", logit bias";
