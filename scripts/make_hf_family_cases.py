@@ -348,6 +348,24 @@ def kolibri1_config():
                                        num_experts_per_tok=4, **SMALL)
 
 
+def aria_text_config():
+    # Aria's language model: top-4 logits, softmax over them, SiLU experts stored as fc1 (E, D, 2I) / fc2 (E, I, D),
+    # two 32-wide shared experts (64) running hidden_act gelu_pytorch_tanh.
+    return transformers.AriaTextConfig(intermediate_size=32, moe_num_experts=16, moe_topk=4, moe_num_shared_experts=2,
+                                       hidden_act="gelu_pytorch_tanh", **SMALL)
+
+
+def aria_config():
+    # Aria as released: the same language model under text_config, the vision tower built tiny.
+    text = dict(vocab_size=128, hidden_size=64, intermediate_size=32, num_hidden_layers=2, num_attention_heads=4,
+                num_key_value_heads=4, head_dim=16, moe_num_experts=16, moe_topk=4, moe_num_shared_experts=2,
+                hidden_act="gelu_pytorch_tanh", max_position_embeddings=64)
+    vision = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, image_size=28,
+                  patch_size=14)
+    return transformers.AriaConfig(text_config=text, vision_config=vision,
+                                   projector_patch_to_query_dict={"4": 4, "16": 16})
+
+
 def qwen4_exp_text_config():
     # Qwen4-Exp's language model: Qwen2-MoE's block (sigmoid-gated shared expert), norm_topk_prob left to its default.
     return transformers.Qwen4ExpTextConfig(moe_intermediate_size=16, shared_expert_intermediate_size=24, num_experts=16,
@@ -758,6 +776,16 @@ CASES = [
          description="Kolibri-1 (kolibri1): top-4 of the logits plus the correction bias (saved outside the block as "
          "model.layers.N.moe.router.expert_bias), weights the chosen logits' sigmoids, not renormalized, an ungated "
          "shared MLP"),
+    dict(name="aria_text_e16_k4", family="aria_text", config=aria_text_config, model_class="AriaTextForCausalLM",
+         router="topk_softmax", router_attr="router", experts_in_out=True, shared_gelu_tanh=True,
+         checkpoint_check="experts.fc2.weight",
+         description="Aria's language model (aria_text): top-4 logits, softmax over them, SiLU experts stored as "
+         "experts.fc1 (E, D, 2I) / fc2 (E, I, D), two shared experts running hidden_act gelu_pytorch_tanh"),
+    dict(name="aria_e16_k4", family="aria", config=aria_config, model_class="AriaForConditionalGeneration",
+         router="topk_softmax", router_attr="router", experts_in_out=True, shared_gelu_tanh=True, text_config=True,
+         checkpoint_layers="language_model.model.layers.", checkpoint_check="experts.fc2.weight",
+         description="Aria (aria) as released: aria_text's block, keys under text_config, tensors under "
+         "language_model.model.layers. (the vision tower built tiny)"),
 ]
 
 
@@ -820,7 +848,8 @@ def topk_logits_route64(router, x, k, sigmoid, norm):
 
 def config_values(cfg):
     """The routing settings of a config, whatever its class names them."""
-    E = getattr(cfg, "n_routed_experts", None) or getattr(cfg, "num_local_experts", None) or cfg.num_experts
+    E = (getattr(cfg, "n_routed_experts", None) or getattr(cfg, "num_local_experts", None)
+         or getattr(cfg, "moe_num_experts", None) or cfg.num_experts)
     H = getattr(cfg, "moe_intermediate_size", None) or cfg.intermediate_size
     if type(cfg).__name__ in ("FlexOlmoConfig", "MiniMaxM2Config", "HunYuanMoEV1Config"):
         H = cfg.intermediate_size
@@ -929,7 +958,7 @@ def build_case(out_dir, spec):
         v["norm"] = spec["norm"]
     if spec.get("scale_attr"):  # the scaling factor under the family's own name
         v["scale"] = getattr(cfg, spec["scale_attr"])
-    E, K, D, H = v["E"], cfg.num_experts_per_tok, cfg.hidden_size, v["H"]
+    E, K, D, H = v["E"], getattr(cfg, "num_experts_per_tok", None) or cfg.moe_topk, cfg.hidden_size, v["H"]
     if isinstance(K, list):  # one per layer (Hunyuan): layer 1's
         K = K[1]
     softmax = spec.get("router", "v3") in ("softmax", "softmax_bias")
@@ -1114,6 +1143,8 @@ def build_case(out_dir, spec):
             if spec.get("silu_clamp"):
                 L = spec["silu_clamp"][1]
                 hs = np.minimum(silu(gs_), L) * np.clip(us_, -L, L)
+            elif spec.get("shared_gelu_tanh"):  # Aria: the shared MLP on hidden_act, the routed experts on SiLU
+                hs = 0.5 * gs_ * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (gs_ + 0.044715 * gs_ ** 3))) * us_
             else:
                 hs = swiglu_oai64(gs_, us_, cfg) if spec.get("swiglu_oai") else silu(gs_) * us_
             out = shared["down_proj"].astype(np.float64) @ hs

@@ -231,6 +231,9 @@ struct MoELayerSpec {
   std::string experts_prefix;                           // "model.layers.1.mlp.experts."
   std::string gate_name = "gate_proj", up_name = "up_proj", down_name = "down_proj";  // per-expert names
   std::string fused_suffix = ".weight";  // kFusedOutIn, kFusedGateUpOutIn: <experts_prefix><name><fused_suffix>
+  // kFusedInterleavedInOut, kFusedConcatInOut: the (E, D, 2I) and (E, I, D) tensors under experts_prefix (Aria's
+  // fc1.weight and fc2.weight)
+  std::string in_out_gate_up = "gate_up_proj", in_out_down = "down_proj";
   // kFusedOutIn only: float biases <experts_prefix><name>.bias, (E, out) each (GGUF gpt-oss), added as the kernels
   // add gpt-oss's (grouped_ffn.h, MlpWeightsView).
   bool expert_biases = false;

@@ -230,8 +230,8 @@ ExpertWeights load_fused_experts(const TensorSource& src, const MoELayerSpec& sp
       v.down = mxfp4(u8(dn_blocks) + e * D * (I / 2), u8(dn_scales) + e * D * (I / g), I, D, 1);
     }
   } else {
-    const TensorRef gu = checked_tensor(src, p + "gate_up_proj", {E, D, 2 * I}, why);
-    const TensorRef dn = checked_tensor(src, p + "down_proj", {E, I, D}, why);
+    const TensorRef gu = checked_tensor(src, p + spec.in_out_gate_up, {E, D, 2 * I}, why);
+    const TensorRef dn = checked_tensor(src, p + spec.in_out_down, {E, I, D}, why);
     require_float(gu);
     require_float(dn);
     // The kernels take f32 or bf16; f16 is widened to f32.

@@ -94,7 +94,7 @@ std::vector<std::string> Model::layer_tensor_names(int64_t layer) const {
       for (const std::string* n : {&s.gate_name, &s.up_name, &s.down_name}) names.push_back(s.experts_prefix + *n + s.fused_suffix);
       break;
     case ExpertStorage::kFusedConcatInOut:
-      for (const char* n : {"gate_up_proj", "down_proj"}) names.push_back(s.experts_prefix + n);
+      for (const std::string* n : {&s.in_out_gate_up, &s.in_out_down}) names.push_back(s.experts_prefix + *n);
       break;
     case ExpertStorage::kFusedInterleavedInOut:
       for (const char* n : {"gate_up_proj_bias", "down_proj_bias"}) names.push_back(s.experts_prefix + n);
@@ -102,7 +102,7 @@ std::vector<std::string> Model::layer_tensor_names(int64_t layer) const {
         for (const char* n : {"gate_up_proj_blocks", "gate_up_proj_scales", "down_proj_blocks", "down_proj_scales"})
           names.push_back(s.experts_prefix + n);
       else
-        for (const char* n : {"gate_up_proj", "down_proj"}) names.push_back(s.experts_prefix + n);
+        for (const std::string* n : {&s.in_out_gate_up, &s.in_out_down}) names.push_back(s.experts_prefix + *n);
       break;
     case ExpertStorage::kPerExpertLinear:
     case ExpertStorage::kSplitOutIn:
