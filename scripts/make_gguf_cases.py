@@ -31,7 +31,8 @@ MARGIN = 2e-3
 # Architectures whose MoE metadata is deepseek2's (llama.cpp reads the same keys; glm4moe's gating defaults to sigmoid).
 DEEPSEEK2_LIKE = ("deepseek2", "glm4moe", "dots1", "bailingmoe2", "deepseek32", "glm-dsa", "afmoe", "kimi-linear",
                   "exaone-moe", "cohere2moe", "dots3note", "laguna", "hy_v3", "hy_v4", "glm5-next", "step35",
-                  "bailingmoe3", "minimax-m3", "deepseek4")
+                  "bailingmoe3", "minimax-m3", "deepseek4", "deepseek2-ocr",
+                  "mistral4")
 # Of those, the ones that size their shared expert by expert_shared_feed_forward_length (the count written as 1).
 SHARED_LENGTH_LIKE = ("exaone-moe", "cohere2moe", "laguna", "hy_v3", "step35", "bailingmoe3")
 # Architectures whose graph fixes softmax but reads the shared-expert count, leading dense blocks and (some) the
@@ -816,6 +817,17 @@ CASES = [
          description="deepseek4 (DeepSeek-V4), a block past hash_layer_count: sqrt-softplus gating (expert_gating_func "
                      "4), exp_probs_b (required), normalized, scale 1.5, one shared expert; routed and shared SwiGLU "
                      "limited at 0.5 (no swiglu_clamp_shexp: the routed limit)"),
+    dict(case="deepseek2_ocr_q8_0", arch="deepseek2-ocr", D=64, H=32, E=8, K=2, H_shared=64, n_ff=64,
+         gating="softmax", omit_gating_func=True, norm=False, w_scale=1.0, types=dict(gate=Q.Q8_0, up=Q.Q8_0, down=Q.Q8_0, shared_gate=Q.Q8_0, shared_up=Q.Q8_0, shared_down=Q.Q8_0,
+                    dense=Q.Q8_0),
+         description="deepseek2-ocr (DeepSeek-OCR): deepseek2's declaration: no gating key (softmax), not normalized, "
+                     "two shared experts"),
+    dict(case="mistral4_groups_q4_0", arch="mistral4", D=64, H=32, E=8, K=2, H_shared=32, n_ff=64, gating="softmax",
+         norm=True, w_scale=1.0, groups=4, groups_used=2, router_std=3.0,
+         types=dict(gate=Q.Q4_0, up=Q.Q4_0, down=Q.Q4_0, shared_gate=Q.Q4_0, shared_up=Q.Q4_0, shared_down=Q.Q4_0,
+                    dense=Q.Q8_0),
+         description="mistral4 (Mistral 4): deepseek2's loader and graph: softmax from the key, 4 groups keep 2 "
+                     "(changes >= 2 tokens), normalized, one shared expert"),
 ]
 
 
