@@ -41,7 +41,7 @@ SOFTMAX_SHARED_COUNT = ("deepseek", "bailingmoe")
 NORM_FLOOR = 6.103515625e-5
 # Architectures whose experts' hidden size llama.cpp takes from feed_forward_length.
 FF_LENGTH_HIDDEN = ("llama", "olmoe", "granitemoe", "phimoe", "dbrx", "mistral3", "jamba", "minimax-m2", "granitehybrid",
-                    "minimax-01", "arctic")
+                    "minimax-01", "arctic", "minicpm")
 # Architectures without deepseek2's metadata whose graph reads expert_gating_func (required there).
 GATING_KEY = ("minimax-m2", "lfm2moe")
 
@@ -828,6 +828,10 @@ CASES = [
                     dense=Q.Q8_0),
          description="mistral4 (Mistral 4): deepseek2's loader and graph: softmax from the key, 4 groups keep 2 "
                      "(changes >= 2 tokens), normalized, one shared expert"),
+    dict(case="minicpm_moe_q8_0", arch="minicpm", D=64, H=32, E=8, K=2, n_ff=32, gating="softmax", norm=True,
+         w_scale=0.0, types=dict(gate=Q.Q8_0, up=Q.Q8_0, down=Q.Q8_0, dense=Q.Q8_0),
+         description="minicpm (MiniCPM-MoE, granite's graph): softmax top-2 normalized, experts feed_forward_length "
+                     "wide"),
 ]
 
 

@@ -75,7 +75,7 @@ struct GgufArchitecture {
 
 constexpr std::string_view kReadFromMetadata =
     "gating, normalization and scale read from metadata; ungated shared expert";
-constexpr std::array<GgufArchitecture, 50> kArchitectures = {{
+constexpr std::array<GgufArchitecture, 51> kArchitectures = {{
     {.name = "llama", .hidden = HiddenRule::kFeedForwardLength, .norm_weights = true,
      .fixed = "softmax gating, normalized weights, no scale, no shared expert"},
     {.name = "qwen2moe", .hidden = HiddenRule::kExpertKeyOrFfnOverK, .shared = SharedRule::kSharedLength,
@@ -209,6 +209,9 @@ constexpr std::array<GgufArchitecture, 50> kArchitectures = {{
      .swiglu_oai = true,
      .fixed = "gating, normalization and scale read from metadata; routed and ungated shared experts run the clamped "
               "SwiGLU (alpha 1.702, limit 7) without biases"},
+    // MiniCPM's MoE variant (minicpm: granite's graph; its loader reads no shared-expert key, so there is none).
+    {.name = "minicpm", .hidden = HiddenRule::kFeedForwardLength, .norm_weights = true,
+     .fixed = "softmax gating, normalized weights, no scale, no shared expert (granite's graph)"},
     // DeepSeek-OCR (deepseek2-ocr: deepseek2's graph without MLA, its keys read as deepseek2 reads them) and Mistral 4
     // (mistral4: deepseek2's loader and graph).
     {.name = "deepseek2-ocr", .shared = SharedRule::kCountTimesHidden, .gating = GatingRule::kKeyOrSoftmax,
