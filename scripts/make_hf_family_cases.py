@@ -366,6 +366,22 @@ def aria_config():
                                    projector_patch_to_query_dict={"4": 4, "16": 16})
 
 
+def jetmoe_config():
+    # JetMoE: top-2 logits, softmax over them, 32-wide experts as input_linear / output_linear, an output bias.
+    return transformers.JetMoeConfig(vocab_size=128, hidden_size=64, num_hidden_layers=2, num_key_value_heads=4,
+                                     kv_channels=16, intermediate_size=32, num_local_experts=16, num_experts_per_tok=4,
+                                     max_position_embeddings=64)
+
+
+def axk1_config():
+    # A.X K1: V3's block, 4 groups keep 2, no correction bias (as released), an RMSNorm of the block's output.
+    return transformers.AXK1Config(
+        vocab_size=128, hidden_size=64, intermediate_size=96, moe_intermediate_size=32, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=4, n_routed_experts=16, num_experts_per_tok=4, n_shared_experts=1,
+        n_group=4, topk_group=2, kv_lora_rank=16, q_lora_rank=32, qk_rope_head_dim=8, qk_nope_head_dim=8,
+        v_head_dim=16, max_position_embeddings=64, mlp_layer_types=["dense", "sparse"])
+
+
 def qwen4_exp_text_config():
     # Qwen4-Exp's language model: Qwen2-MoE's block (sigmoid-gated shared expert), norm_topk_prob left to its default.
     return transformers.Qwen4ExpTextConfig(moe_intermediate_size=16, shared_expert_intermediate_size=24, num_experts=16,
@@ -786,6 +802,17 @@ CASES = [
          checkpoint_layers="language_model.model.layers.", checkpoint_check="experts.fc2.weight",
          description="Aria (aria) as released: aria_text's block, keys under text_config, tensors under "
          "language_model.model.layers. (the vision tower built tiny)"),
+    dict(name="jetmoe_e16_k4", family="jetmoe", config=jetmoe_config, model_class="JetMoeForCausalLM",
+         router="topk_softmax", router_attr="router", router_linear="layer", shared=None, experts_jetmoe=True,
+         output_bias=True, weights_from_reference=True, checkpoint_check="output_linear.weight",
+         description="JetMoE (jetmoe), its MLP block: top-4 logits, softmax over them, experts as input_linear "
+         "(E, 2I, D) gate rows first and output_linear (E, D, I), a bias mlp.bias added to every token's output"),
+    dict(name="axk1_e16_g4_tg2_k4", family="axk1", config=axk1_config, model_class="AXK1ForCausalLM",
+         zero_bias=True, drop_tensors=["mlp.gate.e_score_correction_bias"], output_norm=True, checkpoint_block="",
+         checkpoint_parts=("mlp.", "post_mlp_layernorm."), checkpoint_check="mlp.experts.15.down_proj.weight",
+         description="A.X K1 (axk1): V3's block, 4 groups keep 2, one shared expert, without a correction bias (the "
+         "tensor absent, as released), the block's output through an RMSNorm saved as "
+         "model.layers.N.post_mlp_layernorm.weight"),
 ]
 
 
@@ -974,6 +1001,8 @@ def build_case(out_dir, spec):
         rng = np.random.default_rng(seed)
         router = (rng.standard_normal((E, D)) * 1.5 / np.sqrt(D)).astype(np.float32)
         bias = rng.uniform(-0.15, 0.15, E).astype(np.float32)
+        if spec.get("zero_bias"):  # releases without a correction bias: the buffer stays zeros
+            bias = np.zeros(E, dtype=np.float32)
         x = rng.standard_normal((2, 5, D)).astype(np.float32)
         xs = x.reshape(-1, D).astype(np.float64)
         if softmax_bias:  # ERNIE's correction bias is on the probabilities' scale: keep it small
@@ -1004,6 +1033,8 @@ def build_case(out_dir, spec):
         by_groups = sum(r[3] for r in routes)
         by_bias = sum(r[4] for r in routes)
         groups_act = v["n_group"] > v["topk_group"]
+        if spec.get("zero_bias"):
+            by_bias = 2
         if margins.min() >= MARGIN and (by_groups >= 2 or not groups_act) and (
                 by_bias >= 2 or (softmax and not softmax_bias) or llama4 or sparsemixer or softmax_groups or topk_logits):
             break
@@ -1032,6 +1063,10 @@ def build_case(out_dir, spec):
     gate_module = getattr(block, spec.get("router_attr", "gate"))
     if isinstance(getattr(gate_module, "gate", None), torch.nn.Linear):  # a router module holding its linear (afmoe)
         gate_module = gate_module.gate
+    if spec.get("router_linear"):  # JetMoE: the router's linear under its own name
+        gate_module = getattr(gate_module, spec["router_linear"])
+    out_bias = (rng.standard_normal(D) * 0.5).astype(np.float32) if spec.get("output_bias") else None
+    out_norm = (1.0 + 0.3 * rng.standard_normal(D)).astype(np.float32) if spec.get("output_norm") else None
     with torch.no_grad():
         (gate_module.wg if hasattr(gate_module, "wg") else gate_module).weight.copy_(torch.from_numpy(router))
         if softmax_bias:
@@ -1041,7 +1076,14 @@ def build_case(out_dir, spec):
         elif not softmax and not llama4 and not sparsemixer and not softmax_groups and not topk_logits:
             owner = block if spec.get("bias_of") == "block" else block.gate
             owner.e_score_correction_bias.copy_(torch.from_numpy(bias))
-        if spec.get("experts_in_out"):  # (E, D, 2I) gate columns first, (E, I, D)
+        if spec.get("output_bias"):  # JetMoE: mlp.bias, added to every token's output
+            block.bias.copy_(torch.from_numpy(out_bias))
+        if spec.get("output_norm"):  # A.X K1: an RMSNorm of the block's output
+            block.post_mlp_layernorm.weight.copy_(torch.from_numpy(out_norm))
+        if spec.get("experts_jetmoe"):  # input_linear (E, 2I, D) gate rows first, output_linear (E, D, I)
+            block.input_linear.weight.copy_(torch.from_numpy(np.concatenate([gate, up], axis=1)))
+            block.output_linear.weight.copy_(torch.from_numpy(down))
+        elif spec.get("experts_in_out"):  # (E, D, 2I) gate columns first, (E, I, D)
             block.experts.gate_up_proj.copy_(torch.from_numpy(np.concatenate([gate, up], axis=1).transpose(0, 2, 1)))
             block.experts.down_proj.copy_(torch.from_numpy(down.transpose(0, 2, 1).copy()))
         else:
@@ -1079,6 +1121,11 @@ def build_case(out_dir, spec):
             json.dump(config, f)
         if spec.get("released_transposed"):  # as the releases store them; the reload below reads that layout
             released_experts(os.path.join(tmp, "model.safetensors"), spec["released_transposed"])
+        if spec.get("drop_tensors"):  # as the releases lack them
+            from safetensors.numpy import load_file
+            kept = {n: t for n, t in load_file(os.path.join(tmp, "model.safetensors")).items()
+                    if not any(n.endswith(d) for d in spec["drop_tensors"])}
+            save_file(kept, os.path.join(tmp, "model.safetensors"), metadata={"format": "pt"})
         if spec.get("released_renames"):  # the releases' names where save_pretrained writes others (the reload
             released_names(os.path.join(tmp, "model.safetensors"), spec["released_renames"])  # reads them too)
         weights = {}
@@ -1153,6 +1200,10 @@ def build_case(out_dir, spec):
             y64[t] += out
             if spec.get("shared_average"):  # Cohere2-MoE's "average"
                 y64[t] /= 2
+        if out_bias is not None:
+            y64[t] += out_bias.astype(np.float64)
+        if out_norm is not None:
+            y64[t] = out_norm.astype(np.float64) * y64[t] / np.sqrt(np.mean(y64[t] ** 2) + cfg.rms_norm_eps)
     y_err = float(np.abs(y.reshape(-1, D) - y64).max())
     w_err = float(np.abs(weights_canonical - np.stack([r[1] for r in routes])).max())
     y_max = float(np.abs(y).max())

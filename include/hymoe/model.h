@@ -224,6 +224,7 @@ struct MoELayerSpec {
   std::string router_weight;  // (E, D)
   std::string router_bias;    // (E) when router.logit_bias
   std::string selection_bias; // (E) when router.selection_bias
+  bool selection_bias_optional = false;  // absent from the checkpoint: zeros (A.X K1's releases route without one)
   ExpertActivation activation = ExpertActivation::kSwiGLU;
   double swiglu_alpha = 1.702;
   double swiglu_limit = 7.0;
@@ -238,6 +239,10 @@ struct MoELayerSpec {
   // add gpt-oss's (grouped_ffn.h, MlpWeightsView).
   bool expert_biases = false;
   SharedExpertSpec shared;
+  // What the block applies to its output, routed + shared, where the family's block does:
+  std::string output_bias;       // (D) added to every token (JetMoE's mlp.bias)
+  std::string output_norm;       // (D) RMSNorm weight w: y = w * y / sqrt(mean(y^2) + output_norm_eps) (A.X K1)
+  double output_norm_eps = 1e-6;
 };
 
 // How the checkpoint's weights are quantized (config.json quantization_config).

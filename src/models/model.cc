@@ -80,7 +80,10 @@ std::vector<std::string> Model::layer_tensor_names(int64_t layer) const {
   const MoELayerSpec s = family_->moe_layer(layer);
   std::vector<std::string> names{s.router_weight};
   if (s.router.logit_bias) names.push_back(s.router_bias);
-  if (s.router.selection_bias) names.push_back(s.selection_bias);
+  if (s.router.selection_bias && (!s.selection_bias_optional || source_->contains(s.selection_bias)))
+    names.push_back(s.selection_bias);
+  for (const std::string* n : {&s.output_bias, &s.output_norm})
+    if (!n->empty()) names.push_back(*n);
   switch (s.storage) {
     case ExpertStorage::kFusedOutIn:  // GGUF: the prefix is the block's, so name each tensor
       for (const std::string* n : {&s.gate_name, &s.up_name, &s.down_name}) names.push_back(s.experts_prefix + *n + s.fused_suffix);

@@ -16,6 +16,7 @@ namespace hymoe {
 struct ModelMoELayer::Impl {
   ModelRouterWeights router;
   std::vector<float> shared_gate;  // (D) Qwen2-MoE's shared_expert_gate, or empty
+  std::vector<float> output_bias, output_norm;  // (D) each, or empty
   std::unique_ptr<kernels::GroupedFfn> routed_ffn, shared_ffn;
   int64_t resident_bytes = 0;
 };
@@ -49,15 +50,21 @@ ModelMoELayer ModelMoELayer::load(const TensorSource& source, const MoELayerSpec
   const std::string router_why = "num_experts=" + std::to_string(E) + ", hidden_size=" + std::to_string(D);
   impl->router.weight = Tensor(Shape{E, D}, load_f32(source, spec.router_weight, {E, D}, router_why));
   if (spec.router.logit_bias) impl->router.logit_bias = load_f32(source, spec.router_bias, {E}, router_why);
-  if (spec.router.selection_bias) {
+  if (spec.router.selection_bias && spec.selection_bias_optional && !source.contains(spec.selection_bias)) {
+    impl->router.selection_bias.assign(static_cast<size_t>(E), 0.0f);
+  } else if (spec.router.selection_bias) {
     // (E), or (1, E) as ERNIE-4.5's moe_statics stores it.
     const bool row = source.tensor(spec.selection_bias).shape == Shape{1, E};
     impl->router.selection_bias = load_f32(source, spec.selection_bias, row ? Shape{1, E} : Shape{E}, router_why);
   }
+  const std::string output_why = "hidden_size=" + std::to_string(D);
+  if (!spec.output_bias.empty()) impl->output_bias = load_f32(source, spec.output_bias, {D}, output_why);
+  if (!spec.output_norm.empty()) impl->output_norm = load_f32(source, spec.output_norm, {D}, output_why);
   for (float f : impl->router.weight.values())
     if (!std::isfinite(f)) fail(source.label(), ": tensor '", spec.router_weight, "' has a non-finite value");
   int64_t bytes = static_cast<int64_t>((impl->router.weight.numel() + impl->router.logit_bias.size() +
-                                        impl->router.selection_bias.size()) * sizeof(float));
+                                        impl->router.selection_bias.size() + impl->output_bias.size() +
+                                        impl->output_norm.size()) * sizeof(float));
   {
     const ExpertWeights routed = load_routed_experts(source, spec, quant);
     impl->routed_ffn = make_expert_ffn(spec, routed.views, spec.hidden);
@@ -108,6 +115,20 @@ Tensor ModelMoELayer::forward(const Tensor& x) {
   pass.shared_average = spec_.shared.average && pass.shared;
   pass.y = y.data();
   run_expert_pass(pass);
+  // The block's own output stage: JetMoE adds a bias, A.X K1 an RMSNorm (in double, rounded once).
+  float* out = y.data();
+  if (!impl_->output_bias.empty())
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t d = 0; d < D; ++d) out[t * D + d] += impl_->output_bias[static_cast<size_t>(d)];
+  if (!impl_->output_norm.empty())
+    for (int64_t t = 0; t < T; ++t) {
+      float* row = out + t * D;
+      double sq = 0.0;
+      for (int64_t d = 0; d < D; ++d) sq += static_cast<double>(row[d]) * row[d];
+      const double inv = 1.0 / std::sqrt(sq / static_cast<double>(D) + spec_.output_norm_eps);
+      for (int64_t d = 0; d < D; ++d)
+        row[d] = static_cast<float>(impl_->output_norm[static_cast<size_t>(d)] * (row[d] * inv));
+    }
   routing_ = std::move(routing);
   return y;
 }

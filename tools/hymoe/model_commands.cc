@@ -130,9 +130,13 @@ int run_model_inspect(const std::string& dir) {
   fmt::print("  experts {} x (hidden_size {} -> {}), top-k {}\n", s.num_experts, s.dim, s.hidden, s.top_k);
   fmt::print("  router: {}\n", router_description(s));
   fmt::print("  expert MLP: {}\n", s.activation == ExpertActivation::kClampedSwiGLU
-                                       ? fmt::format("clamped SwiGLU with biases (alpha {}, limit {})", s.swiglu_alpha, s.swiglu_limit)
-                                       : s.activation == ExpertActivation::kLimitedSwiGLU
-                                       ? fmt::format("limited SwiGLU (limit {})", s.swiglu_limit)
+                                       ? fmt::format("clamped SwiGLU{} (alpha {}, limit {})",
+                                                     s.expert_biases || s.storage == ExpertStorage::kFusedInterleavedInOut
+                                                         ? " with biases" : "",
+                                                     s.swiglu_alpha, s.swiglu_limit)
+                                       : s.activation == ExpertActivation::kLimitedSwiGLU ||
+                                                 s.activation == ExpertActivation::kSiluClampedSwiGLU
+                                       ? fmt::format("{} (limit {})", expert_activation_name(s.activation), s.swiglu_limit)
                                        : expert_activation_name(s.activation));
   if (s.shared.hidden > 0)
     fmt::print("  shared expert: {} of {}{}{}\n", expert_activation_name(s.shared.activation.value_or(s.activation)), s.shared.hidden,
@@ -140,6 +144,9 @@ int run_model_inspect(const std::string& dir) {
                s.shared.average ? "; output (routed + shared) / 2" : "");
   else
     fmt::print("  shared expert: none\n");
+  if (!s.output_bias.empty() || !s.output_norm.empty())
+    fmt::print("  block output: {}\n", !s.output_bias.empty() ? std::string("plus a bias per channel")
+                                                            : fmt::format("RMSNorm (eps {})", s.output_norm_eps));
   int64_t total = 0;
   for (int64_t l : present) {
     const std::vector<std::string> names = m.layer_tensor_names(l);

@@ -81,6 +81,8 @@ struct V3Defaults {
   int64_t shared_hidden_default = -1;
   bool moe_layer_freq = false;  // absent mlp_layer_types: also moe_layer_freq (an int f: l % f == 0; a list: entry != 0)
   bool excluded_zero = false;   // experts of excluded groups score 0.0, not -inf, under sigmoid too (axk2)
+  const char* output_norm = nullptr;  // under the layer: an RMSNorm of the block's output, eps rms_norm_eps (axk1)
+  bool selection_bias_optional = false;  // a checkpoint without the correction bias routes with zeros (axk1)
 };
 constexpr V3Defaults kDeepseekV3{"deepseek_v3", 3, 8, 4, 2.5, true, 1, false};
 constexpr V3Defaults kGlm4Moe{"glm4_moe", 1, 1, 1, 1.0, true, 1, false};
@@ -220,6 +222,14 @@ constexpr V3Defaults kDots3NoteText = [] {
 constexpr V3Defaults kAxk2{.family = "axk2", .first_k_dense_replace = 1, .n_group = 1, .topk_group = 1,
                            .routed_scaling_factor = 2.5, .norm_topk_prob = true, .n_shared_experts = 1,
                            .mlp_layer_types = true, .moe_layer_freq = true, .excluded_zero = true};
+// A.X K1 (axk1): V3's block (8 groups keep 4, scale 2.5 by default) whose output, routed + shared, goes through an
+// RMSNorm (post_mlp_layernorm, saved at the layer level, eps rms_norm_eps); its releases route without a correction
+// bias (transformers' buffer stays zeros), so an absent one is zeros. MoE by mlp_layer_types (absent: from
+// first_k_dense_replace 1 and moe_layer_freq).
+constexpr V3Defaults kAxk1{.family = "axk1", .first_k_dense_replace = 1, .n_group = 8, .topk_group = 4,
+                           .routed_scaling_factor = 2.5, .norm_topk_prob = true, .n_shared_experts = 1,
+                           .mlp_layer_types = true, .moe_layer_freq = true,
+                           .output_norm = "post_mlp_layernorm.weight", .selection_bias_optional = true};
 constexpr V3Defaults kMistral4{.family = "mistral4", .first_k_dense_replace = 0, .n_group = 1, .topk_group = 1,
                                .routed_scaling_factor = 1.0, .norm_topk_prob = true, .n_shared_experts = 1,
                                .mlp_layer_types = false, .softmax_scores = true, .fused_experts = true};
@@ -294,6 +304,11 @@ class DeepseekV3 final : public FamilyBase {
     const std::string p = d_.layers + std::to_string(layer) + "." + d_.block;
     s.router_weight = p + d_.router_name;
     if (r.selection_bias) s.selection_bias = p + d_.bias_name;
+    s.selection_bias_optional = d_.selection_bias_optional;
+    if (d_.output_norm) {
+      s.output_norm = d_.layers + std::to_string(layer) + "." + d_.output_norm;
+      s.output_norm_eps = c_.number_or({"rms_norm_eps"}, 1e-6);
+    }
     s.experts_prefix = p + "experts.";
     s.gate_name = d_.gate_name;
     s.up_name = d_.up_name;
@@ -397,5 +412,7 @@ HYMOE_MODEL_FAMILY(mistral_large4) {
 HYMOE_MODEL_FAMILY(dots3_note) { return std::make_unique<DeepseekV3>(keys_of(config, kDots3Note), kDots3Note); }
 HYMOE_MODEL_FAMILY(dots3_note_text) { return std::make_unique<DeepseekV3>(config, kDots3NoteText); }
 HYMOE_MODEL_FAMILY(axk2) { return std::make_unique<DeepseekV3>(config, kAxk2); }
+
+HYMOE_MODEL_FAMILY(axk1) { return std::make_unique<DeepseekV3>(config, kAxk1); }
 
 }  // namespace hymoe
