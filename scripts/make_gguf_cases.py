@@ -41,7 +41,7 @@ SOFTMAX_SHARED_COUNT = ("deepseek", "bailingmoe")
 NORM_FLOOR = 6.103515625e-5
 # Architectures whose experts' hidden size llama.cpp takes from feed_forward_length.
 FF_LENGTH_HIDDEN = ("llama", "olmoe", "granitemoe", "phimoe", "dbrx", "mistral3", "jamba", "minimax-m2", "granitehybrid",
-                    "minimax-01", "arctic", "minicpm")
+                    "minimax-01", "arctic", "minicpm", "granite_swa")
 # Architectures without deepseek2's metadata whose graph reads expert_gating_func (required there).
 GATING_KEY = ("minimax-m2", "lfm2moe")
 
@@ -344,7 +344,7 @@ def build_case(out_dir, spec, seed):
     if arch in SHARED_LENGTH_LIKE:  # its shared expert's own length
         w.add_expert_shared_feed_forward_length(Hs)
     if (arch in ("qwen2moe", "hunyuan-moe", "qwen3next", "qwen35moe", "qwen4exp")
-            or (arch in ("ernie4_5-moe", "granitemoe", "granitehybrid") and Hs)):
+            or (arch in ("ernie4_5-moe", "granitemoe", "granitehybrid", "granite_swa") and Hs)):
         w.add_expert_shared_feed_forward_length(Hs)
     if arch in SOFTMAX_SHARED_COUNT:
         w.add_leading_dense_block_count(1)
@@ -409,7 +409,11 @@ def build_case(out_dir, spec, seed):
                 add_typed("blk.1.ffn_gate_up_exps.weight", (merged, experts["gate"][1]))
         else:
             add_typed(f"blk.1.ffn_{k}_exps.weight", experts[k])
-    if shared is not None:
+    if shared is not None and spec.get("shared_fused_up"):  # granite_swa: gate rows, then up rows, in ffn_up_shexp
+        assert shared["gate"][1] == shared["up"][1]
+        add_typed("blk.1.ffn_up_shexp.weight", (np.concatenate([shared["gate"][0], shared["up"][0]]), shared["gate"][1]))
+        add_typed("blk.1.ffn_down_shexp.weight", shared["down"])
+    elif shared is not None:
         for k in ("gate", "up", "down"):
             add_typed(f"blk.1.ffn_{k}_shexp.weight", shared[k])
     if shared_gate is not None:
@@ -832,6 +836,12 @@ CASES = [
          w_scale=0.0, types=dict(gate=Q.Q8_0, up=Q.Q8_0, down=Q.Q8_0, dense=Q.Q8_0),
          description="minicpm (MiniCPM-MoE, granite's graph): softmax top-2 normalized, experts feed_forward_length "
                      "wide"),
+    dict(case="granite_swa_fused_shared_q8_0", arch="granite_swa", D=64, H=64, E=8, K=2, H_shared=32, n_ff=64,
+         gating="softmax", norm=True, w_scale=0.0, shared_fused_up=True,
+         types=dict(gate=Q.Q8_0, up=Q.Q8_0, down=Q.Q8_0, shared_gate=Q.Q8_0, shared_up=Q.Q8_0, shared_down=Q.Q8_0,
+                    dense=Q.Q8_0),
+         description="granite_swa: granitemoe's routing, a shared expert of expert_shared_feed_forward_length 32 whose "
+                     "gate and up rows are one Q8_0 tensor, ffn_up_shexp [D, 2Hs]"),
 ]
 
 

@@ -28,6 +28,7 @@ struct GgufMoeConfig {
   std::string expert_hidden_from;   // the key (or fallback) H came from, for listings
   uint32_t shared_hidden = 0;       // hidden size of the shared expert; 0 when the architecture has none
   bool shared_optional = false;     // qwen3next: a block without ffn_gate_shexp has none
+  bool shared_fused_up = false;     // granite_swa: the shared expert's gate and up rows in one ffn_up_shexp [D, 2Hs]
   bool shared_gate = false;         // qwen2moe, qwen3next: the shared expert's output is scaled by
                                     // sigmoid(ffn_gate_inp_shexp . x)
   uint32_t leading_dense_blocks = 0;  // deepseek2, glm4moe, dots1, bailingmoe2: blocks below this are dense

@@ -427,14 +427,17 @@ ExpertWeights load_shared_expert(const TensorSource& source, const MoELayerSpec&
     const TensorRef gate_up = checked_tensor(source, spec.shared.prefix + spec.shared.gate_name + ".weight", {2 * H, D}, why);
     const TensorRef down = checked_tensor(source, spec.shared.prefix + spec.shared.down_name + ".weight", {D, H}, why);
     for (const TensorRef* t : {&gate_up, &down})
-      if (t->ggml_type || (t->dtype != DType::kF32 && t->dtype != DType::kBF16 && t->dtype != DType::kF16))
+      if (!t->ggml_type && t->dtype != DType::kF32 && t->dtype != DType::kBF16 && t->dtype != DType::kF16)
         fail(t->file, ": tensor '", t->name, "' has dtype ", dtype_name(t->dtype),
-             "; a merged shared expert is read as F32, BF16 or F16");
+             "; a merged shared expert is read as F32, BF16, F16 or a GGUF block type");
     ExpertWeights w;
     kernels::MlpWeightsView v;
-    v.gate = linear_view_of(source, row_slice(gate_up, 0, H, D), H, D, quant, w);
-    v.up = linear_view_of(source, row_slice(gate_up, H, H, D), H, D, quant, w);
-    v.down = linear_view_of(source, down, D, H, quant, w);
+    // A GGUF tensor's rows are viewed in place (granite_swa's ffn_up_shexp); a checkpoint's are sliced.
+    v.gate = gate_up.ggml_type ? ggml_rows_view(gate_up, 0, H, D, w)
+                               : linear_view_of(source, row_slice(gate_up, 0, H, D), H, D, quant, w);
+    v.up = gate_up.ggml_type ? ggml_rows_view(gate_up, H, H, D, w)
+                             : linear_view_of(source, row_slice(gate_up, H, H, D), H, D, quant, w);
+    v.down = down.ggml_type ? ggml_rows_view(down, 0, D, H, w) : linear_view_of(source, down, D, H, quant, w);
     w.views.push_back(v);
     note_dtype(w, v);
     return w;

@@ -127,10 +127,11 @@ class GgufFamily final : public ModelFamily {
       s.up_name = "ffn_up_exps";
       s.down_name = "ffn_down_exps";
     }
-    if (b.gate_shexp) {
+    if (b.gate_shexp || (config_.shared_fused_up && b.up_shexp)) {
       s.shared.hidden = config_.shared_hidden;
       s.shared.prefix = p;
-      s.shared.gate_name = "ffn_gate_shexp";
+      s.shared.gate_name = b.gate_shexp ? "ffn_gate_shexp" : "ffn_up_shexp";  // fused: gate rows, then up rows
+      s.shared.merged_gate_up = !b.gate_shexp;
       s.shared.up_name = "ffn_up_shexp";
       s.shared.down_name = "ffn_down_shexp";
       // sigmoid(ffn_gate_inp_shexp . x) (qwen2moe, qwen3next); llama.cpp computes qwen2moe's as silu(z)/z, the same

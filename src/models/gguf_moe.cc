@@ -53,6 +53,7 @@ struct GgufArchitecture {
   SharedRule shared = SharedRule::kNone;
   bool shared_optional = false;  // qwen3next: a block may have no shared expert tensors
   bool shared_gate = false;      // sigmoid(ffn_gate_inp_shexp . x) scales the shared expert (qwen2moe, qwen3next)
+  bool shared_fused_up = false;  // granite_swa: ffn_up_shexp [D, 2Hs] holds the shared gate rows, then the up rows
   GatingRule gating = GatingRule::kSoftmax;
   std::optional<bool> norm_weights;  // fixed by the graph, or expert_weights_norm (default false)
   bool reads_scale = false;          // expert_weights_scale (else no scale)
@@ -75,7 +76,7 @@ struct GgufArchitecture {
 
 constexpr std::string_view kReadFromMetadata =
     "gating, normalization and scale read from metadata; ungated shared expert";
-constexpr std::array<GgufArchitecture, 51> kArchitectures = {{
+constexpr std::array<GgufArchitecture, 52> kArchitectures = {{
     {.name = "llama", .hidden = HiddenRule::kFeedForwardLength, .norm_weights = true,
      .fixed = "softmax gating, normalized weights, no scale, no shared expert"},
     {.name = "qwen2moe", .hidden = HiddenRule::kExpertKeyOrFfnOverK, .shared = SharedRule::kSharedLength,
@@ -209,6 +210,11 @@ constexpr std::array<GgufArchitecture, 51> kArchitectures = {{
      .swiglu_oai = true,
      .fixed = "gating, normalization and scale read from metadata; routed and ungated shared experts run the clamped "
               "SwiGLU (alpha 1.702, limit 7) without biases"},
+    // Granite 4 with sliding-window attention: granitemoe's block whose shared expert keeps gate and up in one tensor.
+    {.name = "granite_swa", .hidden = HiddenRule::kFeedForwardLength, .shared = SharedRule::kSharedLengthOrNone,
+     .shared_fused_up = true, .norm_weights = true, .merged_gate_up = true,
+     .fixed = "softmax gating, normalized weights, no scale, an ungated shared expert where the metadata sizes one, "
+              "its gate and up rows in ffn_up_shexp"},
     // MiniCPM's MoE variant (minicpm: granite's graph; its loader reads no shared-expert key, so there is none).
     {.name = "minicpm", .hidden = HiddenRule::kFeedForwardLength, .norm_weights = true,
      .fixed = "softmax gating, normalized weights, no scale, no shared expert (granite's graph)"},
@@ -346,6 +352,7 @@ GgufMoeConfig read_gguf_moe_config(const GgufFile& file) {
     }
   }
   c.shared_gate = rules->shared_gate;
+  c.shared_fused_up = rules->shared_fused_up;
   c.shared_optional = rules->shared_optional;
   c.selection_bias = rules->selection_bias;
   c.selection_bias_name = rules->selection_bias_name;
@@ -522,7 +529,10 @@ GgufMoeBlock find_gguf_moe_block(const GgufFile& file, const GgufMoeConfig& c, u
   }
   // A shared expert the architecture may leave out (qwen3next) is there when its gate projection is.
   const bool shared = Hs > 0 && (!c.shared_optional || file.find_tensor(prefix + "ffn_gate_shexp.weight"));
-  if (shared) {
+  if (Hs > 0 && c.shared_fused_up) {
+    b.up_shexp = get("ffn_up_shexp.weight", {D, 2 * Hs, 1, 1}, true);
+    b.down_shexp = get("ffn_down_shexp.weight", {Hs, D, 1, 1}, true);
+  } else if (shared) {
     b.gate_shexp = get("ffn_gate_shexp.weight", {D, Hs, 1, 1}, true);
     b.up_shexp = get("ffn_up_shexp.weight", {D, Hs, 1, 1}, true);
     b.down_shexp = get("ffn_down_shexp.weight", {Hs, D, 1, 1}, true);
