@@ -382,6 +382,15 @@ def axk1_config():
         v_head_dim=16, max_position_embeddings=64, mlp_layer_types=["dense", "sparse"])
 
 
+def openai_privacy_filter_config():
+    # OpenAI's privacy filter: gpt-oss's block (router bias, top-4 logits softmax, clamped SwiGLU with biases) with gate
+    # and up concatenated.
+    return transformers.OpenAIPrivacyFilterConfig(vocab_size=128, hidden_size=64, num_hidden_layers=2,
+                                                  num_attention_heads=4, num_key_value_heads=4, head_dim=16,
+                                                  intermediate_size=32, num_local_experts=16, num_experts_per_tok=4,
+                                                  pad_token_id=0, bos_token_id=1, eos_token_id=2)
+
+
 def qwen4_exp_text_config():
     # Qwen4-Exp's language model: Qwen2-MoE's block (sigmoid-gated shared expert), norm_topk_prob left to its default.
     return transformers.Qwen4ExpTextConfig(moe_intermediate_size=16, shared_expert_intermediate_size=24, num_experts=16,
@@ -813,6 +822,13 @@ CASES = [
          description="A.X K1 (axk1): V3's block, 4 groups keep 2, one shared expert, without a correction bias (the "
          "tensor absent, as released), the block's output through an RMSNorm saved as "
          "model.layers.N.post_mlp_layernorm.weight"),
+    dict(name="openai_privacy_filter_e16_k4", family="openai_privacy_filter", config=openai_privacy_filter_config,
+         model_class="OpenAIPrivacyFilterForTokenClassification", router="topk_softmax", router_attr="router",
+         shared=None, experts_in_out=True, oai_biases=True, swiglu_oai=True, returns_tuple=True,
+         weights_from_reference=True, checkpoint_check="experts.down_proj_bias",
+         description="OpenAI's privacy filter (openai_privacy_filter): gpt-oss's tensor names and block (router bias, "
+         "softmax over the top-4 logits, expert biases, the clamped SwiGLU) with gate and up concatenated, not "
+         "interleaved: gate_up_proj (E, D, 2I) columns [gate | up] and gate_up_proj_bias (E, 2I) likewise"),
 ]
 
 
@@ -853,10 +869,12 @@ def logit_bias_route64(router, bias, x, k, norm):
     return idx, w, (cut, slot, np.inf), False, by_bias
 
 
-def topk_logits_route64(router, x, k, sigmoid, norm):
-    """Cohere2-MoE in float64: the top-k logits, weighed by a softmax over them, or by their sigmoids (divided by
-    their sum where norm): (indices, weights, margins, False, False)."""
+def topk_logits_route64(router, x, k, sigmoid, norm, logit_bias=None):
+    """Cohere2-MoE in float64: the top-k logits (plus a router bias where there is one), weighed by a softmax over
+    them, or by their sigmoids (divided by their sum where norm): (indices, weights, margins, False, False)."""
     logits = x @ router.T
+    if logit_bias is not None:
+        logits = logits + logit_bias
     order = np.argsort(-logits, kind="stable")
     idx = order[:k]
     top = logits[idx]
@@ -1001,6 +1019,9 @@ def build_case(out_dir, spec):
         rng = np.random.default_rng(seed)
         router = (rng.standard_normal((E, D)) * 1.5 / np.sqrt(D)).astype(np.float32)
         bias = rng.uniform(-0.15, 0.15, E).astype(np.float32)
+        # A router bias (OpenAI's privacy filter: gpt-oss's router.bias), drawn only for the cases that have one.
+        router_bias = (rng.standard_normal(E) * 0.5).astype(np.float32) if spec.get("oai_biases") else None
+        router_bias64 = router_bias.astype(np.float64) if router_bias is not None else None
         if spec.get("zero_bias"):  # releases without a correction bias: the buffer stays zeros
             bias = np.zeros(E, dtype=np.float32)
         x = rng.standard_normal((2, 5, D)).astype(np.float32)
@@ -1018,7 +1039,8 @@ def build_case(out_dir, spec):
         elif llama4:  # sigmoid of the chosen logits, no bias, no renormalization
             routes = [route64(router.astype(np.float64), np.zeros(E), t, 1, 1, K, False, 1.0) for t in xs]
         elif topk_logits:
-            routes = [topk_logits_route64(router.astype(np.float64), t, K, spec["router"] == "topk_sigmoid", v["norm"])
+            routes = [topk_logits_route64(router.astype(np.float64), t, K, spec["router"] == "topk_sigmoid", v["norm"],
+                                          logit_bias=router_bias64)
                       for t in xs]
         elif softmax_groups:
             routes = [route64(router.astype(np.float64), np.zeros(E), t, v["n_group"], v["topk_group"], K, v["norm"],
@@ -1040,6 +1062,9 @@ def build_case(out_dir, spec):
             break
     else:
         raise SystemExit(f"{spec['name']}: no seed gives margins >= {MARGIN}")
+    # Expert biases wide enough that the clamped SwiGLU's limits act (the privacy filter's, as gpt-oss's).
+    gu_bias = (rng.standard_normal((E, 2 * H)) * 4.0).astype(np.float32) if spec.get("oai_biases") else None
+    dn_bias = (rng.standard_normal((E, D)) * 0.5).astype(np.float32) if spec.get("oai_biases") else None
     gate = (rng.standard_normal((E, H, D)) / np.sqrt(D)).astype(np.float32)
     up = (rng.standard_normal((E, H, D)) / np.sqrt(D)).astype(np.float32)
     down = (rng.standard_normal((E, D, H)) / np.sqrt(H)).astype(np.float32)
@@ -1076,6 +1101,11 @@ def build_case(out_dir, spec):
         elif not softmax and not llama4 and not sparsemixer and not softmax_groups and not topk_logits:
             owner = block if spec.get("bias_of") == "block" else block.gate
             owner.e_score_correction_bias.copy_(torch.from_numpy(bias))
+        if router_bias is not None:
+            gate_module.bias.copy_(torch.from_numpy(router_bias))
+        if gu_bias is not None:  # concatenated [gate | up], as the weights' columns
+            block.experts.gate_up_proj_bias.copy_(torch.from_numpy(gu_bias))
+            block.experts.down_proj_bias.copy_(torch.from_numpy(dn_bias))
         if spec.get("output_bias"):  # JetMoE: mlp.bias, added to every token's output
             block.bias.copy_(torch.from_numpy(out_bias))
         if spec.get("output_norm"):  # A.X K1: an RMSNorm of the block's output
@@ -1150,6 +1180,8 @@ def build_case(out_dir, spec):
     with torch.no_grad():
         xt = torch.from_numpy(x)
         y = lblock(xt)
+        if spec.get("returns_tuple"):  # (y, router scores)
+            y = y[0]
         if llama4:  # Llama4TextMoe returns (y (tokens, D), router logits)
             y = y[0].reshape(x.shape)
         if shared_kind == "granite":  # the decoder layer adds the shared MLP beside the block
@@ -1174,6 +1206,8 @@ def build_case(out_dir, spec):
         for e, w in zip(routes[t][0], routes[t][1]):
             xin = xs[t] * w if llama4 else xs[t]  # Llama 4 scales the expert's input
             g_, u_ = gate[e].astype(np.float64) @ xin, up[e].astype(np.float64) @ xin
+            if gu_bias is not None:
+                g_, u_ = g_ + gu_bias[e, :H].astype(np.float64), u_ + gu_bias[e, H:].astype(np.float64)
             if spec.get("swiglu_limit"):  # GLM-5-Next: gate clamped above, up both ways
                 g_, u_ = np.minimum(g_, spec["swiglu_limit"]), np.clip(u_, -spec["swiglu_limit"], spec["swiglu_limit"])
             if spec.get("silu_clamp"):  # Step-3.7: min(silu(g), L) * clamp(u, -L, L)
@@ -1182,7 +1216,8 @@ def build_case(out_dir, spec):
                 h = g_ * u_
             else:
                 h = swiglu_oai64(g_, u_, cfg) if spec.get("swiglu_oai") else silu(g_) * u_
-            y64[t] += (1.0 if llama4 else w) * (down[e].astype(np.float64) @ h)
+            y64[t] += (1.0 if llama4 else w) * (down[e].astype(np.float64) @ h
+                                                 + (dn_bias[e].astype(np.float64) if dn_bias is not None else 0.0))
         if shared:
             gs_, us_ = shared["gate_proj"].astype(np.float64) @ xs[t], shared["up_proj"].astype(np.float64) @ xs[t]
             if spec.get("swiglu_limit") and not spec.get("clamp_routed_only"):

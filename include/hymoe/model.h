@@ -235,8 +235,9 @@ struct MoELayerSpec {
   // kFusedInterleavedInOut, kFusedConcatInOut: the (E, D, 2I) and (E, I, D) tensors under experts_prefix (Aria's
   // fc1.weight and fc2.weight)
   std::string in_out_gate_up = "gate_up_proj", in_out_down = "down_proj";
-  // kFusedOutIn only: float biases <experts_prefix><name>.bias, (E, out) each (GGUF gpt-oss), added as the kernels
-  // add gpt-oss's (grouped_ffn.h, MlpWeightsView).
+  // kFusedOutIn: float biases <experts_prefix><name>.bias, (E, out) each (GGUF gpt-oss); kFusedConcatInOut:
+  // gate_up_proj_bias (E, 2I) concatenated and down_proj_bias (E, D) (OpenAI's privacy filter); added as the kernels
+  // add gpt-oss's (grouped_ffn.h, MlpWeightsView). kFusedInterleavedInOut always has its biases.
   bool expert_biases = false;
   SharedExpertSpec shared;
   // What the block applies to its output, routed + shared, where the family's block does:

@@ -176,14 +176,14 @@ ExpertWeights load_fused_experts(const TensorSource& src, const MoELayerSpec& sp
   ExpertWeights w;
   w.views.resize(static_cast<size_t>(E));
   // gpt-oss interleaves gate and up columns (2i, 2i + 1) and has biases; Qwen3-VL-MoE concatenates them (i, I + i)
-  // and has none.
+  // and has none; OpenAI's privacy filter concatenates them and has biases (expert_biases).
   const bool concat = spec.storage == ExpertStorage::kFusedConcatInOut;
   auto gate_col = [&](int64_t i) { return concat ? i : 2 * i; };
   auto up_col = [&](int64_t i) { return concat ? I + i : 2 * i + 1; };
   if (concat && quant.method == Quantization::Method::kMxfp4)
     fail(src.label(), ": quant_method mxfp4 is only known for gpt-oss's fused experts, not ", spec.family);
-  if (!concat) {
-  // Biases: gate_up_proj_bias (E, 2I) interleaved, down_proj_bias (E, D).
+  if (!concat || spec.expert_biases) {
+  // Biases: gate_up_proj_bias (E, 2I) laid out as the weights' columns, down_proj_bias (E, D).
   const TensorRef gub = checked_tensor(src, p + "gate_up_proj_bias", {E, 2 * I}, why);
   const TensorRef db = checked_tensor(src, p + "down_proj_bias", {E, D}, why);
   for (int64_t e = 0; e < E; ++e) {
@@ -191,8 +191,8 @@ ExpertWeights load_fused_experts(const TensorSource& src, const MoELayerSpec& sp
     auto& ub = w.f32_buffers.emplace_back(static_cast<size_t>(I));
     auto& dbv = w.f32_buffers.emplace_back(static_cast<size_t>(D));
     for (int64_t i = 0; i < I; ++i) {
-      gb[static_cast<size_t>(i)] = float_element(gub, e * 2 * I + 2 * i);
-      ub[static_cast<size_t>(i)] = float_element(gub, e * 2 * I + 2 * i + 1);
+      gb[static_cast<size_t>(i)] = float_element(gub, e * 2 * I + gate_col(i));
+      ub[static_cast<size_t>(i)] = float_element(gub, e * 2 * I + up_col(i));
     }
     for (int64_t d = 0; d < D; ++d) dbv[static_cast<size_t>(d)] = float_element(db, e * D + d);
     auto& v = w.views[static_cast<size_t>(e)];

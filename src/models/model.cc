@@ -98,6 +98,8 @@ std::vector<std::string> Model::layer_tensor_names(int64_t layer) const {
       break;
     case ExpertStorage::kFusedConcatInOut:
       for (const std::string* n : {&s.in_out_gate_up, &s.in_out_down}) names.push_back(s.experts_prefix + *n);
+      if (s.expert_biases)
+        for (const char* n : {"gate_up_proj_bias", "down_proj_bias"}) names.push_back(s.experts_prefix + n);
       break;
     case ExpertStorage::kFusedInterleavedInOut:
       for (const char* n : {"gate_up_proj_bias", "down_proj_bias"}) names.push_back(s.experts_prefix + n);

@@ -2,6 +2,9 @@
 // experts fused per layer (gate_up_proj (E, D, 2I) with gate/up columns interleaved, down_proj (E, I, D), used as
 // x @ W, with biases), or MXFP4 blocks in the release; the clamped SwiGLU (alpha swiglu_alpha, limit swiglu_limit).
 // hidden_act is not read: GptOssExperts computes its own gate, whatever the config says.
+// OpenAI's privacy filter (openai_privacy_filter, a bidirectional token classifier) runs the same block per token under
+// the same tensor names, but with gate and up concatenated (columns [0, I) gate, [I, 2I) up, and so their biases); its
+// router's weights divided by top_k and its output multiplied by top_k cancel.
 #include "models/family_common.h"
 
 namespace hymoe {
@@ -11,7 +14,9 @@ using namespace family_detail;
 
 class GptOss final : public FamilyBase {
  public:
-  explicit GptOss(const HfConfig& c) : FamilyBase(c, "gpt_oss", read_common_fields(c, {"num_experts_per_tok", "experts_per_token"})) {}
+  GptOss(const HfConfig& c, std::string_view name, bool concatenated)
+      : FamilyBase(c, name, read_common_fields(c, {"num_experts_per_tok", "experts_per_token"})),
+        concatenated_(concatenated) {}
 
  private:
   void fill(int64_t layer, MoELayerSpec& s) const override {
@@ -25,13 +30,19 @@ class GptOss final : public FamilyBase {
     s.activation = ExpertActivation::kClampedSwiGLU;
     s.swiglu_alpha = c_.number_or({"swiglu_alpha"}, 1.702);
     s.swiglu_limit = c_.number_or({"swiglu_limit"}, 7.0);
-    s.storage = ExpertStorage::kFusedInterleavedInOut;
+    s.storage = concatenated_ ? ExpertStorage::kFusedConcatInOut : ExpertStorage::kFusedInterleavedInOut;
+    s.expert_biases = concatenated_;  // the interleaved storage always has them
     s.experts_prefix = p + "experts.";
   }
+
+  bool concatenated_;
 };
 
 }  // namespace
 
-HYMOE_MODEL_FAMILY(gpt_oss) { return std::make_unique<GptOss>(config); }
+HYMOE_MODEL_FAMILY(gpt_oss) { return std::make_unique<GptOss>(config, "gpt_oss", false); }
+HYMOE_MODEL_FAMILY(openai_privacy_filter) {
+  return std::make_unique<GptOss>(config, "openai_privacy_filter", true);
+}
 
 }  // namespace hymoe
