@@ -391,6 +391,15 @@ def openai_privacy_filter_config():
                                                   pad_token_id=0, bos_token_id=1, eos_token_id=2)
 
 
+def longcat_flash_config():
+    # LongCat-Flash: softmax over 16 experts + 8 zero-computation experts, a small correction bias, x 6.0, not
+    # renormalized; num_layers 2 (num_hidden_layers is 2 x num_layers).
+    return transformers.LongcatFlashConfig(
+        vocab_size=128, hidden_size=64, num_layers=2, num_attention_heads=4, ffn_hidden_size=96,
+        expert_ffn_hidden_size=32, n_routed_experts=16, zero_expert_num=8, moe_topk=4, kv_lora_rank=16,
+        q_lora_rank=32, qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=16, max_position_embeddings=64)
+
+
 def qwen4_exp_text_config():
     # Qwen4-Exp's language model: Qwen2-MoE's block (sigmoid-gated shared expert), norm_topk_prob left to its default.
     return transformers.Qwen4ExpTextConfig(moe_intermediate_size=16, shared_expert_intermediate_size=24, num_experts=16,
@@ -829,6 +838,11 @@ CASES = [
          description="OpenAI's privacy filter (openai_privacy_filter): gpt-oss's tensor names and block (router bias, "
          "softmax over the top-4 logits, expert biases, the clamped SwiGLU) with gate and up concatenated, not "
          "interleaved: gate_up_proj (E, D, 2I) columns [gate | up] and gate_up_proj_bias (E, 2I) likewise"),
+    dict(name="longcat_flash_e16_z8_k4", family="longcat_flash", config=longcat_flash_config,
+         model_class="LongcatFlashForCausalLM", router="softmax", router_attr="router", router_linear="classifier",
+         shared=None, zero_experts=8, checkpoint_check="experts.15.down_proj.weight",
+         description="LongCat-Flash (longcat_flash): softmax over 16 experts and 8 zero-computation experts, the "
+         "correction bias (E + Z) for choosing, x 6.0, not renormalized; a chosen zero expert adds w x"),
 ]
 
 
@@ -1004,6 +1018,7 @@ def build_case(out_dir, spec):
     if spec.get("scale_attr"):  # the scaling factor under the family's own name
         v["scale"] = getattr(cfg, spec["scale_attr"])
     E, K, D, H = v["E"], getattr(cfg, "num_experts_per_tok", None) or cfg.moe_topk, cfg.hidden_size, v["H"]
+    Z = spec.get("zero_experts", 0)  # LongCat-Flash: router rows E .. E + Z - 1 choose the identity
     if isinstance(K, list):  # one per layer (Hunyuan): layer 1's
         K = K[1]
     softmax = spec.get("router", "v3") in ("softmax", "softmax_bias")
@@ -1017,8 +1032,8 @@ def build_case(out_dir, spec):
     prefix = spec.get("checkpoint_layers", "model.layers.") + "1." + (block_name + "." if block_name else "")
     for seed in range(700000, 700000 + 1000):
         rng = np.random.default_rng(seed)
-        router = (rng.standard_normal((E, D)) * 1.5 / np.sqrt(D)).astype(np.float32)
-        bias = rng.uniform(-0.15, 0.15, E).astype(np.float32)
+        router = (rng.standard_normal((E + Z, D)) * 1.5 / np.sqrt(D)).astype(np.float32)
+        bias = rng.uniform(-0.15, 0.15, E + Z).astype(np.float32)
         # A router bias (OpenAI's privacy filter: gpt-oss's router.bias), drawn only for the cases that have one.
         router_bias = (rng.standard_normal(E) * 0.5).astype(np.float32) if spec.get("oai_biases") else None
         router_bias64 = router_bias.astype(np.float64) if router_bias is not None else None
@@ -1026,7 +1041,11 @@ def build_case(out_dir, spec):
             bias = np.zeros(E, dtype=np.float32)
         x = rng.standard_normal((2, 5, D)).astype(np.float32)
         xs = x.reshape(-1, D).astype(np.float64)
-        if softmax_bias:  # ERNIE's correction bias is on the probabilities' scale: keep it small
+        if Z:  # LongCat-Flash: softmax over E + Z with a small bias, not renormalized, times the scale
+            bias = rng.uniform(-0.02, 0.02, E + Z).astype(np.float32)
+            routes = [softmax_route64(router.astype(np.float64), t, K, False, bias.astype(np.float64)) for t in xs]
+            routes = [(r[0], r[1] * v["scale"]) + tuple(r[2:]) for r in routes]
+        elif softmax_bias:  # ERNIE's correction bias is on the probabilities' scale: keep it small
             bias = rng.uniform(-0.02, 0.02, E).astype(np.float32)
             routes = [softmax_route64(router.astype(np.float64), t, K, True, bias.astype(np.float64),
                                       getattr(cfg, "moe_norm_min", 0.0)) for t in xs]
@@ -1098,6 +1117,8 @@ def build_case(out_dir, spec):
             block.gate.moe_statics.e_score_correction_bias.copy_(torch.from_numpy(bias).reshape(1, E))
         elif spec.get("bias_attr"):  # the bias on the block under its own name
             getattr(block, spec["bias_attr"]).copy_(torch.from_numpy(bias))
+        elif Z:
+            block.router.e_score_correction_bias.copy_(torch.from_numpy(bias))
         elif not softmax and not llama4 and not sparsemixer and not softmax_groups and not topk_logits:
             owner = block if spec.get("bias_of") == "block" else block.gate
             owner.e_score_correction_bias.copy_(torch.from_numpy(bias))
@@ -1116,8 +1137,11 @@ def build_case(out_dir, spec):
         elif spec.get("experts_in_out"):  # (E, D, 2I) gate columns first, (E, I, D)
             block.experts.gate_up_proj.copy_(torch.from_numpy(np.concatenate([gate, up], axis=1).transpose(0, 2, 1)))
             block.experts.down_proj.copy_(torch.from_numpy(down.transpose(0, 2, 1).copy()))
-        else:
-            block.experts.gate_up_proj.copy_(torch.from_numpy(np.concatenate([gate, up], axis=1)))
+        else:  # (E, 2I, D); LongCat-Flash allocates it for its zero experts too (unused: zeros)
+            gate_up = np.concatenate([gate, up], axis=1)
+            if Z:
+                gate_up = np.concatenate([gate_up, np.zeros((Z, 2 * H, D), dtype=np.float32)])
+            block.experts.gate_up_proj.copy_(torch.from_numpy(gate_up))
             block.experts.down_proj.copy_(torch.from_numpy(down))
         shared_module = {"gated": getattr(block, "shared_expert", None), "llama4": getattr(block, "shared_expert", None),
                          "ungated": getattr(block, "shared_expert", None),
@@ -1204,6 +1228,9 @@ def build_case(out_dir, spec):
     silu = lambda z: z / (1.0 + np.exp(-z))
     for t in range(xs.shape[0]):
         for e, w in zip(routes[t][0], routes[t][1]):
+            if e >= E:  # a zero-computation expert: w x
+                y64[t] += w * xs[t]
+                continue
             xin = xs[t] * w if llama4 else xs[t]  # Llama 4 scales the expert's input
             g_, u_ = gate[e].astype(np.float64) @ xin, up[e].astype(np.float64) @ xin
             if gu_bias is not None:

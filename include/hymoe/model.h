@@ -219,6 +219,9 @@ struct MoELayerSpec {
   int64_t dim = 0;
   int64_t hidden = 0;  // expert hidden size
   int64_t num_experts = 0;
+  // LongCat-Flash's zero-computation experts: router rows num_experts .. num_experts + zero_experts - 1, whose expert
+  // is the identity (a chosen one adds w x); the router weight and selection bias then have E + zero_experts rows.
+  int64_t zero_experts = 0;
   int64_t top_k = 0;
   RouterOptions router;
   std::string router_weight;  // (E, D)

@@ -46,8 +46,10 @@ int64_t held_bytes(const kernels::GroupedFfn& ffn, const ExpertWeights& w) {
 
 ModelMoELayer ModelMoELayer::load(const TensorSource& source, const MoELayerSpec& spec, const Quantization& quant) {
   auto impl = std::make_unique<Impl>();
-  const int64_t E = spec.num_experts, D = spec.dim;
-  const std::string router_why = "num_experts=" + std::to_string(E) + ", hidden_size=" + std::to_string(D);
+  const int64_t E = spec.num_experts + spec.zero_experts, D = spec.dim;  // router rows
+  const std::string router_why = "num_experts=" + std::to_string(spec.num_experts) +
+                                 (spec.zero_experts ? " + zero_experts=" + std::to_string(spec.zero_experts) : "") +
+                                 ", hidden_size=" + std::to_string(D);
   impl->router.weight = Tensor(Shape{E, D}, load_f32(source, spec.router_weight, {E, D}, router_why));
   if (spec.router.logit_bias) impl->router.logit_bias = load_f32(source, spec.router_bias, {E}, router_why);
   if (spec.router.selection_bias && spec.selection_bias_optional && !source.contains(spec.selection_bias)) {
@@ -93,7 +95,19 @@ Tensor ModelMoELayer::forward(const Tensor& x) {
   const Tensor x2 = x.reshaped(Shape{T, D});
 
   Routing routing = route_model_tokens(spec_.router, impl_->router, x2, K);
-  const Dispatch dispatch = build_dispatch(routing);
+  // Zero-computation experts (rows >= num_experts) run no expert: they leave the dispatch and add w x below.
+  const bool identities = spec_.zero_experts > 0;
+  Routing experts_only;
+  if (identities) {
+    experts_only.num_tokens = routing.num_tokens;
+    experts_only.top_k = K;
+    experts_only.num_experts = spec_.num_experts;
+    experts_only.indices = routing.indices;
+    experts_only.dropped = routing.dropped;
+    for (size_t i = 0; i < experts_only.indices.size(); ++i)
+      if (experts_only.indices[i] >= spec_.num_experts) experts_only.dropped[i] = 1;
+  }
+  const Dispatch dispatch = build_dispatch(identities ? experts_only : routing);
   std::vector<float> row_scale(static_cast<size_t>(dispatch.rows()));
   gather_row_weights(dispatch, routing.weights.data(), K, row_scale.data());
   // Qwen2-MoE's shared expert is scaled per token by sigmoid(shared_expert_gate . x).
@@ -115,6 +129,14 @@ Tensor ModelMoELayer::forward(const Tensor& x) {
   pass.shared_average = spec_.shared.average && pass.shared;
   pass.y = y.data();
   run_expert_pass(pass);
+  if (identities)
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t k = 0; k < K; ++k) {
+        const size_t i = static_cast<size_t>(t * K + k);
+        if (routing.indices[i] < spec_.num_experts) continue;
+        const float w = routing.weights[i];
+        for (int64_t d = 0; d < D; ++d) y.data()[t * D + d] += w * x2.data()[t * D + d];
+      }
   // The block's own output stage: JetMoE adds a bias, A.X K1 an RMSNorm (in double, rounded once).
   float* out = y.data();
   if (!impl_->output_bias.empty())

@@ -113,10 +113,10 @@ TEST(ModelFiles, UnknownFamilyListsTheKnownOnes) {
   const TempDir tmp("hf_unknown_family");
   test::copy_hf_case("olmoe_e16_k4", tmp.path());
   auto config = read_json(tmp.path() + "/config.json");
-  config["model_type"] = "jetmoe";
+  config["model_type"] = "switch_transformers";
   write_text(tmp.path() + "/config.json", config.dump());
   const std::string msg = error_of([&] { Model::open(tmp.path()); });
-  EXPECT_NE(msg.find("model_type 'jetmoe' is not a supported family"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("model_type 'switch_transformers' is not a supported family"), std::string::npos) << msg;
   for (const char* known : {"deepseek_v2", "deepseek_v3", "gpt_oss", "mixtral", "olmoe", "qwen2_moe", "qwen3_moe"})
     EXPECT_NE(msg.find(known), std::string::npos) << msg;
 }

@@ -189,11 +189,13 @@ int run_model_forward(const std::string& dir, int64_t layer, const std::string& 
   // disagrees with both its weights and x is the one named.
   if (model.source().contains(spec.router_weight)) {
     const TensorRef gate = model.source().tensor(spec.router_weight);
-    if (gate.shape != Shape{spec.num_experts, spec.dim})
+    const int64_t rows = spec.num_experts + spec.zero_experts;  // LongCat-Flash's router also scores its zero experts
+    if (gate.shape != Shape{rows, spec.dim})
       fail(model.is_gguf() ? dir + " (metadata)" : model.config().label(), ": ", spec.num_experts,
+           spec.zero_experts ? " + " + std::to_string(spec.zero_experts) + " zero" : std::string(),
            " experts of hidden_size=", spec.dim, " disagree with ", gate.file, ", whose tensor ",
            quote_for_message(gate.name), " has shape ", shape_to_string(gate.shape), " (the configuration implies ",
-           shape_to_string(Shape{spec.num_experts, spec.dim}), ")");
+           shape_to_string(Shape{rows, spec.dim}), ")");
   }
   const TensorInfo& xi = in.info("x");
   if (xi.dtype != DType::kF32 && xi.dtype != DType::kBF16)
