@@ -55,6 +55,34 @@ TEST(ModelRouterOptions, GroupLimitingByMaxChangesTheSelection) {  // DeepSeek-V
   EXPECT_NEAR(grouped.weights[1], 16.0 * softmax_at(l, 1), 1e-6);
 }
 
+// DeepSeek-V4: scores sqrt(softplus(l)), the bias added to them for choosing, weights the unbiased scores; large
+// logits do not overflow (softplus(l) = l + log1p(exp(-l))).
+TEST(ModelRouterOptions, SqrtSoftplusScores) {
+  const std::vector<float> l{2.0f, -1.0f, 0.5f, 300.0f};
+  auto score = [](double z) { return std::sqrt(std::log1p(std::exp(z))); };
+  RouterOptions o;
+  o.scoring = RouterScoring::kSqrtSoftplus;
+  o.selection_bias = true;
+  const Routing r = route_logits(o, l, 2, {0.0f, 2.0f, 0.0f, 0.0f});
+  EXPECT_EQ(r.indices, (std::vector<int32_t>{3, 1}));  // the bias lifts expert 1 above expert 0
+  EXPECT_NEAR(r.weights[0], std::sqrt(300.0), 1e-4);
+  EXPECT_NEAR(r.weights[1], score(-1.0), 1e-6);
+  EXPECT_TRUE(std::isfinite(r.scores[3]));
+}
+
+// Kolibri-1: the bias added to the logits for choosing, the weights the chosen logits' sigmoids.
+TEST(ModelRouterOptions, LogitsThenSigmoid) {
+  const std::vector<float> l{1.0f, 0.9f, -2.0f};
+  RouterOptions o;
+  o.scoring = RouterScoring::kLogitsThenSigmoid;
+  o.selection_bias = true;
+  const Routing r = route_logits(o, l, 1, {0.0f, 0.2f, 0.0f});
+  EXPECT_EQ(r.indices, (std::vector<int32_t>{1}));  // 0.9 + 0.2 > 1.0 on the logits' scale
+  EXPECT_NEAR(r.weights[0], sigmoid(0.9), 1e-6);
+  o.normalize = true;
+  EXPECT_NEAR(route_logits(o, l, 2, {0.0f, 0.2f, 0.0f}).weights[0], sigmoid(0.9) / (sigmoid(0.9) + sigmoid(1.0)), 1e-6);
+}
+
 TEST(ModelRouterOptions, GroupLimitingByTopTwoSumChangesTheSelection) {  // DeepSeek-V3
   // Group 0 holds the single best expert; group 1 has the better sum of two.
   const std::vector<float> l{3.0f, -3.0f, 1.0f, 0.9f};
