@@ -400,6 +400,16 @@ def longcat_flash_config():
         q_lora_rank=32, qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=16, max_position_embeddings=64)
 
 
+def nemotron_h_config():
+    # Nemotron-H: V3's router (4 groups keep 2, correction bias), experts and a 48-wide shared MLP without a gate on
+    # relu2; layer 0 an MLP, layer 1 MoE by layers_block_type.
+    return transformers.NemotronHConfig(
+        vocab_size=128, hidden_size=64, num_attention_heads=4, num_key_value_heads=4, head_dim=16,
+        layers_block_type=["mlp", "moe"], intermediate_size=96, moe_intermediate_size=32,
+        moe_shared_expert_intermediate_size=48, n_routed_experts=16, num_experts_per_tok=4, n_group=4, topk_group=2,
+        max_position_embeddings=64, mamba_num_heads=4, mamba_head_dim=16, ssm_state_size=16, n_groups=1)
+
+
 def qwen4_exp_text_config():
     # Qwen4-Exp's language model: Qwen2-MoE's block (sigmoid-gated shared expert), norm_topk_prob left to its default.
     return transformers.Qwen4ExpTextConfig(moe_intermediate_size=16, shared_expert_intermediate_size=24, num_experts=16,
@@ -843,6 +853,13 @@ CASES = [
          shared=None, zero_experts=8, checkpoint_check="experts.15.down_proj.weight",
          description="LongCat-Flash (longcat_flash): softmax over 16 experts and 8 zero-computation experts, the "
          "correction bias (E + Z) for choosing, x 6.0, not renormalized; a chosen zero expert adds w x"),
+    dict(name="nemotron_h_e16_g4_tg2_k4", family="nemotron_h", config=nemotron_h_config,
+         model_class="NemotronHForCausalLM", block_attr="mixer", checkpoint_layers="backbone.layers.",
+         checkpoint_block="mixer", experts_ungated=True, shared="ungated_mlp",
+         shared_size_attr="moe_shared_expert_intermediate_size", weights_from_reference=True,
+         checkpoint_check="experts.15.down_proj.weight",
+         description="Nemotron-H (nemotron_h): V3's router, 4 groups keep 2, experts and a shared MLP without a gate "
+         "running relu2 (relu(up x)^2), tensors under backbone.layers.N.mixer"),
 ]
 
 
@@ -1091,6 +1108,7 @@ def build_case(out_dir, spec):
           "ungated": getattr(cfg, "shared_expert_intermediate_size", 0),
           "sized_count": getattr(cfg, spec.get("shared_size_attr", "-"), 0) * v["n_shared"],
           "gate_up": getattr(cfg, spec.get("shared_size_attr", "-"), 0),
+          "ungated_mlp": getattr(cfg, spec.get("shared_size_attr", "-"), 0),
           "shared_mlp": getattr(cfg, "intermediate_size", 0), "granite": getattr(cfg, "shared_intermediate_size", 0),
           "llama4": getattr(cfg, "intermediate_size", 0), "sized": getattr(cfg, spec.get("shared_size_attr", "-"), 0),
           None: 0}[shared_kind]
@@ -1131,7 +1149,10 @@ def build_case(out_dir, spec):
             block.bias.copy_(torch.from_numpy(out_bias))
         if spec.get("output_norm"):  # A.X K1: an RMSNorm of the block's output
             block.post_mlp_layernorm.weight.copy_(torch.from_numpy(out_norm))
-        if spec.get("experts_jetmoe"):  # input_linear (E, 2I, D) gate rows first, output_linear (E, D, I)
+        if spec.get("experts_ungated"):  # Nemotron-H: up_proj (E, I, D), down_proj (E, D, I), no gate
+            block.experts.up_proj.copy_(torch.from_numpy(up))
+            block.experts.down_proj.copy_(torch.from_numpy(down))
+        elif spec.get("experts_jetmoe"):  # input_linear (E, 2I, D) gate rows first, output_linear (E, D, I)
             block.input_linear.weight.copy_(torch.from_numpy(np.concatenate([gate, up], axis=1)))
             block.output_linear.weight.copy_(torch.from_numpy(down))
         elif spec.get("experts_in_out"):  # (E, D, 2I) gate columns first, (E, I, D)
@@ -1149,7 +1170,10 @@ def build_case(out_dir, spec):
                          "sized_count": getattr(block, "shared_experts", None),
                          "shared_mlp": getattr(block, "shared_mlp", None)}.get(shared_kind,
                                                                                getattr(block, "shared_experts", None))
-        if shared_kind == "gate_up":  # one (2S, D) gate_up_proj, gate rows first (saved as gate_proj and up_proj)
+        if shared_kind == "ungated_mlp":  # up_proj and down_proj only
+            block.shared_experts.up_proj.weight.copy_(torch.from_numpy(shared["up_proj"]))
+            block.shared_experts.down_proj.weight.copy_(torch.from_numpy(shared["down_proj"]))
+        elif shared_kind == "gate_up":  # one (2S, D) gate_up_proj, gate rows first (saved as gate_proj and up_proj)
             block.shared_experts.gate_up_proj.weight.copy_(torch.from_numpy(np.concatenate([shared["gate_proj"],
                                                                                             shared["up_proj"]])))
             block.shared_experts.down_proj.weight.copy_(torch.from_numpy(shared["down_proj"]))
@@ -1237,7 +1261,9 @@ def build_case(out_dir, spec):
                 g_, u_ = g_ + gu_bias[e, :H].astype(np.float64), u_ + gu_bias[e, H:].astype(np.float64)
             if spec.get("swiglu_limit"):  # GLM-5-Next: gate clamped above, up both ways
                 g_, u_ = np.minimum(g_, spec["swiglu_limit"]), np.clip(u_, -spec["swiglu_limit"], spec["swiglu_limit"])
-            if spec.get("silu_clamp"):  # Step-3.7: min(silu(g), L) * clamp(u, -L, L)
+            if spec.get("experts_ungated"):  # relu(up x)^2
+                h = np.maximum(u_, 0.0) ** 2
+            elif spec.get("silu_clamp"):  # Step-3.7: min(silu(g), L) * clamp(u, -L, L)
                 L = spec["silu_clamp"][0]
                 g_, u_ = np.minimum(silu(g_), L), np.clip(u_, -L, L)
                 h = g_ * u_
@@ -1249,7 +1275,9 @@ def build_case(out_dir, spec):
             gs_, us_ = shared["gate_proj"].astype(np.float64) @ xs[t], shared["up_proj"].astype(np.float64) @ xs[t]
             if spec.get("swiglu_limit") and not spec.get("clamp_routed_only"):
                 gs_, us_ = np.minimum(gs_, spec["swiglu_limit"]), np.clip(us_, -spec["swiglu_limit"], spec["swiglu_limit"])
-            if spec.get("silu_clamp"):
+            if spec.get("experts_ungated"):
+                hs = np.maximum(us_, 0.0) ** 2
+            elif spec.get("silu_clamp"):
                 L = spec["silu_clamp"][1]
                 hs = np.minimum(silu(gs_), L) * np.clip(us_, -L, L)
             elif spec.get("shared_gelu_tanh"):  # Aria: the shared MLP on hidden_act, the routed experts on SiLU

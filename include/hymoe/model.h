@@ -167,6 +167,7 @@ enum class ExpertActivation {
   // "gelu_pytorch_tanh", "gelu_python_tanh", "gelu_new", "gelu_fast"
   kGeGLUTanh,
   kReGLU,          // down(relu(gate x) * up x); hidden_act "relu"
+  kSquaredReLU,    // down(relu(up x)^2), no gate tensor (Nemotron-H's mlp_hidden_act "relu2"; gate_name "")
 };
 // "SwiGLU", "GeGLU (exact erf GELU)", ...: for messages and `hymoe inspect`.
 std::string expert_activation_name(ExpertActivation a);

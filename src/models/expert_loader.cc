@@ -157,7 +157,7 @@ ExpertWeights load_linear_experts(const TensorSource& src, ExpertStorage storage
   for (int64_t e = 0; e < count; ++e) {
     auto name = [&](const std::string& matrix) { return expert_weight_name(storage, prefix, matrix, numbered ? e : -1); };
     kernels::MlpWeightsView v;
-    v.gate = linear_view(src, name(names.gate), H, D, quant, why, w);
+    if (!names.gate.empty()) v.gate = linear_view(src, name(names.gate), H, D, quant, why, w);  // "": no gate
     v.up = linear_view(src, name(names.up), H, D, quant, why, w);
     v.down = linear_view(src, name(names.down), D, H, quant, why, w);
     w.views.push_back(v);
@@ -327,6 +327,7 @@ kernels::Activation kernel_activation(ExpertActivation a) {
     case ExpertActivation::kGeGLU: return kernels::Activation::kGeGLU;
     case ExpertActivation::kGeGLUTanh: return kernels::Activation::kGeGLUTanh;
     case ExpertActivation::kReGLU: return kernels::Activation::kReGLU;
+    case ExpertActivation::kSquaredReLU: return kernels::Activation::kRelu2;
   }
   HYMOE_CHECK(false, "unknown expert activation ", static_cast<int>(a));
   return kernels::Activation::kSwiGLU;

@@ -96,6 +96,7 @@ std::string expert_activation_name(ExpertActivation a) {
     case ExpertActivation::kGeGLU: return "GeGLU (exact erf GELU)";
     case ExpertActivation::kGeGLUTanh: return "GeGLU (tanh-approximate GELU)";
     case ExpertActivation::kReGLU: return "ReGLU";
+    case ExpertActivation::kSquaredReLU: return "squared ReLU, no gate";
   }
   return "?";
 }

@@ -60,6 +60,7 @@ void add_linear_expert_names(const TensorSource& source, ExpertStorage storage, 
                              std::vector<std::string>& names) {
   for (int64_t e = 0; e < count; ++e) {
     for (const std::string* m : matrices) {
+      if (m->empty()) continue;  // an ungated expert's gate
       const std::string weight = expert_weight_name(storage, prefix, *m, numbered ? e : -1);
       names.push_back(weight);
       if (source.contains(weight) && source.tensor(weight).dtype == DType::kF8E4M3) names.push_back(weight + "_scale_inv");

@@ -151,7 +151,7 @@ TEST_P(GroupedFfnFastTest, MatchesReferenceOnRaggedBatches) {
   const std::vector<std::pair<int64_t, int64_t>> dims = {{1, 1}, {17, 9}, {16, 24}, {33, 31}, {2 * kKc + 37, kKc + 11}};
   uint64_t seed = 1;
   for (Activation act : {Activation::kSwiGLU, Activation::kGelu, Activation::kRelu, Activation::kGeGLU,
-                         Activation::kGeGLUTanh, Activation::kReGLU})
+                         Activation::kGeGLUTanh, Activation::kReGLU, Activation::kRelu2})
     for (DType dt : {DType::kF32, DType::kBF16})
       for (auto [dim, hidden] : dims)
         for (const auto& rows : batches) {

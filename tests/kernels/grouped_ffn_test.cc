@@ -34,7 +34,7 @@ void compare_to_reference(const Factory& make_fast, const char* label, bool bf16
   Rng rng(123);
   for (const auto& c : ffn_cases())
     for (Activation act : {Activation::kSwiGLU, Activation::kGelu, Activation::kRelu, Activation::kGeGLU,
-                           Activation::kGeGLUTanh, Activation::kReGLU})
+                           Activation::kGeGLUTanh, Activation::kReGLU, Activation::kRelu2})
       for (WeightLayout layout : {WeightLayout::kOutIn, WeightLayout::kInOut})
         for (DType dtype : {DType::kF32, DType::kBF16}) {
           const int64_t G = static_cast<int64_t>(c.group_rows.size());

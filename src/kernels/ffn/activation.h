@@ -11,6 +11,7 @@ enum class Activation {
   kSwiGLU,  // gated: silu(gate) * up
   kGelu,    // gelu(up), exact erf form
   kRelu,    // relu(up)
+  kRelu2,   // relu(up)^2 (Nemotron-H's relu2), no gate
   // gated, gpt-oss's clamped SwiGLU: g = min(gate, limit), u = clamp(up, -limit, limit),
   // (u + 1) * g * sigmoid(alpha * g); alpha and limit come with the kernel's shape. Inference only.
   kClampedSwiGLU,
@@ -26,7 +27,9 @@ enum class Activation {
   kReGLU,      // relu(gate) * up
 };
 
-inline bool is_gated(Activation a) { return a != Activation::kGelu && a != Activation::kRelu; }
+inline bool is_gated(Activation a) {
+  return a != Activation::kGelu && a != Activation::kRelu && a != Activation::kRelu2;
+}
 
 template <typename T>
 T sigmoid(T x) {
@@ -110,6 +113,7 @@ T apply_activation(Activation a, T x) {
     case Activation::kGeGLUTanh: return gelu_tanh(x);
     case Activation::kRelu:
     case Activation::kReGLU: return relu(x);
+    case Activation::kRelu2: return relu(x) * relu(x);
   }
   return x;
 }
@@ -125,6 +129,7 @@ T activation_grad(Activation a, T x) {
     case Activation::kGeGLUTanh: return gelu_tanh_grad(x);
     case Activation::kRelu:
     case Activation::kReGLU: return relu_grad(x);
+    case Activation::kRelu2: return T(2) * relu(x);
   }
   return T(0);
 }
