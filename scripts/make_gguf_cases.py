@@ -32,9 +32,9 @@ MARGIN = 2e-3
 DEEPSEEK2_LIKE = ("deepseek2", "glm4moe", "dots1", "bailingmoe2", "deepseek32", "glm-dsa", "afmoe", "kimi-linear",
                   "exaone-moe", "cohere2moe", "dots3note", "laguna", "hy_v3", "hy_v4", "glm5-next", "step35",
                   "bailingmoe3", "minimax-m3", "deepseek4", "deepseek2-ocr",
-                  "mistral4")
+                  "mistral4", "nemotron_h_moe")
 # Of those, the ones that size their shared expert by expert_shared_feed_forward_length (the count written as 1).
-SHARED_LENGTH_LIKE = ("exaone-moe", "cohere2moe", "laguna", "hy_v3", "step35", "bailingmoe3")
+SHARED_LENGTH_LIKE = ("exaone-moe", "cohere2moe", "laguna", "hy_v3", "step35", "bailingmoe3", "nemotron_h_moe")
 # Architectures whose graph fixes softmax but reads the shared-expert count, leading dense blocks and (some) the
 # normalization and scale as deepseek2 does.
 SOFTMAX_SHARED_COUNT = ("deepseek", "bailingmoe")
@@ -295,6 +295,9 @@ def build_case(out_dir, spec, seed):
             if oai is None and spec.get("weight_before_ffn"):  # llama4: the weight scales the expert's input
                 Y[t] += swiglu(gate[e], up[e], down[e], x * w[k])
                 continue
+            if oai is None and spec.get("ungated"):  # nemotron_h_moe: down(relu(up x)^2), no gate
+                Y[t] += w[k] * (down[e] @ np.maximum(up[e] @ x, 0.0) ** 2)
+                continue
             if oai is None and spec.get("swiglu_oai"):  # minimax-m3: the clamped SwiGLU without biases
                 Y[t] += w[k] * (down[e] @ swiglu_oai(gate[e] @ x, up[e] @ x))
                 continue
@@ -312,6 +315,8 @@ def build_case(out_dir, spec, seed):
                          spec.get("clamp_after_silu"))
             if spec.get("swiglu_oai"):
                 out = shared["down"][2] @ swiglu_oai(shared["gate"][2] @ x, shared["up"][2] @ x)
+            if spec.get("ungated"):
+                out = shared["down"][2] @ np.maximum(shared["up"][2] @ x, 0.0) ** 2
             if shared_gate is not None:
                 z = shared_gate.astype(np.float64) @ x
                 out = out * (silu(z) / z)  # llama.cpp's sigmoid, as silu(z)/z
@@ -407,14 +412,14 @@ def build_case(out_dir, spec, seed):
                 merged = np.concatenate([experts["gate"][0], experts["up"][0]], axis=1)
                 assert experts["gate"][1] == experts["up"][1]
                 add_typed("blk.1.ffn_gate_up_exps.weight", (merged, experts["gate"][1]))
-        else:
+        elif not (spec.get("ungated") and k == "gate"):  # nemotron_h_moe has no gate tensors
             add_typed(f"blk.1.ffn_{k}_exps.weight", experts[k])
     if shared is not None and spec.get("shared_fused_up"):  # granite_swa: gate rows, then up rows, in ffn_up_shexp
         assert shared["gate"][1] == shared["up"][1]
         add_typed("blk.1.ffn_up_shexp.weight", (np.concatenate([shared["gate"][0], shared["up"][0]]), shared["gate"][1]))
         add_typed("blk.1.ffn_down_shexp.weight", shared["down"])
     elif shared is not None:
-        for k in ("gate", "up", "down"):
+        for k in ("up", "down") if spec.get("ungated") else ("gate", "up", "down"):
             add_typed(f"blk.1.ffn_{k}_shexp.weight", shared[k])
     if shared_gate is not None:
         add_typed("blk.1.ffn_gate_inp_shexp.weight", (shared_gate, None))
@@ -455,7 +460,8 @@ def build_case(out_dir, spec, seed):
                       **({"shared_swiglu_clamp": spec.get("shared_clamp", spec["clamp"])}
                          if spec.get("shared_clamp") or spec.get("shared_clamp_from_routed") else {}),
                       **({"biases": True, "activation": "swiglu_oai"} if oai is not None else {}),
-                      **({"biases": False, "activation": "swiglu_oai"} if spec.get("swiglu_oai") else {})},
+                      **({"biases": False, "activation": "swiglu_oai"} if spec.get("swiglu_oai") else {}),
+                      **({"activation": "relu(up x)^2, no gate"} if spec.get("ungated") else {})},
         "margins": {"topk_cut": finite_or_none(min_cut), "slot_order": finite_or_none(min_slot),
                     "group_cut": finite_or_none(min_group), "required": MARGIN,
                     "tokens_changed_by_bias": got_bias, "tokens_changed_by_groups": got_groups},
@@ -842,6 +848,13 @@ CASES = [
                     dense=Q.Q8_0),
          description="granite_swa: granitemoe's routing, a shared expert of expert_shared_feed_forward_length 32 whose "
                      "gate and up rows are one Q8_0 tensor, ffn_up_shexp [D, 2Hs]"),
+    dict(case="nemotron_h_moe_relu2_q8_0", arch="nemotron_h_moe", D=64, H=32, E=8, K=2, H_shared=64, n_ff=64,
+         gating="sigmoid", norm=True, w_scale=2.5, exp_probs_b=True, ungated=True,
+         types=dict(gate=Q.Q8_0, up=Q.Q8_0, down=Q.Q8_0, shared_gate=Q.Q8_0, shared_up=Q.Q8_0, shared_down=Q.Q8_0,
+                    dense=Q.Q8_0),
+         description="nemotron_h_moe (Nemotron 3 Nano): sigmoid fixed by the graph, exp_probs_b (required), "
+                     "normalized, scale 2.5; experts and a shared expert of its own length 64 without gate tensors, "
+                     "down(relu(up x)^2)"),
 ]
 
 

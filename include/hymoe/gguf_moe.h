@@ -42,6 +42,7 @@ struct GgufMoeConfig {
                                     // limit 7, which llama.cpp's graph fixes)
   bool weight_before_ffn = false;   // llama4: each expert's input is multiplied by its weight, its output is not
   uint32_t hash_layer_count = 0;    // deepseek4: blocks below it choose their experts by token id (not run)
+  bool ungated_relu2 = false;       // nemotron_h_moe: experts and shared expert without a gate, relu(up x)^2
   bool swiglu_oai = false;          // minimax-m3: the clamped SwiGLU (alpha 1.702, limit 7) without biases, in the
                                     // routed and the shared experts (LLM_FFN_SWIGLU_OAI_MOE)
   bool shared_average = false;      // cohere2moe: the output is (routed + shared) / 2 where a shared expert runs

@@ -271,8 +271,10 @@ ExpertWeights load_fused_out_in_experts(const TensorSource& src, const MoELayerS
   // Gate and up in tensors of their own, or merged into one (E, 2H, D) with each expert's gate rows before its up.
   const bool merged = spec.storage == ExpertStorage::kFusedGateUpOutIn;
   const std::string& suffix = spec.fused_suffix;
-  const TensorRef gate = checked_tensor(src, p + spec.gate_name + suffix, {E, merged ? 2 * H : H, D}, why);
-  const TensorRef up = merged ? gate : checked_tensor(src, p + spec.up_name + suffix, {E, H, D}, why);
+  const bool gated = !spec.gate_name.empty();  // nemotron_h_moe's experts have no gate
+  const TensorRef up = checked_tensor(src, p + (merged ? spec.gate_name : spec.up_name) + suffix,
+                                     {E, merged ? 2 * H : H, D}, why);
+  const TensorRef gate = merged || !gated ? up : checked_tensor(src, p + spec.gate_name + suffix, {E, H, D}, why);
   const TensorRef down = checked_tensor(src, p + spec.down_name + suffix, {E, D, H}, why);
   HYMOE_CHECK(!merged || !spec.expert_biases, "merged gate/up experts have no biases");
   ExpertWeights w;
@@ -286,7 +288,7 @@ ExpertWeights load_fused_out_in_experts(const TensorSource& src, const MoELayerS
     const Quantization none;
     for (int64_t e = 0; e < E; ++e) {
       kernels::MlpWeightsView v;
-      v.gate = linear_view_of(src, row_slice(gate, merged ? 2 * e * H : e * H, H, D), H, D, none, w);
+      if (gated) v.gate = linear_view_of(src, row_slice(gate, merged ? 2 * e * H : e * H, H, D), H, D, none, w);
       v.up = linear_view_of(src, row_slice(up, merged ? 2 * e * H + H : e * H, H, D), H, D, none, w);
       v.down = linear_view_of(src, row_slice(down, e * D, D, H), D, H, none, w);
       w.views.push_back(v);
@@ -296,7 +298,7 @@ ExpertWeights load_fused_out_in_experts(const TensorSource& src, const MoELayerS
   }
   for (int64_t e = 0; e < E; ++e) {
     kernels::MlpWeightsView v;
-    v.gate = ggml_rows_view(gate, merged ? 2 * e * H : e * H, H, D, w);
+    if (gated) v.gate = ggml_rows_view(gate, merged ? 2 * e * H : e * H, H, D, w);
     v.up = ggml_rows_view(up, merged ? 2 * e * H + H : e * H, H, D, w);
     v.down = ggml_rows_view(down, e * D, D, H, w);
     w.views.push_back(v);

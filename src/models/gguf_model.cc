@@ -105,6 +105,7 @@ class GgufFamily final : public ModelFamily {
     if (b.exp_probs_b) s.selection_bias = b.exp_probs_b->name;
     // LLM_FFN_SWIGLU_OAI_MOE, alpha and limit fixed in llama.cpp's build_moe_ffn and build_ffn: gpt-oss with biases,
     // minimax-m3 without, in its shared expert too.
+    if (config_.ungated_relu2) s.activation = ExpertActivation::kSquaredReLU;
     if (config_.biases || config_.swiglu_oai) {
       s.activation = ExpertActivation::kClampedSwiGLU;
       s.swiglu_alpha = 1.702;
@@ -123,15 +124,16 @@ class GgufFamily final : public ModelFamily {
       s.down_name = "ffn_down_exps";
     } else {
       s.storage = ExpertStorage::kFusedOutIn;
-      s.gate_name = "ffn_gate_exps";
+      s.gate_name = b.gate_exps ? "ffn_gate_exps" : "";  // nemotron_h_moe's experts have no gate
       s.up_name = "ffn_up_exps";
       s.down_name = "ffn_down_exps";
     }
-    if (b.gate_shexp || (config_.shared_fused_up && b.up_shexp)) {
+    if (b.gate_shexp || b.up_shexp) {
       s.shared.hidden = config_.shared_hidden;
       s.shared.prefix = p;
-      s.shared.gate_name = b.gate_shexp ? "ffn_gate_shexp" : "ffn_up_shexp";  // fused: gate rows, then up rows
-      s.shared.merged_gate_up = !b.gate_shexp;
+      // fused (granite_swa): gate rows, then up rows, in ffn_up_shexp; none (nemotron_h_moe): no gate
+      s.shared.gate_name = b.gate_shexp ? "ffn_gate_shexp" : config_.shared_fused_up ? "ffn_up_shexp" : "";
+      s.shared.merged_gate_up = config_.shared_fused_up;
       s.shared.up_name = "ffn_up_shexp";
       s.shared.down_name = "ffn_down_shexp";
       // sigmoid(ffn_gate_inp_shexp . x) (qwen2moe, qwen3next); llama.cpp computes qwen2moe's as silu(z)/z, the same

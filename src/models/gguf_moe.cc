@@ -66,6 +66,7 @@ struct GgufArchitecture {
   bool biases = false;               // gpt-oss: router and expert biases, clamped SwiGLU (alpha 1.702, limit 7)
   bool weight_before_ffn = false;    // llama4: the weights multiply the experts' inputs
   bool swiglu_oai = false;           // minimax-m3: gpt-oss's clamped SwiGLU without biases, routed and shared
+  bool ungated_relu2 = false;        // nemotron_h_moe: no gate tensors, relu(up x)^2 (LLM_FFN_RELU_SQR)
   bool hash_layers = false;          // deepseek4: hash_layer_count (required) leading blocks routed by token id
   bool shared_average = false;       // cohere2moe: the output is (routed + shared) / 2 where there is a shared expert
   enum class Clamp { kNone, kOptional, kRequired } swiglu_clamp = Clamp::kNone;  // swiglu_clamp_exp, per block
@@ -76,7 +77,7 @@ struct GgufArchitecture {
 
 constexpr std::string_view kReadFromMetadata =
     "gating, normalization and scale read from metadata; ungated shared expert";
-constexpr std::array<GgufArchitecture, 52> kArchitectures = {{
+constexpr std::array<GgufArchitecture, 53> kArchitectures = {{
     {.name = "llama", .hidden = HiddenRule::kFeedForwardLength, .norm_weights = true,
      .fixed = "softmax gating, normalized weights, no scale, no shared expert"},
     {.name = "qwen2moe", .hidden = HiddenRule::kExpertKeyOrFfnOverK, .shared = SharedRule::kSharedLength,
@@ -215,6 +216,12 @@ constexpr std::array<GgufArchitecture, 52> kArchitectures = {{
      .shared_fused_up = true, .norm_weights = true, .merged_gate_up = true,
      .fixed = "softmax gating, normalized weights, no scale, an ungated shared expert where the metadata sizes one, "
               "its gate and up rows in ffn_up_shexp"},
+    // Nemotron 3 Nano (nemotron_h_moe): ungated relu^2 experts and shared expert, fixed sigmoid gating; MoE where a
+    // block has a router (the hybrid's other blocks are Mamba, attention or MLP).
+    {.name = "nemotron_h_moe", .shared = SharedRule::kSharedLengthOrNone, .gating = GatingRule::kSigmoid,
+     .reads_scale = true, .selection_bias = true, .selection_bias_required = true, .ungated_relu2 = true,
+     .fixed = "sigmoid gating, normalization and scale read from metadata; experts and shared expert without a "
+              "gate, relu(up x)^2; MoE where a block has a router"},
     // MiniCPM's MoE variant (minicpm: granite's graph; its loader reads no shared-expert key, so there is none).
     {.name = "minicpm", .hidden = HiddenRule::kFeedForwardLength, .norm_weights = true,
      .fixed = "softmax gating, normalized weights, no scale, no shared expert (granite's graph)"},
@@ -395,6 +402,7 @@ GgufMoeConfig read_gguf_moe_config(const GgufFile& file) {
   c.biases = rules->biases;
   c.weight_before_ffn = rules->weight_before_ffn;
   c.swiglu_oai = rules->swiglu_oai;
+  c.ungated_relu2 = rules->ungated_relu2;
   if (rules->hash_layers) c.hash_layer_count = file.require_u32(key(c, "hash_layer_count"));
   c.shared_average = rules->shared_average;
   c.reads_swiglu_clamp = rules->swiglu_clamp != GgufArchitecture::Clamp::kNone;
@@ -419,7 +427,7 @@ GgufMoeConfig read_gguf_moe_config(const GgufFile& file) {
 uint64_t GgufMoeBlock::expert_bytes(uint32_t expert_count) const {
   if (split_experts()) return gate_split[0]->nbytes + up_split[0]->nbytes + down_split[0]->nbytes;
   if (gate_up_exps) return (gate_up_exps->nbytes + down_exps->nbytes) / expert_count;
-  return (gate_exps->nbytes + up_exps->nbytes + down_exps->nbytes) / expert_count;
+  return ((gate_exps ? gate_exps->nbytes : 0) + up_exps->nbytes + down_exps->nbytes) / expert_count;
 }
 
 uint64_t GgufMoeBlock::total_bytes() const {
@@ -498,10 +506,15 @@ GgufMoeBlock find_gguf_moe_block(const GgufFile& file, const GgufMoeConfig& c, u
     b.gate_up_exps = get("ffn_gate_up_exps.weight", {D, 2 * H, E, 1}, true);
     b.down_exps = get("ffn_down_exps.weight", {H, D, E, 1}, true);
   } else {
-    b.gate_exps = get("ffn_gate_exps.weight", {D, H, E, 1}, true);
+    if (!c.ungated_relu2) b.gate_exps = get("ffn_gate_exps.weight", {D, H, E, 1}, true);
     b.up_exps = get("ffn_up_exps.weight", {D, H, E, 1}, true);
     b.down_exps = get("ffn_down_exps.weight", {H, D, E, 1}, true);
   }
+  // A latent projection around the experts (nemotron_h_moe's ffn_latent_down / ffn_latent_up) changes their input
+  // and output: a block that has one is refused rather than run without it.
+  if (file.find_tensor(prefix + "ffn_latent_down.weight"))
+    fail(file.label(), ": MoE block ", block, " projects the experts' input into a latent space ('", prefix,
+         "ffn_latent_down.weight'), which hymoe's layer does not have");
   // Per-expert scales (ffn_*_exps.scale, NVFP4 files' second level) multiply the experts' outputs in the graphs that
   // pass them; hymoe does not apply them, so a block that has them is refused rather than run without.
   for (const char* projection : {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps", "ffn_gate_up_exps"})
@@ -529,7 +542,10 @@ GgufMoeBlock find_gguf_moe_block(const GgufFile& file, const GgufMoeConfig& c, u
   }
   // A shared expert the architecture may leave out (qwen3next) is there when its gate projection is.
   const bool shared = Hs > 0 && (!c.shared_optional || file.find_tensor(prefix + "ffn_gate_shexp.weight"));
-  if (Hs > 0 && c.shared_fused_up) {
+  if (Hs > 0 && c.ungated_relu2) {
+    b.up_shexp = get("ffn_up_shexp.weight", {D, Hs, 1, 1}, true);
+    b.down_shexp = get("ffn_down_shexp.weight", {Hs, D, 1, 1}, true);
+  } else if (Hs > 0 && c.shared_fused_up) {
     b.up_shexp = get("ffn_up_shexp.weight", {D, 2 * Hs, 1, 1}, true);
     b.down_shexp = get("ffn_down_shexp.weight", {Hs, D, 1, 1}, true);
   } else if (shared) {

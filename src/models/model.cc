@@ -87,7 +87,8 @@ std::vector<std::string> Model::layer_tensor_names(int64_t layer) const {
     if (!n->empty()) names.push_back(*n);
   switch (s.storage) {
     case ExpertStorage::kFusedOutIn:  // GGUF: the prefix is the block's, so name each tensor
-      for (const std::string* n : {&s.gate_name, &s.up_name, &s.down_name}) names.push_back(s.experts_prefix + *n + s.fused_suffix);
+      for (const std::string* n : {&s.gate_name, &s.up_name, &s.down_name})
+        if (!n->empty()) names.push_back(s.experts_prefix + *n + s.fused_suffix);  // "": an ungated expert's gate
       if (s.expert_biases)
         for (const std::string* n : {&s.gate_name, &s.up_name, &s.down_name}) names.push_back(s.experts_prefix + *n + ".bias");
       break;

@@ -155,13 +155,15 @@ TEST(GgufModel, EveryCaseThroughTheCli) {
   test::TempDir dir("gguf_forward_cli");
   auto cases = shared_cases();
   for (auto& c : extra_cases()) cases.push_back(std::move(c));
-  // The default (auto: int8) on every case, and --quant-compute exact on the quantized ones.
+  // The default (auto: int8) on every case, and --quant-compute exact on the quantized ones; inspect on each.
   for (const auto& c : cases)
   for (QuantCompute mode : {QuantCompute::kAuto, QuantCompute::kExact}) {
     if (mode == QuantCompute::kExact && !rounds_activations(c, QuantCompute::kInt8)) continue;
     SCOPED_TRACE(c.dir + " " + std::string(quant_compute_name(mode)));
     const std::string out = dir.path("out.safetensors");
     std::string log;
+    if (mode == QuantCompute::kAuto)  // the listing of every block, which reads the same declarations
+      ASSERT_EQ(test::run_command(test::tool_path() + " inspect " + c.model(), &log), 0) << log;
     ASSERT_EQ(test::run_command(test::tool_path() + " forward --model " + c.model() + " --layer " +
                                     std::to_string(c.meta["block"].get<int>()) + " --input " + c.dir +
                                     "/input.safetensors --output " + out +

@@ -137,6 +137,9 @@ TEST_P(HfConformance, CommandReproducesTransformers) {
   const Tensor idx = got.read_f32("route.indices");
   std::vector<int32_t> indices(idx.values().begin(), idx.values().end());
   expect_matches(c, got.read_f32("y"), indices, got.read_f32("route.weights"));
+  // The model's listing reads the same declarations: it describes the case's layer.
+  ASSERT_EQ(test::run_command(test::tool_path() + " inspect " + c.dir, &log), 0) << log;
+  EXPECT_NE(log.find("family " + c.meta["family"].get<std::string>()), std::string::npos) << log;
 }
 
 // The bf16 cases on each bf16 path this CPU has, forced through the library's setting and through the command's

@@ -85,10 +85,10 @@ void print_model(const GgufFile& file) {
       const GgufTensorInfo* up = split ? m.up_split[0] : m.gate_up_exps ? m.gate_up_exps : m.up_exps;
       fmt::print("  block {:>3}  MoE    experts {}{} (gate {}, up {}, down {}), {} bytes per expert; router {}", b,
                  c.expert_count, split ? ", one tensor each" : m.gate_up_exps ? ", gate and up merged" : "",
-                 ggml_type_name(gate->type), ggml_type_name(up->type),
+                 gate ? ggml_type_name(gate->type) : std::string("none"), ggml_type_name(up->type),
                  ggml_type_name((split ? m.down_split[0] : m.down_exps)->type), m.expert_bytes(c.expert_count),
                  ggml_type_name(m.router->type));
-      if (m.gate_shexp) fmt::print("; shared {}", types_of({m.gate_shexp, m.up_shexp, m.down_shexp}));
+      if (m.gate_shexp || m.up_shexp) fmt::print("; shared {}", types_of({m.gate_shexp, m.up_shexp, m.down_shexp}));
       if (m.exp_probs_b) fmt::print("; selection bias exp_probs_b");
       if (m.router_bias) fmt::print("; router and expert biases");
       fmt::print("; {} bytes\n", m.total_bytes());

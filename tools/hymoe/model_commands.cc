@@ -108,10 +108,18 @@ int run_model_inspect(const std::string& dir) {
   // A layer is present when the checkpoint holds every tensor forward loads for it, absent when it holds none (a
   // single-layer extract holds just one); anything between is an error naming what is missing, found before a
   // line is printed.
-  std::vector<int64_t> present;
+  std::vector<int64_t> present, runnable;
+  std::vector<std::pair<int64_t, std::string>> refused;  // MoE layers hymoe does not run, with the reason
   std::string incomplete;
   for (int64_t l : moe) {
-    const std::vector<std::string> names = m.layer_tensor_names(l);
+    std::vector<std::string> names;
+    try {
+      names = m.layer_tensor_names(l);
+    } catch (const Error& e) {  // one layer hymoe cannot run (DeepSeek-V4's hash layers) does not hide the others
+      refused.emplace_back(l, e.what());
+      continue;
+    }
+    runnable.push_back(l);
     std::vector<std::string> missing;
     for (const auto& n : names)
       if (!m.source().contains(n)) missing.push_back(n);
@@ -121,12 +129,15 @@ int run_model_inspect(const std::string& dir) {
                                 incomplete.empty() ? "" : "; ", l, missing.size(), names.size(), quoted_list(missing));
   }
   if (!incomplete.empty()) fail(dir, ": ", incomplete);
+  // A model none of whose MoE layers runs (a config value hymoe refuses) is an error, not a listing.
+  if (runnable.empty() && !refused.empty()) fail(refused.front().second);
 
   fmt::print("{}: family {}, {} layers\n", dir, f.name(), f.num_layers());
   fmt::print("  MoE layers:   {}\n  dense layers: {}\n", layer_list(moe), layer_list(dense));
   fmt::print("  quantization: {}\n", m.quantization().name());
-  if (moe.empty()) return 0;
-  const MoELayerSpec s = f.moe_layer(moe.front());
+  for (const auto& [l, why] : refused) fmt::print("  layer {}: cannot run: {}\n", l, why);
+  if (runnable.empty()) return 0;
+  const MoELayerSpec s = f.moe_layer(runnable.front());
   fmt::print("  experts {} x (hidden_size {} -> {}), top-k {}\n", s.num_experts, s.dim, s.hidden, s.top_k);
   fmt::print("  router: {}\n", router_description(s));
   fmt::print("  expert MLP: {}\n", s.activation == ExpertActivation::kClampedSwiGLU
