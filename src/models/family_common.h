@@ -42,6 +42,13 @@ std::string qwen_dense_reason(const HfConfig& c, int64_t layer, int64_t num_expe
 void fill_qwen_routed(const HfConfig& c, int64_t layer, int64_t num_experts, MoELayerSpec& s, bool norm_default = false,
                       const std::string& layers = "model.layers.");
 
+// config.json's mlp_layer_types, one kind per layer, or `fallback` (one per layer) where it is absent: an error naming
+// the key for fewer entries than num_layers, or more unless `padded` (legacy lists that run on with MTP layers'
+// entries; only the first num_layers are the model's), and for an entry of those outside `known`, when given.
+std::vector<std::string> read_layer_types(const HfConfig& c, std::string_view family, int64_t num_layers,
+                                          std::vector<std::string> fallback,
+                                          std::initializer_list<std::string_view> known = {}, bool padded = false);
+
 // "model.layers.<layer>."
 std::string layer_prefix(int64_t layer);
 

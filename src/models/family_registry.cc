@@ -159,6 +159,29 @@ void fill_qwen_routed(const HfConfig& c, int64_t layer, int64_t num_experts, MoE
   s.experts_prefix = p + "experts.";
 }
 
+std::vector<std::string> read_layer_types(const HfConfig& c, std::string_view family, int64_t num_layers,
+                                          std::vector<std::string> fallback,
+                                          std::initializer_list<std::string_view> known, bool padded) {
+  std::vector<std::string> types = c.string_list_or("mlp_layer_types", std::move(fallback));
+  const auto count = static_cast<int64_t>(types.size());
+  if (count < num_layers || (!padded && count != num_layers))
+    fail(c.label(), ": 'mlp_layer_types' has ", types.size(), " entries, expected num_hidden_layers = ", num_layers);
+  if (known.size() == 0) return types;
+  std::string names;  // "a", "b" and "c"
+  size_t i = 0;
+  for (std::string_view k : known) {
+    if (i > 0) names.append(i + 1 == known.size() ? " and " : ", ");
+    names.append("\"").append(k).append("\"");
+    ++i;
+  }
+  for (int64_t l = 0; l < num_layers; ++l) {
+    const std::string& t = types[static_cast<size_t>(l)];
+    if (std::find(known.begin(), known.end(), t) == known.end())
+      fail(c.label(), ": 'mlp_layer_types' holds '", t, "'; ", family, " knows ", names);
+  }
+  return types;
+}
+
 std::string layer_prefix(int64_t layer) { return "model.layers." + std::to_string(layer) + "."; }
 
 HfConfig text_config_of(const HfConfig& c, std::string_view family) {

@@ -20,9 +20,7 @@ class Cohere2Moe final : public FamilyBase {
     const int64_t first_dense = c.integer_or({"first_k_dense_replace"}, 0);
     std::vector<std::string> fallback;
     for (int64_t l = 0; l < n; ++l) fallback.push_back(l < first_dense ? "dense" : "sparse");
-    layer_types_ = c.string_list_or("mlp_layer_types", fallback);
-    if (static_cast<int64_t>(layer_types_.size()) != n)
-      fail(c.label(), ": 'mlp_layer_types' has ", layer_types_.size(), " entries, expected num_hidden_layers = ", n);
+    layer_types_ = read_layer_types(c, "cohere2_moe", n, std::move(fallback));
     selection_ = c.string_or({"expert_selection_fn"}, "softmax");
     if (selection_ != "softmax" && selection_ != "sigmoid")
       fail(c.label(), ": 'expert_selection_fn' is '", selection_, "'; cohere2_moe knows \"softmax\" and \"sigmoid\"");

@@ -53,12 +53,7 @@ class DeepseekV2 final : public FamilyBase {
            "\"sparse\" per layer, and its config class derives no default)");
     std::vector<std::string> fallback;
     for (int64_t l = 0; l < n; ++l) fallback.push_back(l < first_moe ? "dense" : "sparse");
-    layer_types_ = c.string_list_or("mlp_layer_types", fallback);
-    if (static_cast<int64_t>(layer_types_.size()) != n)
-      fail(c.label(), ": 'mlp_layer_types' has ", layer_types_.size(), " entries, expected num_hidden_layers = ", n);
-    for (const auto& t : layer_types_)
-      if (t != "dense" && t != "sparse")
-        fail(c.label(), ": 'mlp_layer_types' holds '", t, "'; ", d.family, " knows \"dense\" and \"sparse\"");
+    layer_types_ = read_layer_types(c, d.family, n, std::move(fallback), {"dense", "sparse"});
   }
 
  private:

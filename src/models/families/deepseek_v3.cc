@@ -257,12 +257,7 @@ class DeepseekV3 final : public FamilyBase {
       const bool by_freq = freq_list ? c.integer_per_layer_or("moe_layer_freq", l, 0) != 0 : l % freq == 0;
       fallback.push_back(l < first_moe_ || !by_freq ? "dense" : "sparse");
     }
-    layer_types_ = c.string_list_or("mlp_layer_types", fallback);
-    if (static_cast<int64_t>(layer_types_.size()) != n)
-      fail(c.label(), ": 'mlp_layer_types' has ", layer_types_.size(), " entries, expected num_hidden_layers = ", n);
-    for (const auto& t : layer_types_)
-      if (t != "dense" && t != "sparse")
-        fail(c.label(), ": 'mlp_layer_types' holds '", t, "'; ", d.family, " knows \"dense\" and \"sparse\"");
+    layer_types_ = read_layer_types(c, d.family, n, std::move(fallback), {"dense", "sparse"});
   }
 
  private:

@@ -20,13 +20,7 @@ class DeepseekV4 final : public FamilyBase {
     const int64_t hash = c.integer_or({"num_hash_layers"}, 3);
     std::vector<std::string> fallback;
     for (int64_t l = 0; l < n; ++l) fallback.push_back(l < hash ? "hash_moe" : "moe");
-    layer_types_ = c.string_list_or("mlp_layer_types", fallback);
-    if (static_cast<int64_t>(layer_types_.size()) < n)
-      fail(c.label(), ": 'mlp_layer_types' has ", layer_types_.size(), " entries, expected num_hidden_layers = ", n);
-    for (int64_t l = 0; l < n; ++l)
-      if (layer_types_[static_cast<size_t>(l)] != "moe" && layer_types_[static_cast<size_t>(l)] != "hash_moe")
-        fail(c.label(), ": 'mlp_layer_types' holds '", layer_types_[static_cast<size_t>(l)],
-             "'; deepseek_v4 knows \"moe\" and \"hash_moe\"");
+    layer_types_ = read_layer_types(c, "deepseek_v4", n, std::move(fallback), {"moe", "hash_moe"}, /*padded=*/true);
   }
 
  private:

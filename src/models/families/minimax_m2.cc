@@ -51,17 +51,14 @@ class MiniMaxM3 final : public FamilyBase {
     if (text.is_list("moe_layer_freq"))
       for (int64_t l = 0; l < n; ++l)
         fallback[static_cast<size_t>(l)] = text.integer_per_layer_or("moe_layer_freq", l, 1) != 0 ? "sparse" : "dense";
-    layer_types_ = text.string_list_or("mlp_layer_types", fallback);
-    if (static_cast<int64_t>(layer_types_.size()) != n)
-      fail(text.label(), ": 'mlp_layer_types' has ", layer_types_.size(), " entries, expected num_hidden_layers = ", n);
+    layer_types_ = read_layer_types(text, name, n, std::move(fallback), {"dense", "sparse"});
   }
 
  private:
   std::string dense_reason(int64_t layer) const override {
-    const std::string& t = layer_types_[static_cast<size_t>(layer)];
-    if (t == "sparse") return "";
-    if (t != "dense") fail(c_.label(), ": 'mlp_layer_types' holds '", t, "'; ", name(), " knows \"dense\" and \"sparse\"");
-    return "mlp_layer_types[" + std::to_string(layer) + "] is \"dense\"";
+    return layer_types_[static_cast<size_t>(layer)] == "sparse"
+               ? ""
+               : "mlp_layer_types[" + std::to_string(layer) + "] is \"dense\"";
   }
   void fill(int64_t layer, MoELayerSpec& s) const override {
     s.hidden = c_.integer_or({"intermediate_size"}, 3072);

@@ -44,13 +44,8 @@ class Step3p7 final : public FamilyBase {
       for (int64_t l = 3; l < n; ++l) moe.insert(l);
     }
     for (int64_t l = 0; l < n; ++l) fallback.push_back(moe.count(l) ? "sparse" : "dense");
-    layer_types_ = text.string_list_or("mlp_layer_types", fallback);
-    if (static_cast<int64_t>(layer_types_.size()) < n)  // legacy configs pad it with the MTP layers' entries
-      fail(text.label(), ": 'mlp_layer_types' has ", layer_types_.size(), " entries, expected num_hidden_layers = ", n);
-    for (int64_t l = 0; l < n; ++l)
-      if (layer_types_[static_cast<size_t>(l)] != "dense" && layer_types_[static_cast<size_t>(l)] != "sparse")
-        fail(text.label(), ": 'mlp_layer_types' holds '", layer_types_[static_cast<size_t>(l)],
-             "'; step3p7 knows \"dense\" and \"sparse\"");
+    // Legacy configs pad it with the MTP layers' entries.
+    layer_types_ = read_layer_types(text, "step3p7", n, std::move(fallback), {"dense", "sparse"}, /*padded=*/true);
   }
 
  private:
