@@ -173,21 +173,33 @@ struct BlockExperts {
 using GgufExperts = BlockExperts<GgufMatrix>;
 using Mxfp4Experts = BlockExperts<Mxfp4Matrix>;
 
-// A GGUF format's one row over kFewRowsPanels[1] panels (decode) gives the bits of that many one-row calls; p has
-// that many panels of K = k.
+// The few-rows form (m = 1..few_rows_max rows over kFewRowsPanels[m] of p's panels) gives the bits of one m-row
+// micro-kernel call per panel, with and without accumulate, into a C wider than its panels; rows m and on stay
+// untouched.
 inline void expect_few_rows_equal_one_row_calls(const kernels::GemmFormat& f, const kernels::PackedMatrix& p,
                                                 int64_t k, Rng& rng) {
-  const int nr = f.nr, panels = kernels::kFewRowsPanels[1];
-  ASSERT_EQ(f.few_rows_max, 1);
-  ASSERT_EQ(p.panels, panels);
-  const std::vector<float> x = random_values(rng, k);
-  std::vector<uint8_t> a(static_cast<size_t>(f.units(k) * f.a_unit_bytes()));
-  f.pack_a(x.data(), k, nullptr, 1, k, f.mr, a.data());
-  std::vector<float> few(static_cast<size_t>(panels * nr)), one(few.size());
-  f.gemm_few(1, k, a.data(), p.data(), p.panel_bytes(), few.data(), panels * nr, false);
-  for (int q = 0; q < panels; ++q)
-    f.gemm(1, k, a.data(), p.buffer.data() + q * p.panel_bytes(), one.data() + q * nr, panels * nr, false, nullptr, 0);
-  EXPECT_EQ(0, std::memcmp(few.data(), one.data(), few.size() * sizeof(float))) << f.name;
+  const int nr = f.nr, mr = f.mr;
+  ASSERT_GE(f.few_rows_max, 1);
+  ASSERT_EQ(p.panels, kernels::kFewRowsPanels[1]);
+  for (int m = 1; m <= f.few_rows_max; ++m) {
+    const int panels = kernels::kFewRowsPanels[m];
+    const int64_t ldc = panels * nr + 3;
+    const std::vector<float> x = random_values(rng, m * k);
+    std::vector<uint8_t> a(static_cast<size_t>(f.units(k) * f.a_unit_bytes()));
+    f.pack_a(x.data(), k, nullptr, m, k, mr, a.data());
+    const std::vector<float> c0 = random_values(rng, mr * ldc);
+    for (bool accumulate : {false, true}) {
+      std::vector<float> few = c0, rows = c0;
+      f.gemm_few(m, k, a.data(), p.data(), p.panel_bytes(), few.data(), ldc, accumulate);
+      for (int q = 0; q < panels; ++q)
+        f.gemm(m, k, a.data(), p.buffer.data() + q * p.panel_bytes(), rows.data() + q * nr, ldc, accumulate, nullptr,
+               0);
+      EXPECT_EQ(0, std::memcmp(few.data(), rows.data(), few.size() * sizeof(float)))
+          << f.name << " m=" << m << " accumulate=" << accumulate;
+      for (int64_t i = m * ldc; i < mr * ldc; ++i)
+        ASSERT_EQ(few[static_cast<size_t>(i)], c0[static_cast<size_t>(i)]) << f.name << " wrote row " << i / ldc;
+    }
+  }
 }
 
 // A grouped FFN gives the same bits on 1 and 2 threads (args.y is replaced; outputs of `outputs` floats).

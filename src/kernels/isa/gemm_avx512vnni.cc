@@ -43,7 +43,8 @@ const GemmFormat kQ8{WeightFormat::kQ8Block32, "gemm_q8w_q8_6x32__avx512vnni", k
   const GemmFormat gemm_##t##w_##act##_4x32__avx512vnni{                                                         \
       WeightFormat::kGgml##T##I8, "gemm_" #t "w_" #act "_4x32__avx512vnni", kIntMr, kNr,                         \
       int8_pack_a<WeightFormat::kGgml##T##I8>(), gemm_format_gguf_int8<WeightFormat::kGgml##T##I8>,              \
-      int8_few<WeightFormat::kGgml##T##I8>(), 1, int8_expanding<WeightFormat::kGgml##T##I8>(),       \
+      int8_few<WeightFormat::kGgml##T##I8>(), int8_few_rows<WeightFormat::kGgml##T##I8>(),                     \
+      int8_expanding<WeightFormat::kGgml##T##I8>(),                                                               \
       int8_expanded<WeightFormat::kGgml##T##I8>(), int8_expanded_unit_bytes<WeightFormat::kGgml##T##I8>()};
 #include "kernels/formats/gguf_formats.inc"
 #undef HYMOE_GGUF_BLOCK
