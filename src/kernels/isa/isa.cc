@@ -24,7 +24,8 @@ Isa detect_best_isa() {
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
       __builtin_cpu_supports("fma")) {
-    if (!__builtin_cpu_supports("avx512vnni")) return Isa::kAvx512;
+    // The VNNI unit's grid kernels use pdep (BMI2, which every AVX-512 CPU has).
+    if (!__builtin_cpu_supports("avx512vnni") || !__builtin_cpu_supports("bmi2")) return Isa::kAvx512;
     return __builtin_cpu_supports("avx512bf16") ? Isa::kAvx512Bf16 : Isa::kAvx512Vnni;
   }
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Isa::kAvx2;
