@@ -64,6 +64,16 @@ inline constexpr auto kIq2SMagnitudes = iq_magnitude_bytes<1024, 8, uint64_t>(kI
 inline constexpr auto kIq3XxsMagnitudes = iq_magnitude_bytes<256, 4, uint32_t>(kIq3XxsGrid, false);
 inline constexpr auto kIq3SMagnitudes = iq_magnitude_bytes<512, 4, uint32_t>(kIq3SGrid, false);
 inline constexpr auto kIq1SCodes = iq_magnitude_bytes<2048, 8, uint64_t>(kIq1SGrid, true);
+// The IQ1 grid's elements as unsigned bytes 8 g + 8 (0, 8 or 16): a code 8 g + 1 - 2 n (n = 1 where the group's delta
+// is -1/8) is that less 7 + 2 n, so the one-row kernel multiplies these and subtracts (7 + 2 n) times the
+// activations' sum.
+constexpr IqCodeBytes<2048, 8, uint64_t> iq1_unsigned_bytes() {
+  IqCodeBytes<2048, 8, uint64_t> t{};
+  for (int e = 0; e < 2048; ++e)
+    for (int c = 0; c < 8; ++c) t.u[e] |= static_cast<uint64_t>(8 * kIq1SGrid.v[e][c] + 8) << (8 * c);
+  return t;
+}
+inline constexpr auto kIq1SUnsigned = iq1_unsigned_bytes();
 
 // 0xff in byte c where bit c of the index is set; and the same for a 7-bit sign field with its parity bit added.
 struct SignByteMasks {

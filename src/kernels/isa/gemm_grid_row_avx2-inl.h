@@ -8,7 +8,10 @@
 // explicit sign bytes spread by a shuffle) and vpdpbusd (or vpmaddubsw / vpmaddwd) gives eight int32 partial sums
 // (|magnitude| <= 62, so no pair sum saturates). Eight columns go side by side: a horizontal-add tree turns their
 // partial sums into one vector per sub-block, lane j the exact integer dot of column j's codes and the activations,
-// the same integer the tile kernels reach. Then, per sub-block in increasing k, their float step for all eight
+// the same integer the tile kernels reach (IQ1_S multiplies the grid as unsigned bytes 8 g + 8 and subtracts
+// (7 + 2 n) times the sub-block's activation sum from that vector; IQ1_M, with a delta per group, subtracts a second
+// dot product of those bytes where pext finds the groups' signs). Then, per sub-block in increasing k, their float
+// step for all eight
 // columns at once: c = fma(float(dot), scale * d_a, c) with the same scale (grid_block_scales, computed 8 at a
 // time and transposed) and d_a. So the bits are the tile kernels' (tested: few-rows calls against micro-kernel calls
 // of every format and row count).
@@ -49,12 +52,34 @@ inline void grid_indices4(const uint8_t* low, uint32_t high, uint32_t (&index)[4
 #endif
 }
 
+// IQ1_M's chunk as unsigned bytes and a second dot product of the delta bytes below, where pext finds the groups'
+// delta signs in one instruction (the AVX-512 units: hot, one thread, 1.57 against 1.86 ms); without BMI2 the signed
+// codes with vpsignb, as the other grid types (with the unsigned form the AVX2 unit ran 1.29 against 1.0 ms).
+#ifdef __BMI2__
+constexpr bool kIq1MUnsigned = true;
+#else
+constexpr bool kIq1MUnsigned = false;
+#endif
+
+// IQ1_M's bytes to subtract from its unsigned 8 g + 8 per chunk of four groups, by the groups' delta signs (bit l:
+// group l's delta is -1/8): 9 in a negative group's eight bytes, 7 in the others'.
+struct Iq1DeltaBytes {
+  alignas(32) uint8_t v[16][32];
+};
+constexpr Iq1DeltaBytes iq1_delta_bytes() {
+  Iq1DeltaBytes t{};
+  for (int n = 0; n < 16; ++n)
+    for (int i = 0; i < 32; ++i) t.v[n][i] = static_cast<uint8_t>(n >> (i / 8) & 1 ? 9 : 7);
+  return t;
+}
+inline constexpr Iq1DeltaBytes kIq1DeltaBytes = iq1_delta_bytes();
+
 // Chunk q (values 32 q .. 32 q + 31) of one block of a grid type: the multiplier bytes (unsigned) and vpsignb's
-// operand for the activations.
+// operand for the activations (the IQ1 types: see there).
 template <uint32_t kType>
 inline void grid_chunk(const uint8_t* b, int q, __m256i& magnitude, __m256i& sign) {
   const uint64_t* const table64 = kType == 16 ? kIq2XxsMagnitudes.u : kType == 17 ? kIq2XsMagnitudes.u
-                                  : kType == 22 ? kIq2SMagnitudes.u : kIq1SCodes.u;
+                                  : kType == 22 ? kIq2SMagnitudes.u : kIq1SUnsigned.u;
   // Four table words by scalar loads (a vpgatherqq measured slower here: 3.9 against 3.3 ms for IQ2_XXS).
   auto words4 = [&](uint32_t i0, uint32_t i1, uint32_t i2, uint32_t i3) {
     return _mm256_setr_epi64x(static_cast<int64_t>(table64[i0]), static_cast<int64_t>(table64[i1]),
@@ -100,29 +125,31 @@ inline void grid_chunk(const uint8_t* b, int q, __m256i& magnitude, __m256i& sig
     uint32_t signs;
     std::memcpy(&signs, b + 74 + 4 * q, 4);
     sign = grid_sign_bytes(signs);
-  } else {  // the IQ1 types: signed codes 8 g + 1, less 2 where the delta is -1/8; |code| and the code's sign
-    __m256i minus;  // per group of 8: all ones where its delta is negative
-    __m256i words;
-    if constexpr (kType == 19) {
-      uint16_t qh;
-      std::memcpy(&qh, b + 34 + 2 * q, 2);
-      uint32_t index[4];
-      grid_indices4<3, 11>(b + 2 + 4 * q, qh, index);
-      words = indexed4(index);
-      minus = _mm256_set1_epi64x(-static_cast<int64_t>(qh >> 15));
-    } else {
-      uint16_t qh;
-      std::memcpy(&qh, b + 32 + 2 * q, 2);
-      uint32_t index[4];  // each group's nibble of qh: three index bits, then the delta's sign
-      grid_indices4<4, 11>(b + 4 * q, qh, index);
-      words = indexed4(index);
+  } else if constexpr (kType == 19) {  // IQ1_S: the unsigned bytes 8 g + 8; the delta's share comes after the sums
+    uint16_t qh;
+    std::memcpy(&qh, b + 34 + 2 * q, 2);
+    uint32_t index[4];
+    grid_indices4<3, 11>(b + 2 + 4 * q, qh, index);
+    magnitude = words4(index[0], index[1], index[2], index[3]);
+    sign = _mm256_setzero_si256();  // unused
+  } else {  // IQ1_M
+    uint16_t qh;
+    std::memcpy(&qh, b + 32 + 2 * q, 2);
+    uint32_t index[4];  // each group's nibble of qh: three index bits, then the delta's sign
+    grid_indices4<4, 11>(b + 4 * q, qh, index);
+    if constexpr (kIq1MUnsigned) {  // the unsigned bytes 8 g + 8, and in `sign` each group's 7 + 2 n to subtract
+      magnitude = words4(index[0], index[1], index[2], index[3]);
+      sign = _mm256_load_si256(reinterpret_cast<const __m256i*>(kIq1DeltaBytes.v[_pext_u32(qh, 0x8888u)]));
+    } else {  // the signed codes 8 g + 1, less 2 where the delta is -1/8: |code|, and the code as the sign
+      auto code_word = [&](int l) { return static_cast<int64_t>(kIq1SCodes.u[index[l]]); };
+      const __m256i words = _mm256_setr_epi64x(code_word(0), code_word(1), code_word(2), code_word(3));
       const __m128i nibbles = _mm_srlv_epi32(_mm_set1_epi32(qh), _mm_setr_epi32(0, 4, 8, 12));
       const __m128i negative = _mm_cmpeq_epi32(_mm_and_si128(nibbles, _mm_set1_epi32(8)), _mm_set1_epi32(8));
-      minus = _mm256_cvtepi32_epi64(negative);
+      const __m256i code =
+          _mm256_sub_epi8(words, _mm256_and_si256(_mm256_cvtepi32_epi64(negative), _mm256_set1_epi8(2)));
+      magnitude = _mm256_abs_epi8(code);
+      sign = code;  // never zero: 8 g +- 1
     }
-    const __m256i code = _mm256_sub_epi8(words, _mm256_and_si256(minus, _mm256_set1_epi8(2)));
-    magnitude = _mm256_abs_epi8(code);
-    sign = code;  // never zero: 8 g +- 1
   }
 }
 
@@ -252,11 +279,13 @@ void grid_int8_few_rows(int64_t kc, const uint8_t* ap, const uint8_t* bp, int64_
     // activations' scale of each sub-block unit.
     alignas(32) int8_t x[M][kQ8KBlock];
     float da[M][kSubs];
+    int32_t sum[M][kSubs];  // the activations' sum over each sub-block (IQ1_S's delta term)
     for (int t = 0; t < kSubs; ++t) {
       const uint8_t* au = ap + (u * kSubs + t) * L::kAUnit;
       for (int i = 0; i < M; ++i) {
         for (int g = 0; g < kSub / 4; ++g) std::memcpy(x[i] + t * kSub + 4 * g, au + (g * kIntMr + i) * 4, 4);
         std::memcpy(&da[i][t], au + kSub * kIntMr + 4 * i, 4);
+        std::memcpy(&sum[i][t], au + (kSub + 4) * kIntMr + 4 * i, 4);
       }
     }
     for (int p = 0; p < kPanels; ++p)
@@ -285,6 +314,18 @@ void grid_int8_few_rows(int64_t kc, const uint8_t* ap, const uint8_t* bp, int64_
             for (int s = 0; s < 8; ++s) _mm256_store_ps(scales[8 * h + s], rows[h][s]);
           }
         }
+        // IQ1_S: negative[s] = all ones in the lanes of the columns whose sub-block s has the delta -1/8 (bit 15 of
+        // its qh word), transposed like the scales.
+        alignas(32) int32_t negative[kType == 19 ? 8 : 1][8];
+        if constexpr (kType == 19) {
+          __m256 rows[8];
+          for (int j = 0; j < 8; ++j) {
+            const __m128i qh = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blocks + j * kBlockBytes + 34));
+            rows[j] = _mm256_castsi256_ps(_mm256_cvtepi16_epi32(_mm_srai_epi16(qh, 15)));
+          }
+          grid_transpose8(rows);
+          for (int s = 0; s < 8; ++s) _mm256_store_ps(reinterpret_cast<float*>(negative[s]), rows[s]);
+        }
         // Per chunk of 32 k and row: the eight columns' exact integer dots of each sub-block, reduced into one
         // vector (lane j: column j), then the tile kernels' float step c = fma(dot, scale * d_a, c), sub-block by
         // sub-block in increasing k.
@@ -302,7 +343,14 @@ void grid_int8_few_rows(int64_t kc, const uint8_t* ap, const uint8_t* bp, int64_
           for (int j = 0; j < 8; ++j) {
             __m256i magnitude, sign;
             grid_chunk<kType>(blocks + j * kBlockBytes, q, magnitude, sign);
-            for (int i = 0; i < M; ++i) v[i][j] = grid_chunk_dot(magnitude, _mm256_sign_epi8(xq[i], sign));
+            for (int i = 0; i < M; ++i) {
+              if constexpr (kType == 19)  // IQ1_S: 8 g + 8 times x; the rest after the sums
+                v[i][j] = grid_chunk_dot(magnitude, xq[i]);
+              else if constexpr (kType == 29 && kIq1MUnsigned)  // IQ1_M: (8 g + 8) x - (7 + 2 n) x per group
+                v[i][j] = _mm256_sub_epi32(grid_chunk_dot(magnitude, xq[i]), grid_chunk_dot(sign, xq[i]));
+              else
+                v[i][j] = grid_chunk_dot(magnitude, _mm256_sign_epi8(xq[i], sign));
+            }
           }
           for (int i = 0; i < M; ++i) {
             // Lanes 0-3 of `low4`: columns 0-3's sums over the chunk's first 16 k, lanes 4-7 over its last 16;
@@ -313,7 +361,15 @@ void grid_int8_few_rows(int64_t kc, const uint8_t* ap, const uint8_t* bp, int64_
                 _mm256_hadd_epi32(_mm256_hadd_epi32(v[i][4], v[i][5]), _mm256_hadd_epi32(v[i][6], v[i][7]));
             const __m256i first16 = _mm256_permute2x128_si256(low4, high4, 0x20);
             const __m256i last16 = _mm256_permute2x128_si256(low4, high4, 0x31);
-            if constexpr (kSub == 32) {
+            if constexpr (kType == 19) {
+              // Less (7 + 2 n) times the sub-block's activation sum: the exact integer of the codes 8 g + 1 - 2 n.
+              const __m256i dot = _mm256_add_epi32(first16, last16);
+              const __m256i delta = _mm256_add_epi32(
+                  _mm256_set1_epi32(7 * sum[i][q]),
+                  _mm256_and_si256(_mm256_load_si256(reinterpret_cast<const __m256i*>(negative[q])),
+                                   _mm256_set1_epi32(2 * sum[i][q])));
+              step(i, _mm256_sub_epi32(dot, delta), q);
+            } else if constexpr (kSub == 32) {
               step(i, _mm256_add_epi32(first16, last16), q);
             } else {
               step(i, first16, 2 * q);
