@@ -293,7 +293,7 @@ void grid_int8_few_rows(int64_t kc, const uint8_t* ap, const uint8_t* bp, int64_
         const uint8_t* blocks = bp + p * panel_stride + (u * kNr + j0) * kBlockBytes;
         // The same columns' blocks of the next unit, 16 groups of work from now (at one row): the hardware
         // prefetchers do not run ahead of a stream consumed this slowly, so without it each group waits for its
-        // lines (hymoe_decode_stream_bench: IQ2_XXS cold 2.8 ms without, 2.5 with; hot 1.55).
+        // lines (hymoe_decode_stream_bench, IQ2_XXS cold: 4.3 GB/s without, 4.9 with; 5.2 hot).
         for (int64_t o = 0; o < 8 * kBlockBytes; o += 64)
           _mm_prefetch(reinterpret_cast<const char*>(blocks + kNr * kBlockBytes + o), _MM_HINT_T0);
         // scales[s]: the eight columns' scale of sub-block s (grid_scale_vectors' per-column vectors, transposed).
