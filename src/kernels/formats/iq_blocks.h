@@ -65,7 +65,7 @@ inline constexpr auto kIq3XxsMagnitudes = iq_magnitude_bytes<256, 4, uint32_t>(k
 inline constexpr auto kIq3SMagnitudes = iq_magnitude_bytes<512, 4, uint32_t>(kIq3SGrid, false);
 inline constexpr auto kIq1SCodes = iq_magnitude_bytes<2048, 8, uint64_t>(kIq1SGrid, true);
 // The IQ1 grid's elements as unsigned bytes 8 g + 8 (0, 8 or 16): a code 8 g + 1 - 2 n (n = 1 where the group's delta
-// is -1/8) is that less 7 + 2 n, so the one-row kernel multiplies these and subtracts (7 + 2 n) times the
+// is -1/8) is that less 7 + 2 n, so the few-rows kernel multiplies these and subtracts (7 + 2 n) times the
 // activations' sum.
 constexpr IqCodeBytes<2048, 8, uint64_t> iq1_unsigned_bytes() {
   IqCodeBytes<2048, 8, uint64_t> t{};

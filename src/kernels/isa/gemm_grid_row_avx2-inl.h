@@ -26,12 +26,22 @@ inline __m256i grid_sign_bytes(uint32_t signs) {
   return _mm256_or_si256(set, _mm256_set1_epi8(1));
 }
 
-// vpsignb's operand from four 7-bit sign fields (bits 0-6, 7-13, 14-20, 21-27 of `fields`): their byte masks.
+// vpsignb's operand of a 7-bit sign field with its parity: kSign7ByteMasks' bytes with 1 in the positive ones.
+struct Sign7Operands {
+  uint64_t m[128];
+};
+constexpr Sign7Operands sign7_operands() {
+  Sign7Operands t{};
+  for (int i = 0; i < 128; ++i) t.m[i] = kSign7ByteMasks.m[i] | 0x0101010101010101ull;
+  return t;
+}
+inline constexpr Sign7Operands kSign7Operands = sign7_operands();
+
+// vpsignb's operand from four 7-bit sign fields (bits 0-6, 7-13, 14-20, 21-27 of `fields`).
 inline __m256i grid_sign7_bytes(uint32_t f0, uint32_t f1, uint32_t f2, uint32_t f3) {
-  const __m256i masks = _mm256_setr_epi64x(
-      static_cast<int64_t>(kSign7ByteMasks.m[f0 & 127]), static_cast<int64_t>(kSign7ByteMasks.m[f1 & 127]),
-      static_cast<int64_t>(kSign7ByteMasks.m[f2 & 127]), static_cast<int64_t>(kSign7ByteMasks.m[f3 & 127]));
-  return _mm256_or_si256(masks, _mm256_set1_epi8(1));
+  return _mm256_setr_epi64x(
+      static_cast<int64_t>(kSign7Operands.m[f0 & 127]), static_cast<int64_t>(kSign7Operands.m[f1 & 127]),
+      static_cast<int64_t>(kSign7Operands.m[f2 & 127]), static_cast<int64_t>(kSign7Operands.m[f3 & 127]));
 }
 
 // Four table indices of kBits bits: index l = low[l] | the low kBits - 8 bits of field l of `high` (fields of
