@@ -137,35 +137,43 @@ inline void iq1_group(uint32_t entry, bool negative_delta, int8_t* code) {
 }
 }  // namespace iq_detail
 
+// The f16 d of a block of a grid type, as stored (IQ1_M spreads it over the top nibbles of its four scale words).
+template <uint32_t kType>
+inline uint16_t grid_block_d_bits(const uint8_t* b) {
+  uint16_t bits;
+  if constexpr (kType == 29) {
+    uint16_t sc[4];
+    std::memcpy(sc, b + 48, 8);
+    bits = static_cast<uint16_t>((sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) | ((sc[2] >> 4) & 0x0f00) | (sc[3] & 0xf000));
+  } else {
+    std::memcpy(&bits, b, 2);
+  }
+  return bits;
+}
+
 // The f32 scale of every sub-block of one block of a grid type (8 of 32 values, or 16 of 16): split_iq_block's and
 // every kernel's, so all of them hold the same floats.
 template <uint32_t kType>
 inline void grid_block_scales(const uint8_t* b, float* out) {
-  uint16_t d_bits;
-  std::memcpy(&d_bits, b, 2);
+  const float d = f16_to_float(grid_block_d_bits<kType>(b));
   if constexpr (kType == 16) {  // IQ2_XXS
-    const float d = f16_to_float(d_bits);
     for (int s = 0; s < 8; ++s) {
       uint32_t aux;
       std::memcpy(&aux, b + 6 + 8 * s, 4);
       out[s] = d * static_cast<float>(2 * (aux >> 28) + 1) * 0.125f;
     }
   } else if constexpr (kType == 17 || kType == 22) {  // IQ2_XS, IQ2_S
-    const float d = f16_to_float(d_bits);
     const uint8_t* scales = b + (kType == 17 ? 66 : 74);
     for (int s = 0; s < 16; ++s) out[s] = d * static_cast<float>(2 * ((scales[s / 2] >> (4 * (s % 2))) & 15) + 1) * 0.125f;
   } else if constexpr (kType == 18) {  // IQ3_XXS
-    const float d = f16_to_float(d_bits);
     for (int s = 0; s < 8; ++s) {
       uint32_t aux;
       std::memcpy(&aux, b + 66 + 4 * s, 4);
       out[s] = d * static_cast<float>(2 * (aux >> 28) + 1) * 0.25f;
     }
   } else if constexpr (kType == 21) {  // IQ3_S
-    const float d = f16_to_float(d_bits);
     for (int s = 0; s < 8; ++s) out[s] = d * static_cast<float>(2 * ((b[106 + s / 2] >> (4 * (s % 2))) & 15) + 1);
   } else if constexpr (kType == 19) {  // IQ1_S
-    const float d = f16_to_float(d_bits);
     for (int s = 0; s < 8; ++s) {
       uint16_t qh;
       std::memcpy(&qh, b + 34 + 2 * s, 2);
@@ -174,8 +182,6 @@ inline void grid_block_scales(const uint8_t* b, float* out) {
   } else {  // IQ1_M
     uint16_t sc[4];
     std::memcpy(sc, b + 48, 8);
-    const float d = f16_to_float(static_cast<uint16_t>((sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) |
-                                                       ((sc[2] >> 4) & 0x0f00) | (sc[3] & 0xf000)));
     for (int s = 0; s < 16; ++s) out[s] = d * static_cast<float>(2 * ((sc[s / 4] >> (3 * (s % 4))) & 7) + 1) * 0.125f;
   }
 }

@@ -140,7 +140,7 @@ inline void grid_chunk(const uint8_t* b, int q, __m256i& magnitude, __m256i& sig
     std::memcpy(&qh, b + 34 + 2 * q, 2);
     uint32_t index[4];
     grid_indices4<3, 11>(b + 2 + 4 * q, qh, index);
-    magnitude = words4(index[0], index[1], index[2], index[3]);
+    magnitude = indexed4(index);
     sign = _mm256_setzero_si256();  // unused
   } else {  // IQ1_M
     uint16_t qh;
@@ -148,7 +148,7 @@ inline void grid_chunk(const uint8_t* b, int q, __m256i& magnitude, __m256i& sig
     uint32_t index[4];  // each group's nibble of qh: three index bits, then the delta's sign
     grid_indices4<4, 11>(b + 4 * q, qh, index);
     if constexpr (kIq1MUnsigned) {  // the unsigned bytes 8 g + 8, and in `sign` each group's 7 + 2 n to subtract
-      magnitude = words4(index[0], index[1], index[2], index[3]);
+      magnitude = indexed4(index);
       sign = _mm256_load_si256(reinterpret_cast<const __m256i*>(kIq1DeltaBytes.v[_pext_u32(qh, 0x8888u)]));
     } else {  // the signed codes 8 g + 1, less 2 where the delta is -1/8: |code|, and the code as the sign
       auto code_word = [&](int l) { return static_cast<int64_t>(kIq1SCodes.u[index[l]]); };
@@ -161,20 +161,6 @@ inline void grid_chunk(const uint8_t* b, int q, __m256i& magnitude, __m256i& sig
       sign = code;  // never zero: 8 g +- 1
     }
   }
-}
-
-// The f16 d of a block of a grid type, as stored (IQ1_M spreads it over the top nibbles of its four scale words).
-template <uint32_t kType>
-inline uint32_t grid_block_d_bits(const uint8_t* b) {
-  uint16_t bits;
-  if constexpr (kType == 29) {
-    uint16_t sc[4];
-    std::memcpy(sc, b + 48, 8);
-    bits = static_cast<uint16_t>((sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) | ((sc[2] >> 4) & 0x0f00) | (sc[3] & 0xf000));
-  } else {
-    std::memcpy(&bits, b, 2);
-  }
-  return bits;
 }
 
 // Eight f16 values (the low 16 bits of each lane) as f32, as f16_to_float converts them (exact; subnormals through
