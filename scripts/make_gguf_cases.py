@@ -510,6 +510,15 @@ def write_safetensors(path, tensors):
             f.write(b)
 
 
+def q8_0_types(shared=False):
+    """The types of a case whose tensors are all Q8_0: the experts', the dense layers' and, with shared, the shared
+    expert's."""
+    types = dict(gate=Q.Q8_0, up=Q.Q8_0, down=Q.Q8_0, dense=Q.Q8_0)
+    if shared:
+        types.update(shared_gate=Q.Q8_0, shared_up=Q.Q8_0, shared_down=Q.Q8_0)
+    return types
+
+
 CASES = [
     dict(case="deepseek2_sigmoid_groups_q4_k", arch="deepseek2", D=256, H=32, E=8, K=3, H_shared=32, n_ff=32,
          gating="sigmoid", norm=True, w_scale=2.5, groups=4, groups_used=2, exp_probs_b=True, router_std=3.0,
@@ -583,8 +592,7 @@ CASES = [
                      "architecture; exp_probs_b (changes >= 2 tokens), normalized, scaled by 2.5, one shared expert, "
                      "leading dense block"),
     dict(case="dots1_softmax_q8_0", arch="dots1", D=64, H=32, E=8, K=2, H_shared=64, n_ff=32, gating="softmax",
-         norm=False, w_scale=1.0, types=dict(gate=Q.Q8_0, up=Q.Q8_0, down=Q.Q8_0, shared_gate=Q.Q8_0,
-                                               shared_up=Q.Q8_0, shared_down=Q.Q8_0, dense=Q.Q8_0),
+         norm=False, w_scale=1.0, types=q8_0_types(shared=True),
          description="dots1: gating from expert_gating_func (softmax here), not normalized, two shared experts"),
     dict(case="bailingmoe2_sigmoid_groups_q6_k", arch="bailingmoe2", D=256, H=64, E=8, K=2, H_shared=64, n_ff=64,
          gating="sigmoid", norm=True, w_scale=2.5, groups=4, groups_used=2, exp_probs_b=True, router_std=3.0,
@@ -596,8 +604,7 @@ CASES = [
          w_scale=0.0, types=dict(gate=Q.Q4_0, up=Q.Q4_0, down=Q.Q4_0, dense=Q.Q8_0),
          description="qwen3vlmoe (Qwen3-VL-MoE's text model): softmax, normalized, no shared expert"),
     dict(case="hunyuan_moe_q8_0", arch="hunyuan-moe", D=64, H=32, E=8, K=4, H_shared=96, n_ff=64, gating="softmax",
-         norm=True, w_scale=0.0, types=dict(gate=Q.Q8_0, up=Q.Q8_0, down=Q.Q8_0, shared_gate=Q.Q8_0,
-                                              shared_up=Q.Q8_0, shared_down=Q.Q8_0, dense=Q.Q8_0),
+         norm=True, w_scale=0.0, types=q8_0_types(shared=True),
          description="hunyuan-moe: softmax, normalized, an ungated shared expert of "
                      "expert_shared_feed_forward_length"),
     dict(case="qwen3next_q5_k", arch="qwen3next", D=256, H=32, E=8, K=4, H_shared=64, n_ff=64, gating="softmax",
@@ -607,14 +614,12 @@ CASES = [
          description="qwen3next: softmax, normalized, a sigmoid-gated shared expert"),
     dict(case="ernie4_5_moe_bias_q8_0", arch="ernie4_5-moe", D=64, H=32, E=8, K=4, H_shared=64, n_ff=64,
          gating="softmax", norm=True, w_scale=0.0, exp_probs_b=True, router_std=3.0,
-         types=dict(gate=Q.Q8_0, up=Q.Q8_0, down=Q.Q8_0, shared_gate=Q.Q8_0, shared_up=Q.Q8_0, shared_down=Q.Q8_0,
-                    dense=Q.Q8_0),
+         types=q8_0_types(shared=True),
          description="ernie4_5-moe: softmax, exp_probs_b for choosing (changes >= 2 tokens), normalized, an ungated "
                      "shared expert of expert_shared_feed_forward_length, interleave_moe_layer_step 1 after one "
                      "leading dense block"),
     dict(case="deepseek_v1_q8_0", arch="deepseek", D=64, H=32, E=8, K=2, H_shared=64, n_ff=64, gating="softmax",
-         norm=False, w_scale=1.5, types=dict(gate=Q.Q8_0, up=Q.Q8_0, down=Q.Q8_0, shared_gate=Q.Q8_0,
-                                              shared_up=Q.Q8_0, shared_down=Q.Q8_0, dense=Q.Q8_0),
+         norm=False, w_scale=1.5, types=q8_0_types(shared=True),
          description="deepseek (DeepSeek-MoE 16B, V1): softmax, not normalized, expert_weights_scale 1.5 read, two "
                      "shared experts, a leading dense block"),
     dict(case="bailingmoe_q4_k", arch="bailingmoe", D=256, H=32, E=8, K=2, H_shared=32, n_ff=64, gating="softmax",
@@ -626,20 +631,17 @@ CASES = [
          w_scale=0.0, types=dict(gate=Q.Q4_0, up=Q.Q4_0, down=Q.Q4_0, dense=Q.Q8_0),
          description="llada-moe (LLaDA-MoE): softmax, not normalized, no shared expert"),
     dict(case="granitemoe_shared_q8_0", arch="granitemoe", D=64, H=64, E=8, K=2, H_shared=32, n_ff=64,
-         gating="softmax", norm=True, w_scale=0.0, types=dict(gate=Q.Q8_0, up=Q.Q8_0, down=Q.Q8_0, shared_gate=Q.Q8_0,
-                                                              shared_up=Q.Q8_0, shared_down=Q.Q8_0, dense=Q.Q8_0),
+         gating="softmax", norm=True, w_scale=0.0, types=q8_0_types(shared=True),
          description="granitemoe (Granite MoE, with the Granite-MoE-Shared expert): softmax, normalized, experts "
                      "feed_forward_length wide, a shared expert of expert_shared_feed_forward_length"),
     dict(case="qwen35moe_merged_q8_0", arch="qwen35moe", D=64, H=32, E=8, K=4, H_shared=64, n_ff=64,
          gating="softmax", norm=True, w_scale=0.0, shared_gate=True, merged_gate_up=True,
-         types=dict(gate=Q.Q8_0, up=Q.Q8_0, down=Q.Q8_0, shared_gate=Q.Q8_0, shared_up=Q.Q8_0, shared_down=Q.Q8_0,
-                    dense=Q.Q8_0),
+         types=q8_0_types(shared=True),
          description="qwen35moe (Qwen3.5-MoE): softmax, normalized, a sigmoid-gated shared expert, gate and up merged "
                      "into ffn_gate_up_exps (ne [D, 2H, E]) as llama.cpp's converter writes them when it fuses"),
     dict(case="llama4_q8_0", arch="llama4", D=64, H=32, E=8, K=1, H_shared=32, n_ff=64, gating="sigmoid",
          norm=False, w_scale=0.0, weight_before_ffn=True,
-         types=dict(gate=Q.Q8_0, up=Q.Q8_0, down=Q.Q8_0, shared_gate=Q.Q8_0, shared_up=Q.Q8_0, shared_down=Q.Q8_0,
-                    dense=Q.Q8_0),
+         types=q8_0_types(shared=True),
          description="llama4 (Llama 4 Scout, Maverick): sigmoid gating, top-1, not normalized, the weight multiplied "
                      "into the expert's input (weight_before_ffn), an ungated shared expert of the experts' size, "
                      "interleave_moe_layer_step 2 (block 0 dense)"),
@@ -667,61 +669,55 @@ CASES = [
          description="phimoe (Phi-3.5-MoE) as llama.cpp runs it: phi3's graph, softmax top-2 renormalized (not "
                      "transformers' sparsemixer), experts feed_forward_length wide"),
     dict(case="dbrx_q8_0", arch="dbrx", D=64, H=32, E=8, K=4, n_ff=32, gating="softmax", norm=True, w_scale=0.0,
-         types=dict(gate=Q.Q8_0, up=Q.Q8_0, down=Q.Q8_0, dense=Q.Q8_0),
+         types=q8_0_types(),
          description="dbrx: softmax top-4 normalized, experts feed_forward_length wide"),
     dict(case="mistral3_q4_0", arch="mistral3", D=64, H=32, E=8, K=2, n_ff=32, gating="softmax", norm=True,
          w_scale=0.0, types=dict(gate=Q.Q4_0, up=Q.Q4_0, down=Q.Q4_0, dense=Q.Q8_0),
          description="mistral3 (Mistral Large 3's MoE): softmax top-2 normalized, experts feed_forward_length wide"),
     dict(case="jamba_q8_0", arch="jamba", D=64, H=32, E=8, K=2, n_ff=32, gating="softmax", norm=False, w_scale=0.0,
-         types=dict(gate=Q.Q8_0, up=Q.Q8_0, down=Q.Q8_0, dense=Q.Q8_0),
+         types=q8_0_types(),
          description="jamba: softmax top-2 NOT normalized, experts feed_forward_length wide, MoE where a block has "
                      "a router"),
     dict(case="rnd1_q8_0", arch="rnd1", D=64, H=32, E=8, K=4, n_ff=64, gating="softmax", norm=True, w_scale=0.0,
-         types=dict(gate=Q.Q8_0, up=Q.Q8_0, down=Q.Q8_0, dense=Q.Q8_0),
+         types=q8_0_types(),
          description="rnd1: qwen3moe's routing (softmax top-4 normalized)"),
     dict(case="minimax_m2_sigmoid_bias_q8_0", arch="minimax-m2", D=64, H=32, E=8, K=2, n_ff=32, gating="sigmoid",
-         norm=True, w_scale=0.0, exp_probs_b=True, types=dict(gate=Q.Q8_0, up=Q.Q8_0, down=Q.Q8_0, dense=Q.Q8_0),
+         norm=True, w_scale=0.0, exp_probs_b=True, types=q8_0_types(),
          description="minimax-m2: sigmoid gating from the (required) key, exp_probs_b for choosing (changes >= 2 "
                      "tokens), normalized, experts sized by feed_forward_length"),
     dict(case="mimo2_sigmoid_bias_q8_0", arch="mimo2", D=64, H=32, E=8, K=2, n_ff=64, gating="sigmoid", norm=True,
-         w_scale=0.0, exp_probs_b=True, types=dict(gate=Q.Q8_0, up=Q.Q8_0, down=Q.Q8_0, dense=Q.Q8_0),
+         w_scale=0.0, exp_probs_b=True, types=q8_0_types(),
          description="mimo2 (MiMo-V2-Flash): sigmoid fixed by the graph, exp_probs_b, normalized, no shared expert"),
     dict(case="lfm2moe_sigmoid_bias_q8_0", arch="lfm2moe", D=64, H=32, E=8, K=2, n_ff=64, gating="sigmoid",
-         norm=True, w_scale=0.0, exp_probs_b=True, types=dict(gate=Q.Q8_0, up=Q.Q8_0, down=Q.Q8_0, dense=Q.Q8_0),
+         norm=True, w_scale=0.0, exp_probs_b=True, types=q8_0_types(),
          description="lfm2moe: gating from the (required) key, exp_probs_b, normalized, leading dense block"),
     dict(case="deepseek32_sigmoid_groups_q8_0", arch="deepseek32", D=64, H=32, E=8, K=2, H_shared=32, n_ff=64,
          gating="sigmoid", norm=True, w_scale=2.5, exp_probs_b=True, groups=4, groups_used=2,
-         types=dict(gate=Q.Q8_0, up=Q.Q8_0, down=Q.Q8_0, shared_gate=Q.Q8_0, shared_up=Q.Q8_0, shared_down=Q.Q8_0,
-                    dense=Q.Q8_0),
+         types=q8_0_types(shared=True),
          description="deepseek32 (DeepSeek-V3.2): dots1's declaration: gating from the required key, exp_probs_b and "
                      "4 groups keep 2 (each changes >= 2 tokens), normalized, scale 2.5, one shared expert"),
     dict(case="glm_dsa_q8_0", arch="glm-dsa", D=64, H=32, E=8, K=2, H_shared=32, n_ff=64, gating="sigmoid",
          omit_gating_func=True, norm=True, w_scale=2.5, exp_probs_b=True,
-         types=dict(gate=Q.Q8_0, up=Q.Q8_0, down=Q.Q8_0, shared_gate=Q.Q8_0, shared_up=Q.Q8_0, shared_down=Q.Q8_0,
-                    dense=Q.Q8_0),
+         types=q8_0_types(shared=True),
          description="glm-dsa: glm4moe's declaration, no expert_gating_func key (sigmoid), exp_probs_b, normalized, "
                      "scale 2.5, one shared expert"),
     dict(case="afmoe_q8_0", arch="afmoe", D=64, H=32, E=8, K=2, H_shared=64, n_ff=64, gating="sigmoid",
          omit_gating_func=True, norm=True, w_scale=1.5, exp_probs_b=True,
-         types=dict(gate=Q.Q8_0, up=Q.Q8_0, down=Q.Q8_0, shared_gate=Q.Q8_0, shared_up=Q.Q8_0, shared_down=Q.Q8_0,
-                    dense=Q.Q8_0),
+         types=q8_0_types(shared=True),
          description="afmoe: sigmoid without the key, exp_probs_b, normalized, scale 1.5, two shared experts"),
     dict(case="kimi_linear_q8_0", arch="kimi-linear", D=64, H=32, E=8, K=2, H_shared=32, n_ff=64, gating="sigmoid",
          norm=True, w_scale=2.446, exp_probs_b=True,
-         types=dict(gate=Q.Q8_0, up=Q.Q8_0, down=Q.Q8_0, shared_gate=Q.Q8_0, shared_up=Q.Q8_0, shared_down=Q.Q8_0,
-                    dense=Q.Q8_0),
+         types=q8_0_types(shared=True),
          description="kimi-linear: gating from the required key, exp_probs_b, normalized (fixed), scale 2.446, one "
                      "shared expert"),
     dict(case="exaone_moe_q8_0", arch="exaone-moe", D=64, H=32, E=8, K=2, H_shared=64, n_ff=64, gating="sigmoid",
          norm=True, w_scale=2.5, exp_probs_b=True,
-         types=dict(gate=Q.Q8_0, up=Q.Q8_0, down=Q.Q8_0, shared_gate=Q.Q8_0, shared_up=Q.Q8_0, shared_down=Q.Q8_0,
-                    dense=Q.Q8_0),
+         types=q8_0_types(shared=True),
          description="exaone-moe: gating from the required key, exp_probs_b, normalized, scale 2.5, a shared expert "
                      "of expert_shared_feed_forward_length 64 (its length: expert_shared_count 1 times H would be 32)"),
     dict(case="cohere2moe_sigmoid_q8_0", arch="cohere2moe", D=64, H=32, E=8, K=2, H_shared=64, n_ff=64,
          gating="sigmoid", omit_gating_func=True, norm=True, w_scale=1.0, shared_average=True,
-         types=dict(gate=Q.Q8_0, up=Q.Q8_0, down=Q.Q8_0, shared_gate=Q.Q8_0, shared_up=Q.Q8_0, shared_down=Q.Q8_0,
-                    dense=Q.Q8_0),
+         types=q8_0_types(shared=True),
          description="cohere2moe: no gating key (sigmoid), normalized, a shared expert of its own length 64 "
                      "(expert_shared_count 1 times H would be 32) averaged with the routed output, (routed + shared) / 2"),
     dict(case="deepseek2_iq1_s", arch="deepseek2", D=256, H=256, E=8, K=3, H_shared=256, n_ff=256,
@@ -744,8 +740,7 @@ CASES = [
                      "256-block in the fallback IQ4_NL (llama-quantize)"),
     dict(case="qwen4exp_merged_q8_0", arch="qwen4exp", D=64, H=32, E=8, K=4, H_shared=64, n_ff=64,
          gating="softmax", norm=True, w_scale=0.0, shared_gate=True, merged_gate_up=True,
-         types=dict(gate=Q.Q8_0, up=Q.Q8_0, down=Q.Q8_0, shared_gate=Q.Q8_0, shared_up=Q.Q8_0, shared_down=Q.Q8_0,
-                    dense=Q.Q8_0),
+         types=q8_0_types(shared=True),
          description="qwen4exp: qwen35moe's declaration: softmax, normalized, a sigmoid-gated shared expert, gate and "
                      "up merged into ffn_gate_up_exps"),
     dict(case="granitehybrid_shared_q4_0", arch="granitehybrid", D=64, H=64, E=8, K=2, H_shared=32, n_ff=64,
@@ -755,81 +750,71 @@ CASES = [
          description="granitehybrid (Granite 4): granitemoe's declaration: softmax, normalized, experts "
                      "feed_forward_length wide, a shared expert of expert_shared_feed_forward_length"),
     dict(case="mellum_q8_0", arch="mellum", D=64, H=32, E=8, K=2, n_ff=64, gating="softmax", norm=True, w_scale=0.0,
-         types=dict(gate=Q.Q8_0, up=Q.Q8_0, down=Q.Q8_0, dense=Q.Q8_0),
+         types=q8_0_types(),
          description="mellum: softmax top-2 normalized, experts expert_feed_forward_length wide"),
     dict(case="minimax_01_q4_0", arch="minimax-01", D=64, H=32, E=8, K=2, n_ff=32, gating="softmax", norm=True,
          w_scale=0.0, types=dict(gate=Q.Q4_0, up=Q.Q4_0, down=Q.Q4_0, dense=Q.Q8_0),
          description="minimax-01 (MiniMax-Text-01): softmax top-2 normalized, experts feed_forward_length wide"),
     dict(case="arctic_q8_0", arch="arctic", D=64, H=32, E=8, K=2, n_ff=32, gating="softmax", norm=True, w_scale=0.0,
-         types=dict(gate=Q.Q8_0, up=Q.Q8_0, down=Q.Q8_0, dense=Q.Q8_0),
+         types=q8_0_types(),
          description="arctic (Snowflake Arctic): the MoE call alone (the graph's dense residual FFN reads another "
                      "input and is the caller's): softmax top-2 normalized, experts feed_forward_length wide"),
     dict(case="dots3note_sigmoid_groups_q8_0", arch="dots3note", D=64, H=32, E=8, K=2, H_shared=64, n_ff=64,
          gating="sigmoid", norm=True, w_scale=2.5, exp_probs_b=True, groups=4, groups_used=2,
-         types=dict(gate=Q.Q8_0, up=Q.Q8_0, down=Q.Q8_0, shared_gate=Q.Q8_0, shared_up=Q.Q8_0, shared_down=Q.Q8_0,
-                    dense=Q.Q8_0),
+         types=q8_0_types(shared=True),
          description="dots3note: dots1's declaration with the selection bias required: gating from the required "
                      "key, exp_probs_b and 4 groups keep 2 (each changes >= 2 tokens), normalized, scale 2.5, two "
                      "shared experts"),
     dict(case="laguna_sigmoid_bias_q8_0", arch="laguna", D=64, H=32, E=8, K=2, H_shared=64, n_ff=64,
          gating="sigmoid", omit_gating_func=True, norm=True, w_scale=1.5, exp_probs_b=True,
-         types=dict(gate=Q.Q8_0, up=Q.Q8_0, down=Q.Q8_0, shared_gate=Q.Q8_0, shared_up=Q.Q8_0, shared_down=Q.Q8_0,
-                    dense=Q.Q8_0),
+         types=q8_0_types(shared=True),
          description="laguna: no gating key (sigmoid), exp_probs_b, normalized, scale 1.5, a shared expert of "
                      "expert_shared_feed_forward_length 64"),
     dict(case="hy_v3_sigmoid_bias_q8_0", arch="hy_v3", D=64, H=32, E=8, K=2, H_shared=64, n_ff=64,
          gating="sigmoid", omit_gating_func=True, norm=True, w_scale=2.826, exp_probs_b=True, bias_name="exp_probs_b",
-         merged_gate_up=True, types=dict(gate=Q.Q8_0, up=Q.Q8_0, down=Q.Q8_0, shared_gate=Q.Q8_0, shared_up=Q.Q8_0, shared_down=Q.Q8_0,
-                    dense=Q.Q8_0),
+         merged_gate_up=True, types=q8_0_types(shared=True),
          description="hy_v3 (Hunyuan-V3): no gating key (sigmoid), the selection bias blk.1.exp_probs_b (no .bias "
                      "suffix), normalized, scale 2.826, gate and up merged, a shared expert of its own length 64"),
     dict(case="maple_clamp_q8_0", arch="maple", D=64, H=32, E=8, K=2, n_ff=64, gating="softmax", norm=True,
-         w_scale=0.0, clamp=0.5, types=dict(gate=Q.Q8_0, up=Q.Q8_0, down=Q.Q8_0, dense=Q.Q8_0),
+         w_scale=0.0, clamp=0.5, types=q8_0_types(),
          description="maple: softmax top-2 normalized, the experts' SwiGLU limited at swiglu_clamp_exp[1] = 0.5 "
                      "(ggml_swiglu_clamp: silu(min(g, L)) * clamp(u, -L, L); the limits act)"),
     dict(case="hy_v4_clamp_q8_0", arch="hy_v4", D=64, H=32, E=8, K=2, H_shared=32, n_ff=64, gating="sigmoid",
          norm=True, w_scale=2.827, exp_probs_b=True, clamp=0.5,
-         types=dict(gate=Q.Q8_0, up=Q.Q8_0, down=Q.Q8_0, shared_gate=Q.Q8_0, shared_up=Q.Q8_0, shared_down=Q.Q8_0,
-                    dense=Q.Q8_0),
+         types=q8_0_types(shared=True),
          description="hy_v4 (Hunyuan-V4): gating from the required key, exp_probs_b, normalized, scale 2.827, the "
                      "routed experts' SwiGLU limited at 0.5, the shared expert's not"),
     dict(case="glm5_next_clamp_q8_0", arch="glm5-next", D=64, H=32, E=8, K=2, H_shared=32, n_ff=64,
          gating="sigmoid", omit_gating_func=True, norm=True, w_scale=2.5, exp_probs_b=True, clamp=0.5,
-         shared_clamp_from_routed=True, types=dict(gate=Q.Q8_0, up=Q.Q8_0, down=Q.Q8_0, shared_gate=Q.Q8_0, shared_up=Q.Q8_0, shared_down=Q.Q8_0,
-                    dense=Q.Q8_0),
+         shared_clamp_from_routed=True, types=q8_0_types(shared=True),
          description="glm5-next: no gating key (sigmoid), exp_probs_b, normalized, scale 2.5, routed and shared "
                      "SwiGLU limited at 0.5 (no swiglu_clamp_shexp: the shared expert takes the routed limit)"),
     dict(case="step35_clamp_q8_0", arch="step35", D=64, H=32, E=8, K=2, H_shared=64, n_ff=64, gating="sigmoid",
          omit_gating_func=True, norm=True, w_scale=1.5, exp_probs_b=True, clamp=0.5, shared_clamp=0.75,
-         clamp_after_silu=True, types=dict(gate=Q.Q8_0, up=Q.Q8_0, down=Q.Q8_0, shared_gate=Q.Q8_0, shared_up=Q.Q8_0, shared_down=Q.Q8_0,
-                    dense=Q.Q8_0),
+         clamp_after_silu=True, types=q8_0_types(shared=True),
          description="step35 (Step-3.5/3.7): no gating key (sigmoid), exp_probs_b, normalized, scale 1.5, a shared "
                      "expert of expert_shared_feed_forward_length 64; SwiGLU clamped after the silu, "
                      "min(silu(g), L) * clamp(u, -L, L), at 0.5 (routed) and 0.75 (shared), the clamps acting"),
     dict(case="bailingmoe3_clamp_q8_0", arch="bailingmoe3", D=64, H=32, E=8, K=2, H_shared=64, n_ff=64,
          gating="sigmoid", norm=True, w_scale=2.5, exp_probs_b=True, clamp=0.5, clamp_after_silu=True,
-         types=dict(gate=Q.Q8_0, up=Q.Q8_0, down=Q.Q8_0, shared_gate=Q.Q8_0, shared_up=Q.Q8_0, shared_down=Q.Q8_0,
-                    dense=Q.Q8_0),
+         types=q8_0_types(shared=True),
          description="bailingmoe3: gating from the required key, exp_probs_b (required), normalized, scale 2.5, a "
                      "shared expert of its own length 64; the routed SwiGLU clamped after the silu at 0.5, the shared "
                      "one not (no swiglu_clamp_shexp)"),
     dict(case="minimax_m3_swiglu_oai_q8_0", arch="minimax-m3", D=64, H=32, E=8, K=2, H_shared=32, n_ff=64,
-         gating="sigmoid", norm=True, w_scale=2.0, exp_probs_b=True, swiglu_oai=True, types=dict(gate=Q.Q8_0, up=Q.Q8_0, down=Q.Q8_0, shared_gate=Q.Q8_0, shared_up=Q.Q8_0, shared_down=Q.Q8_0,
-                    dense=Q.Q8_0),
+         gating="sigmoid", norm=True, w_scale=2.0, exp_probs_b=True, swiglu_oai=True, types=q8_0_types(shared=True),
          description="minimax-m3: gating from the required key, exp_probs_b (required), normalized, scale 2.0, one "
                      "shared expert; routed and shared experts run the clamped SwiGLU without biases, "
                      "(clamp(u, +-7) + 1) * g * sigmoid(1.702 g), g = min(gate, 7) (at these magnitudes the limits "
                      "do not act; the formula differs from SwiGLU everywhere)"),
     dict(case="deepseek4_sqrt_softplus_q8_0", arch="deepseek4", D=64, H=32, E=8, K=2, H_shared=32, n_ff=64,
          gating="sqrt_softplus", norm=True, w_scale=1.5, exp_probs_b=True, clamp=0.5, shared_clamp_from_routed=True,
-         types=dict(gate=Q.Q8_0, up=Q.Q8_0, down=Q.Q8_0, shared_gate=Q.Q8_0, shared_up=Q.Q8_0, shared_down=Q.Q8_0,
-                    dense=Q.Q8_0),
+         types=q8_0_types(shared=True),
          description="deepseek4 (DeepSeek-V4), a block past hash_layer_count: sqrt-softplus gating (expert_gating_func "
                      "4), exp_probs_b (required), normalized, scale 1.5, one shared expert; routed and shared SwiGLU "
                      "limited at 0.5 (no swiglu_clamp_shexp: the routed limit)"),
     dict(case="deepseek2_ocr_q8_0", arch="deepseek2-ocr", D=64, H=32, E=8, K=2, H_shared=64, n_ff=64,
-         gating="softmax", omit_gating_func=True, norm=False, w_scale=1.0, types=dict(gate=Q.Q8_0, up=Q.Q8_0, down=Q.Q8_0, shared_gate=Q.Q8_0, shared_up=Q.Q8_0, shared_down=Q.Q8_0,
-                    dense=Q.Q8_0),
+         gating="softmax", omit_gating_func=True, norm=False, w_scale=1.0, types=q8_0_types(shared=True),
          description="deepseek2-ocr (DeepSeek-OCR): deepseek2's declaration: no gating key (softmax), not normalized, "
                      "two shared experts"),
     dict(case="mistral4_groups_q4_0", arch="mistral4", D=64, H=32, E=8, K=2, H_shared=32, n_ff=64, gating="softmax",
@@ -839,19 +824,17 @@ CASES = [
          description="mistral4 (Mistral 4): deepseek2's loader and graph: softmax from the key, 4 groups keep 2 "
                      "(changes >= 2 tokens), normalized, one shared expert"),
     dict(case="minicpm_moe_q8_0", arch="minicpm", D=64, H=32, E=8, K=2, n_ff=32, gating="softmax", norm=True,
-         w_scale=0.0, types=dict(gate=Q.Q8_0, up=Q.Q8_0, down=Q.Q8_0, dense=Q.Q8_0),
+         w_scale=0.0, types=q8_0_types(),
          description="minicpm (MiniCPM-MoE, granite's graph): softmax top-2 normalized, experts feed_forward_length "
                      "wide"),
     dict(case="granite_swa_fused_shared_q8_0", arch="granite_swa", D=64, H=64, E=8, K=2, H_shared=32, n_ff=64,
          gating="softmax", norm=True, w_scale=0.0, shared_fused_up=True,
-         types=dict(gate=Q.Q8_0, up=Q.Q8_0, down=Q.Q8_0, shared_gate=Q.Q8_0, shared_up=Q.Q8_0, shared_down=Q.Q8_0,
-                    dense=Q.Q8_0),
+         types=q8_0_types(shared=True),
          description="granite_swa: granitemoe's routing, a shared expert of expert_shared_feed_forward_length 32 whose "
                      "gate and up rows are one Q8_0 tensor, ffn_up_shexp [D, 2Hs]"),
     dict(case="nemotron_h_moe_relu2_q8_0", arch="nemotron_h_moe", D=64, H=32, E=8, K=2, H_shared=64, n_ff=64,
          gating="sigmoid", norm=True, w_scale=2.5, exp_probs_b=True, ungated=True,
-         types=dict(gate=Q.Q8_0, up=Q.Q8_0, down=Q.Q8_0, shared_gate=Q.Q8_0, shared_up=Q.Q8_0, shared_down=Q.Q8_0,
-                    dense=Q.Q8_0),
+         types=q8_0_types(shared=True),
          description="nemotron_h_moe (Nemotron 3 Nano): sigmoid fixed by the graph, exp_probs_b (required), "
                      "normalized, scale 2.5; experts and a shared expert of its own length 64 without gate tensors, "
                      "down(relu(up x)^2)"),
