@@ -275,13 +275,13 @@ void grid_int8_few_rows(int64_t kc, const uint8_t* ap, const uint8_t* bp, int64_
     // activations' scale of each sub-block unit.
     alignas(32) int8_t x[M][kQ8KBlock];
     float da[M][kSubs];
-    int32_t sum[M][kSubs];  // the activations' sum over each sub-block (IQ1_S's delta term)
+    int32_t sum[M][kSubs];  // the activations' sum over each sub-block (IQ1_S's delta term; IQ1_S only)
     for (int t = 0; t < kSubs; ++t) {
       const uint8_t* au = ap + (u * kSubs + t) * L::kAUnit;
       for (int i = 0; i < M; ++i) {
         for (int g = 0; g < kSub / 4; ++g) std::memcpy(x[i] + t * kSub + 4 * g, au + (g * kIntMr + i) * 4, 4);
         std::memcpy(&da[i][t], au + kSub * kIntMr + 4 * i, 4);
-        std::memcpy(&sum[i][t], au + (kSub + 4) * kIntMr + 4 * i, 4);
+        if constexpr (kType == 19) std::memcpy(&sum[i][t], au + (kSub + 4) * kIntMr + 4 * i, 4);
       }
     }
     for (int p = 0; p < kPanels; ++p)
