@@ -177,23 +177,26 @@ class GroupedExperts {
   GroupedExperts& operator=(GroupedExperts&&) noexcept;
   ~GroupedExperts();
   int64_t num_experts() const;
-  // What a forward keeps for backward: its input rows and the pre-activation projections.
+  // What a forward keeps for backward: its input rows, the pre-activation projections and any row scales.
   struct Saved {
     Tensor x;
     std::vector<int64_t> offsets;
     std::vector<float> gate, up;  // (R, hidden); gate only for SwiGLU
+    std::vector<float> scale;     // (R) the row scales of a scaled forward; empty for an unscaled one
   };
   // Experts e on rows [offset_e, offset_e + tokens_per_expert[e]) of x_sorted (R, dim); (R, dim) in that order.
   // With `saved`, also what backward needs; with `row_scale` (R), row r is multiplied by row_scale[r] as the
-  // kernel stores it (the way MoELayer applies routing weights). backward takes no scaled forward.
+  // kernel stores it (the way MoELayer applies routing weights).
   Tensor forward(const Tensor& x_sorted, std::span<const int64_t> tokens_per_expert, Saved* saved = nullptr,
                  const float* row_scale = nullptr) const;
   // The gradients of sum(y * grad_y) for that forward: grad_x (R, dim), and one gradient per weight tensor in the
-  // order and shapes it was built from (per expert gate (SwiGLU only), up, down; packed: up_w, down_w, gate_w).
+  // order and shapes it was built from (per expert gate (SwiGLU only), up, down; packed: up_w, down_w, gate_w);
+  // for a scaled forward also grad_scale (R), d / d row_scale[r] = <grad_y[r], the expert's unscaled output>.
   // An expert without rows gets zeros. The same kernels as MoELayer::backward.
   struct Gradients {
     Tensor grad_x;
     std::vector<Tensor> weights;
+    std::vector<float> grad_scale;  // (R) for a scaled forward; empty otherwise
   };
   Gradients backward(const Saved& saved, const Tensor& grad_y) const;
 

@@ -108,7 +108,6 @@ int64_t GroupedExperts::num_experts() const { return impl_->shape.num_groups; }
 
 Tensor GroupedExperts::forward(const Tensor& x_sorted, std::span<const int64_t> tokens_per_expert, Saved* saved,
                                const float* row_scale) const {
-  if (saved && row_scale) fail("GroupedExperts::forward: a scaled forward keeps nothing for backward");
   if (x_sorted.rank() != 2) fail("x_sorted must be (rows, dim), got ", shape_to_string(x_sorted.shape()));
   if (static_cast<int64_t>(tokens_per_expert.size()) != num_experts())
     fail("grouped_expert_forward: ", tokens_per_expert.size(), " token counts for ", num_experts(), " experts");
@@ -124,6 +123,8 @@ Tensor GroupedExperts::forward(const Tensor& x_sorted, std::span<const int64_t> 
     saved->gate.assign(impl_->gated ? static_cast<size_t>(rows * hidden) : 0, 0.0f);
     args.saved_up = saved->up.data();
     args.saved_gate = impl_->gated ? saved->gate.data() : nullptr;
+    if (row_scale) saved->scale.assign(row_scale, row_scale + rows);
+    else saved->scale.clear();
   }
   if (rows > 0) {
     args.offsets = offsets.data();
@@ -142,6 +143,8 @@ GroupedExperts::Gradients GroupedExperts::backward(const Saved& saved, const Ten
   if (static_cast<int64_t>(saved.offsets.size()) != E + 1 || saved.x.rank() != 2 || saved.x.dim(1) != D)
     fail("GroupedExperts::backward: the saved state is not of a forward of these experts");
   const int64_t rows = saved.x.dim(0);
+  if (!saved.scale.empty() && static_cast<int64_t>(saved.scale.size()) != rows)
+    fail("GroupedExperts::backward: the saved state has ", saved.scale.size(), " row scales for ", rows, " rows");
   if (grad_y.shape() != Shape{rows, D})
     fail("GroupedExperts::backward: grad_y has shape ", shape_to_string(grad_y.shape()), ", expected ",
          shape_to_string({rows, D}));
@@ -171,6 +174,7 @@ GroupedExperts::Gradients GroupedExperts::backward(const Saved& saved, const Ten
       down[static_cast<size_t>(e)] = w[per - 1].data();
     }
   }
+  if (!saved.scale.empty()) g.grad_scale.assign(static_cast<size_t>(rows), 0.0f);
   if (rows == 0) return g;  // zeros everywhere
   GroupedMlpBackwardArgs a;
   a.shape = m.shape;
@@ -179,8 +183,10 @@ GroupedExperts::Gradients GroupedExperts::backward(const Saved& saved, const Ten
   a.x = saved.x.data();
   a.saved_gate = m.gated ? saved.gate.data() : nullptr;
   a.saved_up = saved.up.data();
+  a.scale = saved.scale.empty() ? nullptr : saved.scale.data();
   a.grad_y = grad_y.data();
   a.grad_x = g.grad_x.data();
+  a.grad_scale = saved.scale.empty() ? nullptr : g.grad_scale.data();
   a.grad_gate = m.gated ? gate.data() : nullptr;
   a.grad_up = up.data();
   a.grad_down = down.data();

@@ -144,6 +144,70 @@ TEST_P(GroupedExpertsBackward, MatchesFiniteDifferences) {
 INSTANTIATE_TEST_SUITE_P(Activations, GroupedExpertsBackward,
                          ::testing::Values(MlpActivation::kSwiGLU, MlpActivation::kGelu, MlpActivation::kRelu));
 
+// A scaled forward (y_r = s_r * mlp(x_r), how MoELayer and expert parallelism apply routing weights) keeps its
+// scales: the backward's input and weight gradients are those of sum(y * (s * g)) and grad_scale[r] is
+// <g_r, mlp(x_r)>, all against the double reference. A scale of 0 still gets its grad_scale.
+TEST_P(GroupedExpertsBackward, ScaledForwardGivesScaleGradients) {
+  const MlpActivation a = GetParam();
+  Rng rng(9);
+  std::vector<ExpertMlp> experts(kCounts.size());
+  for (ExpertMlp& m : experts) {
+    m.activation = a;
+    if (a == MlpActivation::kSwiGLU) m.gate_proj = random_tensor({kH, kD}, rng, 0.5);
+    m.up_proj = random_tensor({kH, kD}, rng, 0.5);
+    m.down_proj = random_tensor({kD, kH}, rng, 0.5);
+  }
+  int64_t rows = 0;
+  for (int64_t c : kCounts) rows += c;
+  const Tensor x = random_tensor({rows, kD}, rng, 1.0), g = random_tensor({rows, kD}, rng, 1.0);
+  std::vector<float> scale(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) scale[static_cast<size_t>(r)] = r == 3 ? 0.0f : 0.25f + 0.1f * static_cast<float>(r);
+  const GroupedExperts grouped(experts);
+  GroupedExperts::Saved saved;
+  const Tensor y = grouped.forward(x, kCounts, &saved, scale.data());
+  const Tensor plain = grouped.forward(x, kCounts);
+  ASSERT_EQ(saved.scale, scale);
+  Tensor g_scaled = g;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t d = 0; d < kD; ++d) {
+      EXPECT_NEAR(y[r * kD + d], scale[r] * plain[r * kD + d], 1e-6f * (1 + std::fabs(plain[r * kD + d])));
+      g_scaled[r * kD + d] *= scale[r];
+    }
+  const GroupedExperts::Gradients grads = grouped.backward(saved, g);
+  ASSERT_EQ(grads.grad_scale.size(), static_cast<size_t>(rows));
+  const GroupedExperts::Gradients unscaled = [&] {
+    GroupedExperts::Saved s2;
+    grouped.forward(x, kCounts, &s2);
+    return grouped.backward(s2, g_scaled);
+  }();
+  EXPECT_TRUE(unscaled.grad_scale.empty());
+  for (int64_t r = 0; r < rows; ++r) {
+    double dot = 0;
+    for (int64_t d = 0; d < kD; ++d) dot += double(plain[r * kD + d]) * g[r * kD + d];
+    EXPECT_NEAR(grads.grad_scale[static_cast<size_t>(r)], dot, 1e-5 * (1 + std::fabs(dot))) << "row " << r;
+  }
+  // Gradients of sum(y * (s * g)) through the unscaled path: the same up to float32 rounding of where s is applied.
+  for (int64_t i = 0; i < grads.grad_x.numel(); ++i)
+    EXPECT_NEAR(grads.grad_x[i], unscaled.grad_x[i], 1e-5f * (1 + std::fabs(unscaled.grad_x[i]))) << i;
+  ASSERT_EQ(grads.weights.size(), unscaled.weights.size());
+  for (size_t w = 0; w < grads.weights.size(); ++w)
+    for (int64_t i = 0; i < grads.weights[w].numel(); ++i)
+      EXPECT_NEAR(grads.weights[w][i], unscaled.weights[w][i], 1e-5f * (1 + std::fabs(unscaled.weights[w][i])))
+          << "weight " << w << "[" << i << "]";
+  // And the unscaled path against the double reference's differences, as above.
+  constexpr double kStep = 1e-3, kTol = 2e-4;
+  Tensor xv = x;
+  for (int64_t i = 0; i < xv.numel(); i += 5) {
+    const float keep = xv[i];
+    xv[i] = static_cast<float>(keep + kStep);
+    const double up = loss(experts, xv, g_scaled);
+    xv[i] = static_cast<float>(keep - kStep);
+    const double down = loss(experts, xv, g_scaled);
+    xv[i] = keep;
+    EXPECT_NEAR(grads.grad_x[i], (up - down) / (2 * kStep), kTol * (1 + std::fabs(grads.grad_x[i]))) << i;
+  }
+}
+
 TEST(GroupedExperts, RejectsWhatDoesNotFit) {
   Rng rng(1);
   ExpertMlp m;
