@@ -164,6 +164,26 @@ struct GroupOrder {
 };
 GroupOrder group_order(std::span<const int64_t> destinations, int64_t num_groups);
 
+// The row moves of expert parallelism around its exchanges and their backward, each one pass over rows of `width`
+// floats, split over hymoe's threads by rows (a row's bits never depend on the split). Every index is checked; an
+// error names the first bad one.
+// out[r] = x[index[r] / divisor] for r < index.size(): the (token, slot) pairs' rows (divisor top_k) or a
+// permutation (divisor 1). x has x_rows rows, out index.size().
+void permute_rows(const float* x, int64_t x_rows, int64_t width, std::span<const int64_t> index, int64_t divisor,
+                  float* out);
+// out[index[r]] = x[r] for r < index.size(), index a permutation of [0, index.size()): permute_rows undone.
+void unpermute_rows(const float* x, int64_t width, std::span<const int64_t> index, float* out);
+// y[t] = sum over k < top_k, in slot order from 0, of weights[t * top_k + k] * rows[position[t * top_k + k]]
+// (weights null: 1; position -1: no row), the fused layer's combine. rows has num_rows rows, y num_tokens.
+void combine_slot_rows(const float* rows, int64_t num_rows, int64_t width, std::span<const int64_t> position,
+                       const float* weights, int64_t num_tokens, int64_t top_k, float* y);
+// Its backward for grad_y (num_tokens, width): grad_rows[position[i]] = weights[i] * grad_y[token of i] (rows no
+// pair names are zero; a row named twice is an error) and grad_weights[i] = <rows[position[i]], grad_y[token of
+// i]>, summed in double (0 where position[i] is -1).
+void combine_slot_rows_backward(const float* rows, int64_t num_rows, int64_t width, std::span<const int64_t> position,
+                                const float* weights, const float* grad_y, int64_t num_tokens, int64_t top_k,
+                                float* grad_rows, float* grad_weights);
+
 // Experts packed once for many grouped calls: grouped_expert_forward(_packed) builds the kernels' panels on every
 // call, which at real sizes costs more than the call. The tensors must outlive the object and not change while it
 // lives (a kernel may read them in place); a caller whose weights change builds a new one. forward is const and

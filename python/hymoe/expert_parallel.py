@@ -107,6 +107,72 @@ def _inverse(order: torch.Tensor) -> torch.Tensor:
     return inverse
 
 
+def _rows_np(t: torch.Tensor, what: str):
+    return _np_f32(_as_f32(t, what).reshape(t.shape[0], t.shape[-1]))
+
+
+class _PermuteRows(torch.autograd.Function):
+    """out[r] = x[index[r] // divisor], in hymoe's C++ (``moe_permute_rows``: one pass, where torch's expand and
+    index took two). divisor top_k sends a token's row once per slot: the backward sums each token's slot
+    gradients in slot order (``position``: each pair's row), wherever the slots went. divisor 1 is a permutation,
+    undone in the backward."""
+
+    @staticmethod
+    def forward(ctx, x, index, divisor, position):
+        ctx.index, ctx.divisor, ctx.position, ctx.shape = index, divisor, position, x.shape
+        out = _core.moe_permute_rows(_rows_np(x, "rows"), index, divisor)
+        return torch.from_numpy(out).to(x.dtype)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad):
+        g = _rows_np(grad, "gradient of permuted rows")
+        if ctx.divisor == 1:
+            out = _core.moe_unpermute_rows(g, ctx.index)
+        else:
+            out = _core.moe_combine_slot_rows(g, ctx.position, None, ctx.shape[0], ctx.divisor)
+        return torch.from_numpy(out).to(grad.dtype).view(ctx.shape), None, None, None
+
+
+class _UnpermuteRows(torch.autograd.Function):
+    """out[index[r]] = x[r] (index a permutation), in hymoe's C++; the backward is the gather."""
+
+    @staticmethod
+    def forward(ctx, x, index):
+        ctx.index = index
+        out = _core.moe_unpermute_rows(_rows_np(x, "rows"), index)
+        return torch.from_numpy(out).to(x.dtype)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad):
+        out = _core.moe_permute_rows(_rows_np(grad, "gradient of unpermuted rows"), ctx.index, 1)
+        return torch.from_numpy(out).to(grad.dtype), None
+
+
+class _CombineSlots(torch.autograd.Function):
+    """y[t] = sum over slots k, in slot order, of weights[t, k] * rows[position[t, k]]: the fused layer's combine,
+    in hymoe's C++ (``moe_combine_slot_rows``), one pass where torch's index, multiply and slot sums took several.
+    The backward gives the rows' and the weights' gradients (the weights' dot products summed in double)."""
+
+    @staticmethod
+    def forward(ctx, rows, weights, position, num_tokens, top_k):
+        r = _rows_np(rows, "expert outputs")
+        w = _np_f32(_as_f32(weights, "routing weights").reshape(-1))
+        ctx.saved = (r, w, position, top_k, rows.dtype, weights.dtype, weights.shape)
+        return torch.from_numpy(_core.moe_combine_slot_rows(r, position, w, num_tokens, top_k)).to(rows.dtype)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_y):
+        r, w, position, top_k, rows_dtype, w_dtype, w_shape = ctx.saved
+        ctx.saved = None
+        grad_rows, grad_w = _core.moe_combine_slot_rows_backward(r, position, w, _rows_np(grad_y, "gradient of y"),
+                                                                 top_k)
+        return (torch.from_numpy(grad_rows).to(rows_dtype), torch.from_numpy(grad_w).to(w_dtype).view(w_shape), None,
+                None, None)
+
+
 def _grouped(moe, shared: bool = False):
     """(hymoe's GroupedExperts over the module's local expert weights, or over its shared expert alone, the
     weights, their activation), built again when a weight was replaced or changed in place (an optimizer step):
@@ -226,9 +292,11 @@ def ep_dispatch_and_compute(x: torch.Tensor, weights: torch.Tensor, indices: tor
         destination, sent_ids = flat_ids // num_local_experts, flat_ids
     # 1-2. The (token, slot) pairs grouped by the rank that owns their expert, pair order kept within a rank.
     order, send_counts = _group_order(destination, ep_world_size)
-    # x repeated per slot, then permuted: the backward sums a token's slot gradients in slot order (the expand's
-    # reduction), whichever ranks the slots went to, where indexing x by token would add them in send order.
-    x_send = x.unsqueeze(1).expand(num_tokens, top_k, dim).reshape(num_tokens * top_k, dim)[order]
+    position = _inverse(order).numpy()  # each pair's row among those sent
+    order_np = order.numpy()
+    # Each pair's token row, in send order; the backward sums a token's slot gradients in slot order, whichever
+    # ranks the slots went to.
+    x_send = _PermuteRows.apply(x.reshape(num_tokens, dim), order_np, max(top_k, 1), position)
     ids_send = sent_ids[order]
     # 3. Counts: what this rank will receive from each rank.
     recv = torch.empty(ep_world_size, dtype=torch.int64)
@@ -240,22 +308,21 @@ def ep_dispatch_and_compute(x: torch.Tensor, weights: torch.Tensor, indices: tor
     # 5. The local experts on the received rows grouped by local expert, then back in received order.
     local_order, tokens_per_expert = _group_order(ids_recv if replicas else ids_recv - local_expert_start,
                                                   num_local_experts)
-    y_local = _local_experts(moe, x_recv[local_order], tokens_per_expert)
+    local_np = local_order.numpy()
+    y_local = _local_experts(moe, _PermuteRows.apply(x_recv, local_np, 1, None), tokens_per_expert)
     if gradient_scale and x_recv.requires_grad and x_recv.shape[0] > 0:
         # KempnerForge's rule under EP: each local expert's rows times (received rows / local experts) / its rows.
         avg = x_recv.shape[0] / max(num_local_experts, 1)
         scale = torch.tensor([avg / n if n > 0 else 1.0 for n in tokens_per_expert], dtype=y_local.dtype)
         y_local = y_local * scale.repeat_interleave(torch.tensor(tokens_per_expert)).unsqueeze(-1)
-    y_recv = y_local[_inverse(local_order)]
+    y_recv = _UnpermuteRows.apply(y_local, local_np)
     # 6. The outputs back to the ranks their tokens came from, in the order they were sent.
     returned = _AllToAll.apply(y_recv, send_counts, recv_counts, ep_group)
-    # 7. Back in (token, slot) order; each token's sum over its slots in slot order, so a token's bits do not
-    # depend on which rank computed which expert or on how many ranks there are.
-    per_slot = (returned[_inverse(order)] * weights.reshape(-1, 1).to(returned.dtype)).view(num_tokens, top_k, dim)
-    y = per_slot[:, 0] if top_k > 0 else x.new_zeros(num_tokens, dim)
-    for k in range(1, top_k):
-        y = y + per_slot[:, k]
-    return y.to(x.dtype)
+    # 7. Each token's outputs times its weights, summed in slot order, so a token's bits do not depend on which
+    # rank computed which expert or on how many ranks there are.
+    if top_k == 0:
+        return x.new_zeros(num_tokens, dim)
+    return _CombineSlots.apply(returned, weights, position, num_tokens, top_k).to(x.dtype)
 
 
 def _ep_group_of(device_mesh_or_group):

@@ -516,6 +516,88 @@ void register_moe(py::module_& m) {
       },
       py::arg("destinations"), py::arg("num_groups"),
       "(order, counts): assignments grouped by destination, stable within one (include/hymoe/moe.h).");
+  // The row moves around expert parallelism's exchanges (include/hymoe/moe.h): float32 rows read in place, one
+  // new array out.
+  using Rows = py::array_t<float, py::array::c_style | py::array::forcecast>;
+  using Ids = py::array_t<int64_t, py::array::c_style | py::array::forcecast>;
+  const auto rows_shape = [](const Rows& a, const char* what) {
+    if (a.ndim() != 2) fail(what, " must be 2-D (rows, width), got ", a.ndim(), " dimensions");
+    return std::pair<int64_t, int64_t>(a.shape(0), a.shape(1));
+  };
+  const auto ids_span = [](const Ids& a, const char* what) {
+    if (a.ndim() != 1) fail(what, " must be 1-D, got ", a.ndim(), " dimensions");
+    return std::span<const int64_t>(a.data(), static_cast<size_t>(a.shape(0)));
+  };
+  m.def(
+      "moe_permute_rows",
+      [=](const Rows& x, const Ids& index, int64_t divisor) {
+        const auto [n, width] = rows_shape(x, "permute_rows: x");
+        const auto idx = ids_span(index, "permute_rows: index");
+        py::array_t<float> out({static_cast<py::ssize_t>(idx.size()), static_cast<py::ssize_t>(width)});
+        float* dst = out.mutable_data();
+        {
+          py::gil_scoped_release release;
+          permute_rows(x.data(), n, width, idx, divisor, dst);
+        }
+        return out;
+      },
+      py::arg("x"), py::arg("index"), py::arg("divisor") = 1, "out[r] = x[index[r] // divisor].");
+  m.def(
+      "moe_unpermute_rows",
+      [=](const Rows& x, const Ids& index) {
+        const auto [n, width] = rows_shape(x, "unpermute_rows: x");
+        const auto idx = ids_span(index, "unpermute_rows: index");
+        if (static_cast<int64_t>(idx.size()) != n) fail("unpermute_rows: ", idx.size(), " indices for ", n, " rows");
+        py::array_t<float> out({static_cast<py::ssize_t>(n), static_cast<py::ssize_t>(width)});
+        float* dst = out.mutable_data();
+        {
+          py::gil_scoped_release release;
+          unpermute_rows(x.data(), width, idx, dst);
+        }
+        return out;
+      },
+      py::arg("x"), py::arg("index"), "out[index[r]] = x[r] (index a permutation).");
+  const auto weights_of = [](const std::optional<Rows>& w, size_t pairs) -> const float* {
+    if (!w) return nullptr;
+    if (static_cast<size_t>(w->size()) != pairs) fail("combine_slot_rows: ", w->size(), " weights for ", pairs, " pairs");
+    return w->data();
+  };
+  m.def(
+      "moe_combine_slot_rows",
+      [=](const Rows& rows, const Ids& position, const std::optional<Rows>& weights, int64_t num_tokens, int64_t top_k) {
+        const auto [n, width] = rows_shape(rows, "combine_slot_rows: rows");
+        const auto pos = ids_span(position, "combine_slot_rows: position");
+        const float* w = weights_of(weights, pos.size());
+        py::array_t<float> out({static_cast<py::ssize_t>(num_tokens), static_cast<py::ssize_t>(width)});
+        float* dst = out.mutable_data();
+        {
+          py::gil_scoped_release release;
+          combine_slot_rows(rows.data(), n, width, pos, w, num_tokens, top_k, dst);
+        }
+        return out;
+      },
+      py::arg("rows"), py::arg("position"), py::arg("weights"), py::arg("num_tokens"), py::arg("top_k"),
+      "y[t] = sum over slots k in order of weights[t, k] * rows[position[t, k]] (-1: none).");
+  m.def(
+      "moe_combine_slot_rows_backward",
+      [=](const Rows& rows, const Ids& position, const std::optional<Rows>& weights, const Rows& grad_y, int64_t top_k) {
+        const auto [n, width] = rows_shape(rows, "combine_slot_rows_backward: rows");
+        const auto [tokens, grad_width] = rows_shape(grad_y, "combine_slot_rows_backward: grad_y");
+        if (grad_width != width) fail("combine_slot_rows_backward: grad_y is ", grad_width, " wide, rows ", width);
+        const auto pos = ids_span(position, "combine_slot_rows_backward: position");
+        const float* w = weights_of(weights, pos.size());
+        py::array_t<float> grad_rows({static_cast<py::ssize_t>(n), static_cast<py::ssize_t>(width)});
+        py::array_t<float> grad_weights(static_cast<py::ssize_t>(pos.size()));
+        float* gr = grad_rows.mutable_data();
+        float* gw = grad_weights.mutable_data();
+        {
+          py::gil_scoped_release release;
+          combine_slot_rows_backward(rows.data(), n, width, pos, w, grad_y.data(), tokens, top_k, gr, gw);
+        }
+        return py::make_tuple(grad_rows, grad_weights);
+      },
+      py::arg("rows"), py::arg("position"), py::arg("weights"), py::arg("grad_y"), py::arg("top_k"),
+      "(grad_rows, grad_weights) of moe_combine_slot_rows.");
   m.def(
       "moe_scale_by_expert_load",
       [](const py::array& expert_out, const std::vector<int64_t>& tokens_per_expert, int64_t num_experts) {

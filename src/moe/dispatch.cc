@@ -112,4 +112,105 @@ void combine_rows(const float* expert_out, int64_t dim, const Dispatch& dispatch
   });
 }
 
+namespace {
+
+void check_index(int64_t value, int64_t limit, size_t i, const char* what) {
+  if (value < 0 || value >= limit)
+    fail(what, ": index ", value, " at ", i, " is outside [0, ", limit, ")");
+}
+
+}  // namespace
+
+void permute_rows(const float* x, int64_t x_rows, int64_t width, std::span<const int64_t> index, int64_t divisor,
+                  float* out) {
+  if (divisor < 1) fail("permute_rows: divisor is ", divisor, "; it must be at least 1");
+  for (size_t i = 0; i < index.size(); ++i) check_index(index[i] / divisor, x_rows, i, "permute_rows");
+  const int64_t n = static_cast<int64_t>(index.size());
+  kernels::parallel_for(tasks_for(n), [&](int64_t task, int) {
+    for (int64_t r = task * kRowsPerTask; r < std::min(n, (task + 1) * kRowsPerTask); ++r)
+      std::memcpy(out + r * width, x + index[static_cast<size_t>(r)] / divisor * width,
+                  sizeof(float) * static_cast<size_t>(width));
+  });
+}
+
+void unpermute_rows(const float* x, int64_t width, std::span<const int64_t> index, float* out) {
+  const int64_t n = static_cast<int64_t>(index.size());
+  std::vector<uint8_t> seen(index.size(), 0);
+  for (size_t i = 0; i < index.size(); ++i) {
+    check_index(index[i], n, i, "unpermute_rows");
+    if (seen[static_cast<size_t>(index[i])]++) fail("unpermute_rows: index ", index[i], " appears twice (at ", i, ")");
+  }
+  kernels::parallel_for(tasks_for(n), [&](int64_t task, int) {
+    for (int64_t r = task * kRowsPerTask; r < std::min(n, (task + 1) * kRowsPerTask); ++r)
+      std::memcpy(out + index[static_cast<size_t>(r)] * width, x + r * width, sizeof(float) * static_cast<size_t>(width));
+  });
+}
+
+namespace {
+void check_positions(std::span<const int64_t> position, int64_t num_rows, int64_t num_tokens, int64_t top_k,
+                     const char* what) {
+  if (static_cast<int64_t>(position.size()) != num_tokens * top_k)
+    fail(what, ": ", position.size(), " positions for ", num_tokens, " tokens x top_k ", top_k);
+  for (size_t i = 0; i < position.size(); ++i)
+    if (position[i] != -1) check_index(position[i], num_rows, i, what);
+}
+}  // namespace
+
+void combine_slot_rows(const float* rows, int64_t num_rows, int64_t width, std::span<const int64_t> position,
+                       const float* weights, int64_t num_tokens, int64_t top_k, float* y) {
+  check_positions(position, num_rows, num_tokens, top_k, "combine_slot_rows");
+  kernels::parallel_for(tasks_for(num_tokens), [&](int64_t task, int) {
+    for (int64_t t = task * kRowsPerTask; t < std::min(num_tokens, (task + 1) * kRowsPerTask); ++t) {
+      float* yt = y + t * width;
+      std::fill(yt, yt + width, 0.0f);
+      for (int64_t k = 0; k < top_k; ++k) {
+        const int64_t row = position[static_cast<size_t>(t * top_k + k)];
+        if (row < 0) continue;
+        const float* src = rows + row * width;
+        if (!weights) {
+          for (int64_t d = 0; d < width; ++d) yt[d] += src[d];
+          continue;
+        }
+        // The product rounded, then added (-ffp-contract=off): the bits of torch's (rows * w), summed slot by slot.
+        const float w = weights[t * top_k + k];
+        for (int64_t d = 0; d < width; ++d) yt[d] += src[d] * w;
+      }
+    }
+  });
+}
+
+void combine_slot_rows_backward(const float* rows, int64_t num_rows, int64_t width, std::span<const int64_t> position,
+                                const float* weights, const float* grad_y, int64_t num_tokens, int64_t top_k,
+                                float* grad_rows, float* grad_weights) {
+  check_positions(position, num_rows, num_tokens, top_k, "combine_slot_rows_backward");
+  std::vector<uint8_t> named(static_cast<size_t>(num_rows), 0);
+  for (size_t i = 0; i < position.size(); ++i)
+    if (position[i] >= 0 && named[static_cast<size_t>(position[i])]++)
+      fail("combine_slot_rows_backward: row ", position[i], " is named twice (again at ", i, ")");
+  for (int64_t r = 0; r < num_rows; ++r)
+    if (!named[static_cast<size_t>(r)]) std::fill(grad_rows + r * width, grad_rows + (r + 1) * width, 0.0f);
+  kernels::parallel_for(tasks_for(num_tokens), [&](int64_t task, int) {
+    for (int64_t t = task * kRowsPerTask; t < std::min(num_tokens, (task + 1) * kRowsPerTask); ++t) {
+      const float* g = grad_y + t * width;
+      for (int64_t k = 0; k < top_k; ++k) {
+        const size_t i = static_cast<size_t>(t * top_k + k);
+        const int64_t row = position[i];
+        if (row < 0) {
+          grad_weights[i] = 0.0f;
+          continue;
+        }
+        const float* src = rows + row * width;
+        float* dst = grad_rows + row * width;
+        const float w = weights ? weights[i] : 1.0f;
+        double dot = 0.0;
+        for (int64_t d = 0; d < width; ++d) {
+          dst[d] = w * g[d];
+          dot += static_cast<double>(src[d]) * static_cast<double>(g[d]);
+        }
+        grad_weights[i] = static_cast<float>(dot);
+      }
+    }
+  });
+}
+
 }  // namespace hymoe

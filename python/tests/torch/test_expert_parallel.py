@@ -274,6 +274,44 @@ def test_group_order_is_a_stable_counting_sort():
         _core.moe_group_order(np.zeros((2, 2), dtype=np.int64), 3)
 
 
+def test_row_moves_and_their_backward():
+    # The autograd functions around the exchanges against torch's own expand, index and weighted slot sum.
+    from hymoe.expert_parallel import _CombineSlots, _PermuteRows, _UnpermuteRows
+    import numpy as np
+
+    torch.manual_seed(3)
+    T, K, D = 5, 3, 4
+    x = torch.randn(T, D, requires_grad=True)
+    order = torch.randperm(T * K)
+    position = torch.empty_like(order)
+    position[order] = torch.arange(T * K)
+    sent = _PermuteRows.apply(x, order.numpy(), K, position.numpy())
+    want = x.unsqueeze(1).expand(T, K, D).reshape(T * K, D)[order]
+    assert torch.equal(sent, want)
+    g = torch.randn(T * K, D)
+    (gx,) = torch.autograd.grad(sent, x, g)
+    (gx_want,) = torch.autograd.grad(want, x, g)
+    assert torch.allclose(gx, gx_want, rtol=1e-6, atol=1e-6)
+    rows = torch.randn(T * K, D, requires_grad=True)
+    w = torch.rand(T, K, requires_grad=True)
+    perm = torch.randperm(T * K)
+    back = _UnpermuteRows.apply(_PermuteRows.apply(rows, perm.numpy(), 1, None), perm.numpy())
+    assert torch.equal(back, rows)
+    y = _CombineSlots.apply(rows, w, position.numpy(), T, K)
+    per_slot = (rows[position] * w.reshape(-1, 1)).view(T, K, D)
+    y_want = per_slot[:, 0] + per_slot[:, 1] + per_slot[:, 2]
+    assert torch.equal(y, y_want)
+    gy = torch.randn(T, D)
+    got = torch.autograd.grad(y, (rows, w), gy)
+    ref = torch.autograd.grad(y_want, (rows, w), gy)
+    for a, b in zip(got, ref):
+        assert torch.allclose(a, b, rtol=1e-5, atol=1e-6)
+    with pytest.raises(Exception, match=r"permute_rows: index 9 at 1 is outside \[0, 3\)"):
+        _core.moe_permute_rows(np.zeros((3, 2), dtype=np.float32), np.array([0, 9]), 1)
+    with pytest.raises(Exception, match="appears twice"):
+        _core.moe_unpermute_rows(np.zeros((2, 2), dtype=np.float32), np.array([1, 1]))
+
+
 def test_ep_world_size_without_a_group_is_an_error():
     moe = build_moe(dim=8, hidden_dim=8, num_experts=4, top_k=2)
     moe.ep_world_size = 2
