@@ -467,6 +467,7 @@ struct BenchOptions {
   std::string model_dir;  // --model: a released checkpoint's layer instead of synthetic shapes
   int64_t layer = -1;
   int ep = 0;  // --ep N: the expert-parallel layer over MPI, under mpirun -np N
+  bool train = false;  // --train (with --ep): a training step
 };
 
 int64_t mem_available_bytes() {
@@ -868,7 +869,10 @@ Action add_bench_command(CLI::App& app) {
                   "expert parallelism over MPI on N ranks: run as mpirun -np N hymoe bench --ep N (float32; reports "
                   "the all-to-all time and bytes beside the local experts' time)")
       ->check(CLI::Range(1, 1 << 20));
+  cmd->add_flag("--train", o->train,
+                "with --ep: time a training step (train-mode forward and backward) instead of an inference forward");
   return [o] {
+    if (o->train && o->ep == 0) fail("bench: --train goes with --ep (the expert-parallel layer's training step)");
     if (o->ep > 0) {
       if (!o->model_dir.empty()) fail("bench: --ep takes model shapes (--shape), not --model");
       if (o->threads > 0) set_num_threads(o->threads);
@@ -877,7 +881,7 @@ Action add_bench_command(CLI::App& app) {
         shapes.push_back(read_bench_shape((std::filesystem::path(o->shapes_dir) / (n + ".json")).string()));
       for (int64_t T : o->tokens)
         if (T < 1) fail("--tokens=", T, " must be >= 1");
-      return run_ep_bench(shapes, o->tokens, o->repeats, o->ep, o->json);
+      return run_ep_bench(shapes, o->tokens, o->repeats, o->ep, o->json, o->train);
     }
     if (o->model_dir.empty()) return run_bench(*o);
     if (o->layer < 0) fail("bench: --model needs --layer N (N >= 0)");
