@@ -31,8 +31,8 @@ __all__ = ["apply_expert_parallel", "rebalance_expert_parallel", "ep_dispatch_an
 
 @dataclass
 class ExchangeRecord:
-    """What this rank's exchanges moved while recorded: all-to-all calls, bytes sent to other ranks (rows, ids and
-    counts; what stays on the rank is not counted) and seconds spent in the calls (waiting for the slowest rank
+    """What this rank's exchanges moved while recorded: all-to-all calls, bytes sent to other ranks (rows, routing
+    weights, ids and counts; what stays on the rank is not counted) and seconds spent in the calls (waiting for the slowest rank
     included)."""
 
     calls: int = 0
@@ -151,26 +151,27 @@ class _UnpermuteRows(torch.autograd.Function):
 
 
 class _CombineSlots(torch.autograd.Function):
-    """y[t] = sum over slots k, in slot order, of weights[t, k] * rows[position[t, k]]: the fused layer's combine,
-    in hymoe's C++ (``moe_combine_slot_rows``), one pass where torch's index, multiply and slot sums took several.
-    The backward gives the rows' and the weights' gradients (the weights' dot products summed in double)."""
+    """y[t] = sum over slots k, in slot order, of weights[t, k] * rows[position[t, k]] (weights None: 1): the fused
+    layer's combine, in hymoe's C++ (``moe_combine_slot_rows``), one pass where torch's index, multiply and slot
+    sums took several. The backward gives the rows' and the weights' gradients (the weights' dot products summed in
+    double)."""
 
     @staticmethod
     def forward(ctx, rows, weights, position, num_tokens, top_k):
         r = _rows_np(rows, "expert outputs")
-        w = _np_f32(_as_f32(weights, "routing weights").reshape(-1))
-        ctx.saved = (r, w, position, top_k, rows.dtype, weights.dtype, weights.shape)
+        w = None if weights is None else _np_f32(_as_f32(weights, "routing weights").reshape(-1))
+        ctx.saved = (r, w, position, top_k, rows.dtype, None if weights is None else (weights.dtype, weights.shape))
         return torch.from_numpy(_core.moe_combine_slot_rows(r, position, w, num_tokens, top_k)).to(rows.dtype)
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad_y):
-        r, w, position, top_k, rows_dtype, w_dtype, w_shape = ctx.saved
+        r, w, position, top_k, rows_dtype, w_like = ctx.saved
         ctx.saved = None
         grad_rows, grad_w = _core.moe_combine_slot_rows_backward(r, position, w, _rows_np(grad_y, "gradient of y"),
                                                                  top_k)
-        return (torch.from_numpy(grad_rows).to(rows_dtype), torch.from_numpy(grad_w).to(w_dtype).view(w_shape), None,
-                None, None)
+        grad_weights = None if w_like is None else torch.from_numpy(grad_w).to(w_like[0]).view(w_like[1])
+        return torch.from_numpy(grad_rows).to(rows_dtype), grad_weights, None, None, None
 
 
 def _grouped(moe, shared: bool = False):
@@ -208,36 +209,43 @@ def _grouped(moe, shared: bool = False):
 
 
 class _Grouped(torch.autograd.Function):
-    """y = hymoe's GroupedExperts on x_sorted; the backward is hymoe's C++ expert backward (the kernels of
-    MoELayer::backward), gradients for x_sorted and every weight (zeros for an expert without rows)."""
+    """y = hymoe's GroupedExperts on x_sorted, each row's output times its scale in the kernel where ``scale`` is
+    given (as MoELayer applies routing weights); the backward is hymoe's C++ expert backward (the kernels of
+    MoELayer::backward), gradients for x_sorted, the scales and every weight (zeros for an expert without rows)."""
 
     @staticmethod
-    def forward(ctx, grouped, tokens_per_expert, train, x_sorted, *weights):
+    def forward(ctx, grouped, tokens_per_expert, train, x_sorted, scale, *weights):
         x = _np_f32(_as_f32(x_sorted, "x_sorted"))
-        ctx.dtypes = (x_sorted.dtype, [w.dtype for w in weights])
+        s = None if scale is None else _np_f32(_as_f32(scale, "row scales").reshape(-1))
+        ctx.dtypes = (x_sorted.dtype, None if scale is None else scale.dtype, [w.dtype for w in weights])
         if train:
-            y, ctx.saved = grouped.forward(x, tokens_per_expert, True)
+            y, ctx.saved = grouped.forward(x, tokens_per_expert, True, s)
             ctx.grouped = grouped  # the weights the forward used, even if the module's are re-packed meanwhile
         else:
-            y = grouped.forward(x, tokens_per_expert)
+            y = grouped.forward(x, tokens_per_expert, False, s)
         return torch.from_numpy(y).to(x_sorted.dtype)
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad_y):
-        grad_x, grads = ctx.grouped.backward(ctx.saved, _np_f32(_as_f32(grad_y, "gradient of the experts' output")))
+        grad_x, grads, grad_scale = ctx.grouped.backward(
+            ctx.saved, _np_f32(_as_f32(grad_y, "gradient of the experts' output")))
         ctx.saved = ctx.grouped = None
-        x_dtype, w_dtypes = ctx.dtypes
+        x_dtype, scale_dtype, w_dtypes = ctx.dtypes
         needs = ctx.needs_input_grad
-        out = [None, None, None, torch.from_numpy(grad_x).to(x_dtype) if needs[3] else None]
-        out += [torch.from_numpy(g).to(dt) if need else None for g, dt, need in zip(grads, w_dtypes, needs[4:])]
+        out = [None, None, None, torch.from_numpy(grad_x).to(x_dtype) if needs[3] else None,
+               torch.from_numpy(grad_scale).to(scale_dtype).view(-1, 1) if needs[4] and grad_scale is not None
+               else None]
+        out += [torch.from_numpy(g).to(dt) if need else None for g, dt, need in zip(grads, w_dtypes, needs[5:])]
         return tuple(out)
 
 
-def _run_grouped(moe, x_sorted: torch.Tensor, tokens_per_expert: list, shared: bool) -> torch.Tensor:
+def _run_grouped(moe, x_sorted: torch.Tensor, tokens_per_expert: list, shared: bool,
+                 scale: torch.Tensor | None = None) -> torch.Tensor:
     grouped, weights, _ = _grouped(moe, shared)
-    train = torch.is_grad_enabled() and (x_sorted.requires_grad or any(w.requires_grad for w in weights))
-    return _Grouped.apply(grouped, tokens_per_expert, train, x_sorted, *weights)
+    train = torch.is_grad_enabled() and (x_sorted.requires_grad or any(w.requires_grad for w in weights) or
+                                         (scale is not None and scale.requires_grad))
+    return _Grouped.apply(grouped, tokens_per_expert, train, x_sorted, scale, *weights)
 
 
 def shared_expert_forward(moe, x: torch.Tensor) -> torch.Tensor:
@@ -249,20 +257,21 @@ def shared_expert_forward(moe, x: torch.Tensor) -> torch.Tensor:
     return _run_grouped(moe, x, [x.shape[0]], shared=True)
 
 
-def _local_experts(moe, x_sorted: torch.Tensor, tokens_per_expert: list) -> torch.Tensor:
-    """The local experts on rows grouped by local expert: hymoe's grouped kernels (packed once, _grouped) for the
+def _local_experts(moe, x_sorted: torch.Tensor, tokens_per_expert: list, scale: torch.Tensor) -> torch.Tensor:
+    """The local experts on rows grouped by local expert, each row's output times its scale (rows, 1): hymoe's
+    grouped kernels (packed once, _grouped; the scale applied in the kernel, as the fused layer applies it) for the
     MLPs they compute, differentiable as hymoe.torch.grouped_expert_forward is; the modules themselves (in torch,
-    expert by expert) for any other class."""
+    expert by expert, then the scale) for any other class."""
     native = getattr(moe, "ep_native_experts", None)
     if native is None:  # pruned by KempnerForge's own apply_expert_parallel
         native = moe.ep_native_experts = moe.packed_experts or _plain_mlps(moe.experts)
     if native:
-        return _run_grouped(moe, x_sorted, tokens_per_expert, shared=False)
+        return _run_grouped(moe, x_sorted, tokens_per_expert, shared=False, scale=scale)
     outs, offset = [], 0
     for expert, n in zip(moe.experts, tokens_per_expert):
         outs.append(expert(x_sorted[offset:offset + n]))
         offset += n
-    return torch.cat(outs) if outs else x_sorted.new_zeros(x_sorted.shape)
+    return (torch.cat(outs) if outs else x_sorted.new_zeros(x_sorted.shape)) * scale.to(x_sorted.dtype)
 
 
 def ep_dispatch_and_compute(x: torch.Tensor, weights: torch.Tensor, indices: torch.Tensor, moe, ep_group,
@@ -297,32 +306,37 @@ def ep_dispatch_and_compute(x: torch.Tensor, weights: torch.Tensor, indices: tor
     # Each pair's token row, in send order; the backward sums a token's slot gradients in slot order, whichever
     # ranks the slots went to.
     x_send = _PermuteRows.apply(x.reshape(num_tokens, dim), order_np, max(top_k, 1), position)
+    w_send = _PermuteRows.apply(weights.reshape(-1, 1), order_np, 1, None)
     ids_send = sent_ids[order]
     # 3. Counts: what this rank will receive from each rank.
     recv = torch.empty(ep_world_size, dtype=torch.int64)
     _all_to_all(recv, torch.tensor(send_counts, dtype=torch.int64), None, None, ep_group)
     recv_counts = [int(c) for c in recv]
-    # 4. The rows (differentiable) and their expert ids.
+    # 4. The rows and their routing weights (differentiable), and their expert ids.
     x_recv = _AllToAll.apply(x_send, recv_counts, send_counts, ep_group)
+    w_recv = _AllToAll.apply(w_send, recv_counts, send_counts, ep_group)
     ids_recv = _exchange(ids_send, recv_counts, send_counts, ep_group)
-    # 5. The local experts on the received rows grouped by local expert, then back in received order.
+    # 5. The local experts on the received rows grouped by local expert, each row's output times its routing weight
+    # inside the kernel (the fused layer's row scale), then back in received order.
     local_order, tokens_per_expert = _group_order(ids_recv if replicas else ids_recv - local_expert_start,
                                                   num_local_experts)
     local_np = local_order.numpy()
-    y_local = _local_experts(moe, _PermuteRows.apply(x_recv, local_np, 1, None), tokens_per_expert)
+    scale = _PermuteRows.apply(w_recv, local_np, 1, None)
     if gradient_scale and x_recv.requires_grad and x_recv.shape[0] > 0:
-        # KempnerForge's rule under EP: each local expert's rows times (received rows / local experts) / its rows.
-        avg = x_recv.shape[0] / max(num_local_experts, 1)
-        scale = torch.tensor([avg / n if n > 0 else 1.0 for n in tokens_per_expert], dtype=y_local.dtype)
-        y_local = y_local * scale.repeat_interleave(torch.tensor(tokens_per_expert)).unsqueeze(-1)
+        # KempnerForge's rule under EP: each local expert's rows times (received rows / local experts) / its rows,
+        # in float32 as the fused layer computes it (one rank gives its bits).
+        avg = torch.tensor(x_recv.shape[0] / max(num_local_experts, 1), dtype=torch.float32)
+        load = avg / torch.tensor(tokens_per_expert, dtype=torch.float32).clamp(min=1.0)
+        scale = scale * load.repeat_interleave(torch.tensor(tokens_per_expert)).unsqueeze(-1).to(scale.dtype)
+    y_local = _local_experts(moe, _PermuteRows.apply(x_recv, local_np, 1, None), tokens_per_expert, scale)
     y_recv = _UnpermuteRows.apply(y_local, local_np)
     # 6. The outputs back to the ranks their tokens came from, in the order they were sent.
     returned = _AllToAll.apply(y_recv, send_counts, recv_counts, ep_group)
-    # 7. Each token's outputs times its weights, summed in slot order, so a token's bits do not depend on which
-    # rank computed which expert or on how many ranks there are.
+    # 7. Each token's weighted outputs summed in slot order (the fused layer's combine), so a token's bits do not
+    # depend on which rank computed which expert or on how many ranks there are.
     if top_k == 0:
         return x.new_zeros(num_tokens, dim)
-    return _CombineSlots.apply(returned, weights, position, num_tokens, top_k).to(x.dtype)
+    return _CombineSlots.apply(returned, None, position, num_tokens, top_k).to(x.dtype)
 
 
 def _ep_group_of(device_mesh_or_group):

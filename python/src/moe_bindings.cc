@@ -470,20 +470,25 @@ void register_moe(py::module_& m) {
       .def(
           "forward",
           [](const GroupedExpertsHolder& self, const py::array& x_sorted, const std::vector<int64_t>& counts,
-             bool train) -> py::object {
+             bool train, const std::optional<py::array>& scale) -> py::object {
             const Tensor x = to_tensor_f32(x_sorted, "x_sorted");
+            const Tensor row_scale = scale ? to_tensor_f32(*scale, "scale") : Tensor();
+            if (scale && row_scale.numel() != (x.rank() >= 1 ? x.dim(0) : 0))
+              fail("GroupedExperts.forward: ", row_scale.numel(), " row scales for ", x.rank() >= 1 ? x.dim(0) : 0,
+                   " rows");
             Tensor y;
             std::unique_ptr<GroupedExperts::Saved> saved = train ? std::make_unique<GroupedExperts::Saved>() : nullptr;
             {
               py::gil_scoped_release release;
-              y = self.experts->forward(x, counts, saved.get());
+              y = self.experts->forward(x, counts, saved.get(), scale ? row_scale.data() : nullptr);
             }
             py::object out = tensor_to_numpy(std::move(y));
             if (!train) return out;
             return py::make_tuple(out, py::cast(std::move(saved)));
           },
-          py::arg("x_sorted"), py::arg("tokens_per_expert"), py::arg("train") = false,
-          "y, or (y, saved) with train=True: what backward takes.")
+          py::arg("x_sorted"), py::arg("tokens_per_expert"), py::arg("train") = false, py::arg("scale") = py::none(),
+          "y, or (y, saved) with train=True: what backward takes. scale (rows): each row's output multiplied by its "
+          "scale in the kernel, as MoELayer applies routing weights.")
       .def(
           "backward",
           [](const GroupedExpertsHolder& self, const GroupedExperts::Saved& saved, const py::array& grad_y) {
@@ -495,10 +500,16 @@ void register_moe(py::module_& m) {
             }
             py::list weights;
             for (Tensor& w : grads.weights) weights.append(tensor_to_numpy(std::move(w)));
-            return py::make_tuple(tensor_to_numpy(std::move(grads.grad_x)), weights);
+            py::object grad_scale = py::none();
+            if (!saved.scale.empty()) {
+              const auto n = static_cast<py::ssize_t>(grads.grad_scale.size());
+              grad_scale = to_numpy(std::move(grads.grad_scale), {n});
+            }
+            return py::make_tuple(tensor_to_numpy(std::move(grads.grad_x)), weights, grad_scale);
           },
           py::arg("saved"), py::arg("grad_y"),
-          "(grad_x, [gradient of each weight, in the order the experts were built from]).");
+          "(grad_x, [gradient of each weight, in the order the experts were built from], gradient of each row's "
+          "scale or None for an unscaled forward).");
   py::class_<GroupedExperts::Saved>(m, "GroupedExpertsSaved", "What a GroupedExperts train forward keeps.");
   m.def(
       "moe_group_order",

@@ -139,8 +139,10 @@ Tensor gate_backward(const std::vector<double>& grad_logits, const Tensor& x, co
         gx[static_cast<size_t>(d)] += g * w[d];
       }
     }
+    // The router's part rounded to float, then added: what autograd does when the router is its own node
+    // (hymoe.torch under expert parallelism), so both give one token the same bits.
     float* out = grad_x + t * D;
-    for (int64_t d = 0; d < D; ++d) out[d] = static_cast<float>(out[d] + gx[static_cast<size_t>(d)]);
+    for (int64_t d = 0; d < D; ++d) out[d] += static_cast<float>(gx[static_cast<size_t>(d)]);
   }
   for (int64_t i = 0; i < E * D; ++i) grad_gate[i] = static_cast<float>(acc[static_cast<size_t>(i)]);
   return grad_gate;
