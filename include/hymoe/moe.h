@@ -217,8 +217,13 @@ class GroupedExperts {
     Tensor grad_x;
     std::vector<Tensor> weights;
     std::vector<float> grad_scale;  // (R) for a scaled forward; empty otherwise
+    std::vector<uint8_t> zero;      // per expert: its weight gradients are known to be all zeros
   };
   Gradients backward(const Saved& saved, const Tensor& grad_y) const;
+  // The same into `out`, whose weight gradients are kept from call to call (a training loop's buffers: allocating
+  // every expert's gradients afresh costs more than a small batch's whole backward). Tensors of the wrong shapes
+  // are replaced; an expert without rows gets zeros, written only where its buffers do not hold them already.
+  void backward(const Saved& saved, const Tensor& grad_y, Gradients& out) const;
 
  private:
   struct Impl;

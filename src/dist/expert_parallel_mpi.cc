@@ -130,7 +130,12 @@ struct ExpertParallelMoE::Impl {
     GroupedExperts::Saved expert, shared;
     std::vector<int64_t> row_of_pair;  // (T K) the pair's row among the sent ones, -1 if dropped
   } saved;
-  std::vector<std::pair<std::string, Tensor>> grads;  // named_parameters() order
+  // The gradients, kept from backward to backward: the router's (named), the local experts' and the shared
+  // expert's (GroupedExperts' buffers, in named_parameters() order).
+  bool grads_ready = false;
+  std::vector<std::pair<std::string, Tensor>> router_grads;
+  GroupedExperts::Gradients expert_grads, shared_grads;
+  void ensure_grads();
 
   bool replicated() const { return !replica_slots.empty(); }
   void open(MoELayer& layer, MPI_Comm c) {  // what both constructors do first
@@ -324,12 +329,36 @@ std::vector<std::pair<std::string, Tensor*>> ExpertParallelMoE::named_parameters
   return impl_->parameters();
 }
 
+// Zeros of every parameter's shape, on first use and after a re-balance.
+void ExpertParallelMoE::Impl::ensure_grads() {
+  if (grads_ready) return;
+  router_grads.clear();
+  expert_grads = {};
+  shared_grads = {};
+  for (auto& [name, t] : parameters()) {
+    if (name.starts_with("router."))
+      router_grads.emplace_back(name, Tensor(t->shape()));
+    else if (name.starts_with("shared_expert."))
+      shared_grads.weights.emplace_back(t->shape());
+    else
+      expert_grads.weights.emplace_back(t->shape());
+  }
+  expert_grads.zero.assign(static_cast<size_t>(local), 1);
+  shared_grads.zero.assign(shared_mlp ? 1 : 0, 1);
+  grads_ready = true;
+}
+
 std::vector<std::pair<std::string, const Tensor*>> ExpertParallelMoE::named_gradients() const {
   Impl& m = *impl_;
-  if (m.grads.empty())
-    for (auto& [name, t] : m.parameters()) m.grads.emplace_back(name, Tensor(t->shape()));
+  m.ensure_grads();
   std::vector<std::pair<std::string, const Tensor*>> out;
-  for (auto& [name, g] : m.grads) out.emplace_back(name, &g);
+  size_t router = 0, expert = 0, shared = 0;
+  for (auto& [name, t] : m.parameters()) {
+    const Tensor* g = name.starts_with("router.")          ? &m.router_grads[router++].second
+                      : name.starts_with("shared_expert.") ? &m.shared_grads.weights[shared++]
+                                                           : &m.expert_grads.weights[expert++];
+    out.emplace_back(name, g);
+  }
   return out;
 }
 
@@ -507,8 +536,10 @@ Tensor ExpertParallelMoE::backward(const Tensor& grad_y, float aux_loss_weight, 
     std::memcpy(g_sorted.data() + r * D, recv_g.data() + s.by_expert.order[static_cast<size_t>(r)] * D,
                 sizeof(float) * static_cast<size_t>(D));
   });
+  m.ensure_grads();
   const auto compute_start = Clock::now();
-  GroupedExperts::Gradients eg = m.experts->backward(s.expert, g_sorted);
+  m.experts->backward(s.expert, g_sorted, m.expert_grads);
+  const GroupedExperts::Gradients& eg = m.expert_grads;
   m.expert_seconds = std::chrono::duration<double>(Clock::now() - compute_start).count();
   // Back, one row of D + 1 per received row: its input gradient and its routing weight's (row scale = weight x
   // gradient scale, so d / d weight = d / d row scale x gradient scale).
@@ -535,14 +566,11 @@ Tensor ExpertParallelMoE::backward(const Tensor& grad_y, float aux_loss_weight, 
       if (r >= 0) add_rows(grad_x.data() + t * D, returned.data() + r * W, D);
     }
   });
-  named_gradients();  // the buffers, on first use
-  auto grad = m.grads.begin();
   std::vector<std::pair<std::string, Tensor>> router_grads;
   if (T > 0) {
-    std::optional<GroupedExperts::Gradients> sg;
     if (m.shared) {
-      sg = m.shared->backward(s.shared, g2);
-      add_rows(grad_x.data(), sg->grad_x.data(), T * D);
+      m.shared->backward(s.shared, g2, m.shared_grads);
+      add_rows(grad_x.data(), m.shared_grads.grad_x.data(), T * D);
     }
     RouterBackwardArgs ra;
     ra.x = &s.x;
@@ -552,26 +580,19 @@ Tensor ExpertParallelMoE::backward(const Tensor& grad_y, float aux_loss_weight, 
     ra.z_loss_weight = z_loss_weight;
     ra.grad_x = grad_x.data();
     router_grads = m.router->backward(ra);
-    // Shared expert's gradients: the last tensors of named_parameters().
-    if (sg)
-      for (size_t i = 0; i < sg->weights.size(); ++i)
-        m.grads[m.grads.size() - sg->weights.size() + i].second = std::move(sg->weights[i]);
-  } else if (m.shared_mlp) {
-    for (auto it = m.grads.end() - static_cast<int64_t>(m.shared_mlp->named_tensors().size()); it != m.grads.end(); ++it)
-      it->second = Tensor(it->second.shape());
+  } else {  // no tokens: no shared-expert or router gradient
+    for (Tensor& w : m.shared_grads.weights) std::fill(w.values().begin(), w.values().end(), 0.0f);
   }
   // The router's gradients by name (zeros for any it does not return, and on a rank without tokens).
-  for (; grad != m.grads.end() && grad->first.starts_with("router."); ++grad) {
-    Tensor value(grad->second.shape());
-    for (auto& [name, g] : router_grads)
-      if ("router." + name == grad->first) {
-        HYMOE_CHECK(g.shape() == value.shape(), "router gradient ", name);
-        value = std::move(g);
+  for (auto& [name, value] : m.router_grads) {
+    Tensor got(value.shape());
+    for (auto& [n, g] : router_grads)
+      if ("router." + n == name) {
+        HYMOE_CHECK(g.shape() == got.shape(), "router gradient ", n);
+        got = std::move(g);
       }
-    grad->second = std::move(value);
+    value = std::move(got);
   }
-  // The local experts', in the order GroupedExperts gives them, which is named_parameters()'s.
-  for (Tensor& w : eg.weights) (grad++)->second = std::move(w);
   return grad_x.reshaped(s.x_shape);
 }
 
@@ -627,7 +648,7 @@ int64_t ExpertParallelMoE::rebalance(const placement::ReplicaPlacement& plan, in
   m.held = std::move(held);
   m.replica_slots = std::move(slots);
   m.dirty = true;
-  m.grads.clear();  // the expert names follow the slots
+  m.grads_ready = false;  // the expert names follow the slots
   return received;
 }
 

@@ -138,6 +138,12 @@ Tensor GroupedExperts::forward(const Tensor& x_sorted, std::span<const int64_t> 
 }
 
 GroupedExperts::Gradients GroupedExperts::backward(const Saved& saved, const Tensor& grad_y) const {
+  Gradients g;
+  backward(saved, grad_y, g);
+  return g;
+}
+
+void GroupedExperts::backward(const Saved& saved, const Tensor& grad_y, Gradients& g) const {
   const Impl& m = *impl_;
   const int64_t E = m.shape.num_groups, D = m.shape.dim, H = m.shape.hidden;
   if (static_cast<int64_t>(saved.offsets.size()) != E + 1 || saved.x.rank() != 2 || saved.x.dim(1) != D)
@@ -148,50 +154,72 @@ GroupedExperts::Gradients GroupedExperts::backward(const Saved& saved, const Ten
   if (grad_y.shape() != Shape{rows, D})
     fail("GroupedExperts::backward: grad_y has shape ", shape_to_string(grad_y.shape()), ", expected ",
          shape_to_string({rows, D}));
-  Gradients g;
-  g.grad_x = Tensor(Shape{rows, D});
-  std::vector<float*> gate(static_cast<size_t>(E)), up(static_cast<size_t>(E)), down(static_cast<size_t>(E));
+  // The weight gradients' shapes, in the order the experts were built from.
+  std::vector<Shape> shapes;
   if (m.packed) {  // up_w, down_w, gate_w: (E, D, H), (E, H, D), (E, D, H)
-    g.weights.emplace_back(Shape{E, D, H});
-    g.weights.emplace_back(Shape{E, H, D});
-    if (m.gated) g.weights.emplace_back(Shape{E, D, H});
-    for (int64_t e = 0; e < E; ++e) {
-      up[static_cast<size_t>(e)] = g.weights[0].data() + e * D * H;
-      down[static_cast<size_t>(e)] = g.weights[1].data() + e * H * D;
-      gate[static_cast<size_t>(e)] = m.gated ? g.weights[2].data() + e * D * H : nullptr;
-    }
+    shapes = {Shape{E, D, H}, Shape{E, H, D}};
+    if (m.gated) shapes.push_back(Shape{E, D, H});
   } else {  // per expert: gate (H, D) for SwiGLU, up (H, D), down (D, H)
-    const int64_t per = m.gated ? 3 : 2;
     for (int64_t e = 0; e < E; ++e) {
-      if (m.gated) g.weights.emplace_back(Shape{H, D});
-      g.weights.emplace_back(Shape{H, D});
-      g.weights.emplace_back(Shape{D, H});
-    }
-    for (int64_t e = 0; e < E; ++e) {
-      Tensor* w = g.weights.data() + e * per;
-      gate[static_cast<size_t>(e)] = m.gated ? w[0].data() : nullptr;
-      up[static_cast<size_t>(e)] = w[per - 2].data();
-      down[static_cast<size_t>(e)] = w[per - 1].data();
+      if (m.gated) shapes.push_back(Shape{H, D});
+      shapes.push_back(Shape{H, D});
+      shapes.push_back(Shape{D, H});
     }
   }
-  if (!saved.scale.empty()) g.grad_scale.assign(static_cast<size_t>(rows), 0.0f);
-  if (rows == 0) return g;  // zeros everywhere
-  GroupedMlpBackwardArgs a;
-  a.shape = m.shape;
-  a.offsets = saved.offsets.data();
-  a.weights = m.views.data();
-  a.x = saved.x.data();
-  a.saved_gate = m.gated ? saved.gate.data() : nullptr;
-  a.saved_up = saved.up.data();
-  a.scale = saved.scale.empty() ? nullptr : saved.scale.data();
-  a.grad_y = grad_y.data();
-  a.grad_x = g.grad_x.data();
-  a.grad_scale = saved.scale.empty() ? nullptr : g.grad_scale.data();
-  a.grad_gate = m.gated ? gate.data() : nullptr;
-  a.grad_up = up.data();
-  a.grad_down = down.data();
-  grouped_mlp_backward(a);
-  return g;
+  bool fresh = g.weights.size() != shapes.size() || g.zero.size() != static_cast<size_t>(E);
+  for (size_t i = 0; !fresh && i < shapes.size(); ++i) fresh = g.weights[i].shape() != shapes[i];
+  if (fresh) {  // new tensors are zeros
+    g.weights.clear();
+    for (const Shape& s : shapes) g.weights.emplace_back(s);
+    g.zero.assign(static_cast<size_t>(E), 1);
+  }
+  g.grad_x = Tensor(Shape{rows, D});
+  g.grad_scale.assign(saved.scale.empty() ? 0 : static_cast<size_t>(rows), 0.0f);
+  // Per expert: its storage, or null for an expert without rows whose gradients are zeros already (the kernels
+  // leave it; for one without rows otherwise they write zeros).
+  std::vector<float*> gate(static_cast<size_t>(E)), up(static_cast<size_t>(E)), down(static_cast<size_t>(E));
+  const auto used = [&](int64_t e) {
+    return saved.offsets[static_cast<size_t>(e + 1)] > saved.offsets[static_cast<size_t>(e)];
+  };
+  const int64_t per = m.gated ? 3 : 2;
+  for (int64_t e = 0; e < E; ++e) {
+    const bool skip = !used(e) && g.zero[static_cast<size_t>(e)];
+    const auto at = [&](Tensor& t, int64_t slice) { return skip ? nullptr : t.data() + slice; };
+    if (m.packed) {
+      up[static_cast<size_t>(e)] = at(g.weights[0], e * D * H);
+      down[static_cast<size_t>(e)] = at(g.weights[1], e * H * D);
+      gate[static_cast<size_t>(e)] = m.gated ? at(g.weights[2], e * D * H) : nullptr;
+    } else {
+      Tensor* w = g.weights.data() + e * per;
+      gate[static_cast<size_t>(e)] = m.gated ? at(w[0], 0) : nullptr;
+      up[static_cast<size_t>(e)] = at(w[per - 2], 0);
+      down[static_cast<size_t>(e)] = at(w[per - 1], 0);
+    }
+  }
+  if (rows == 0) {  // no kernel runs: the experts whose buffers were written before are cleared here
+    for (int64_t e = 0; e < E; ++e)
+      for (float* p : {gate[static_cast<size_t>(e)], up[static_cast<size_t>(e)], down[static_cast<size_t>(e)]})
+        if (p) std::fill(p, p + D * H, 0.0f);
+  } else {
+    GroupedMlpBackwardArgs a;
+    a.shape = m.shape;
+    a.offsets = saved.offsets.data();
+    a.weights = m.views.data();
+    a.x = saved.x.data();
+    a.saved_gate = m.gated ? saved.gate.data() : nullptr;
+    a.saved_up = saved.up.data();
+    a.scale = saved.scale.empty() ? nullptr : saved.scale.data();
+    a.grad_y = grad_y.data();
+    a.grad_x = g.grad_x.data();
+    a.grad_scale = saved.scale.empty() ? nullptr : g.grad_scale.data();
+    a.grad_gate = m.gated ? gate.data() : nullptr;
+    a.grad_up = up.data();
+    a.grad_down = down.data();
+    // Cleared first, so that a backward failing part-way leaves no expert marked zero wrongly.
+    std::fill(g.zero.begin(), g.zero.end(), 0);
+    grouped_mlp_backward(a);
+  }
+  for (int64_t e = 0; e < E; ++e) g.zero[static_cast<size_t>(e)] = !used(e);
 }
 
 Tensor grouped_expert_forward(const Tensor& x_sorted, std::span<const int64_t> tokens_per_expert,

@@ -208,6 +208,40 @@ TEST_P(GroupedExpertsBackward, ScaledForwardGivesScaleGradients) {
   }
 }
 
+// Gradients kept from call to call: each backward into the same buffers equals a fresh one, bit for bit, as the
+// experts with rows change (an expert used, then without rows, gets zeros again; no rows at all clears them).
+TEST_P(GroupedExpertsBackward, ReusedBuffersEqualFreshOnes) {
+  const MlpActivation a = GetParam();
+  Rng rng(13);
+  std::vector<ExpertMlp> experts(kCounts.size());
+  for (ExpertMlp& m : experts) {
+    m.activation = a;
+    if (a == MlpActivation::kSwiGLU) m.gate_proj = random_tensor({kH, kD}, rng, 0.5);
+    m.up_proj = random_tensor({kH, kD}, rng, 0.5);
+    m.down_proj = random_tensor({kD, kH}, rng, 0.5);
+  }
+  const GroupedExperts grouped(experts);
+  GroupedExperts::Gradients kept;
+  for (const std::vector<int64_t>& counts : {std::vector<int64_t>{2, 0, 1, 7}, std::vector<int64_t>{0, 3, 0, 1},
+                                              std::vector<int64_t>{0, 0, 0, 0}, std::vector<int64_t>{5, 1, 1, 0}}) {
+    int64_t rows = 0;
+    for (int64_t c : counts) rows += c;
+    const Tensor x = random_tensor({rows, kD}, rng, 1.0), g = random_tensor({rows, kD}, rng, 1.0);
+    std::vector<float> scale(static_cast<size_t>(rows), 0.5f);
+    GroupedExperts::Saved saved;
+    grouped.forward(x, counts, &saved, scale.data());
+    const GroupedExperts::Gradients fresh = grouped.backward(saved, g);
+    grouped.backward(saved, g, kept);
+    ASSERT_EQ(kept.weights.size(), fresh.weights.size());
+    for (size_t w = 0; w < fresh.weights.size(); ++w)
+      for (int64_t i = 0; i < fresh.weights[w].numel(); ++i)
+        ASSERT_EQ(kept.weights[w][i], fresh.weights[w][i]) << "weight " << w << "[" << i << "] after counts "
+                                                            << counts[0] << counts[1] << counts[2] << counts[3];
+    EXPECT_EQ(kept.grad_scale, fresh.grad_scale);
+    for (int64_t i = 0; i < fresh.grad_x.numel(); ++i) ASSERT_EQ(kept.grad_x[i], fresh.grad_x[i]);
+  }
+}
+
 TEST(GroupedExperts, RejectsWhatDoesNotFit) {
   Rng rng(1);
   ExpertMlp m;
