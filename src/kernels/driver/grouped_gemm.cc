@@ -27,44 +27,62 @@ void grouped_rows_gemm_packed(const GroupedRowsGemm& p, Isa isa) {
     dtype = p.b[g].dtype;
     busy.push_back(g);
   }
+  // The groups in chunks of about kChunkBytes of packed panels, each packed and then multiplied while its panels
+  // are still in cache, in one workspace reused chunk after chunk: packing every group first took a workspace the
+  // size of all the weights (2.2 GB for DeepSeek-V2-Lite's experts), faulted in afresh on each call, and read the
+  // panels back from memory. Each group's result does not depend on the groups beside it.
+  constexpr int64_t kChunkBytes = int64_t{24} << 20;
   const WorkspaceLease ws;
-  const Workspace::Scope scope(*ws);
   const int64_t elem_floats = dtype == DType::kBF16 ? 2 : 1;  // elements per float of workspace
-  float* const packed = ws->floats((static_cast<int64_t>(busy.size()) * panel_elems + elem_floats - 1) / elem_floats);
-  const auto packed_group = [&](size_t i) -> void* {
-    return reinterpret_cast<char*>(packed) + static_cast<int64_t>(i) * panel_elems * dtype_size(dtype);
-  };
-  parallel_for(static_cast<int64_t>(busy.size()) * panels, [&](int64_t t, int) {
-    const size_t i = static_cast<size_t>(t / panels);
-    const int64_t panel = t % panels;
-    pack_matrix_panel(p.b[busy[i]], ik->nr, panel,
-                      static_cast<char*>(packed_group(i)) + panel * p.k * ik->nr * dtype_size(dtype));
-  });
-  for (size_t i = 0; i < busy.size(); ++i) {
-    const int64_t g = busy[i];
-    groups[static_cast<size_t>(g)] = {p.a + p.offsets[g] * p.k, p.k, nullptr, p.offsets[g + 1] - p.offsets[g], p.k,
-                                      packed_group(i), panels};
-  }
+  const int64_t group_bytes = panel_elems * dtype_size(dtype);
+  const size_t per_chunk = static_cast<size_t>(std::max<int64_t>(1, kChunkBytes / std::max<int64_t>(group_bytes, 1)));
   const GemmFormat& format = *ik->format(dtype == DType::kBF16 ? WeightFormat::kBf16Widen : WeightFormat::kF32);
-  run_gemm_groups(format, groups, *ws, [&](const GemmTile& t, const float* c, int64_t ldc) {
-    const int64_t col0 = t.p0 * ik->nr, w = std::min<int64_t>(t.np * ik->nr, p.n - col0);
-    for (int64_t r = 0; r < t.rows; ++r) {
-      float* out = p.c + (p.offsets[t.group] + t.r0 + r) * p.n + col0;
-      const float* cr = c + r * ldc;
-      if (p.accumulate) for (int64_t i = 0; i < w; ++i) out[i] += cr[i];
-      else std::copy(cr, cr + w, out);
+  for (size_t first = 0; first < busy.size(); first += per_chunk) {
+    const size_t count = std::min(per_chunk, busy.size() - first);
+    const Workspace::Scope scope(*ws);
+    float* const packed = ws->floats((static_cast<int64_t>(count) * panel_elems + elem_floats - 1) / elem_floats);
+    const auto packed_group = [&](size_t i) -> void* {
+      return reinterpret_cast<char*>(packed) + static_cast<int64_t>(i) * group_bytes;
+    };
+    parallel_for(static_cast<int64_t>(count) * panels, [&](int64_t t, int) {
+      const size_t i = static_cast<size_t>(t / panels);
+      const int64_t panel = t % panels;
+      pack_matrix_panel(p.b[busy[first + i]], ik->nr, panel,
+                        static_cast<char*>(packed_group(i)) + panel * p.k * ik->nr * dtype_size(dtype));
+    });
+    std::fill(groups.begin(), groups.end(), GemmGroup{});
+    for (size_t i = 0; i < count; ++i) {
+      const int64_t g = busy[first + i];
+      groups[static_cast<size_t>(g)] = {p.a + p.offsets[g] * p.k, p.k, nullptr, p.offsets[g + 1] - p.offsets[g], p.k,
+                                        packed_group(i), panels};
     }
-  });
+    run_gemm_groups(format, groups, *ws, [&](const GemmTile& t, const float* c, int64_t ldc) {
+      const int64_t col0 = t.p0 * ik->nr, w = std::min<int64_t>(t.np * ik->nr, p.n - col0);
+      for (int64_t r = 0; r < t.rows; ++r) {
+        float* out = p.c + (p.offsets[t.group] + t.r0 + r) * p.n + col0;
+        const float* cr = c + r * ldc;
+        if (p.accumulate) for (int64_t i = 0; i < w; ++i) out[i] += cr[i];
+        else std::copy(cr, cr + w, out);
+      }
+    });
+  }
 }
 
 void grouped_weight_grad_gemm_packed(const GroupedWeightGradGemm& p, Isa isa) {
   const IsaKernels* ik = isa_kernels(isa);
   HYMOE_CHECK(ik && p.offsets && p.offsets[0] == 0 && p.k > 0 && p.n > 0);
-  const int64_t R = p.offsets[p.num_groups], K = p.k, N = p.n, nr = ik->nr;
-  // dW_g = A_g^T . G_g as a GEMM with M = K: A_g transposed to (K, rows_g), G_g packed as panels of (rows_g, NR).
+  // dW_g = A_g^T . G_g, a GEMM over the group's rows, computed in the orientation of its storage so that each tile
+  // stores whole runs of a stored row: (k, n) stored (kInOut) as A_g^T . G_g, (n, k) stored (kOutIn, nn.Linear's)
+  // as G_g^T . A_g. Storing the other way wrote each tile's columns a stored row apart, one cache line per value
+  // run, and read each line back for ownership. Every value is the same dot product over the rows, in row order,
+  // either way.
+  const bool out_in = p.layout == WeightLayout::kOutIn;
+  const float* const left = out_in ? p.g : p.a;   // (R, M): transposed into the GEMM's A
+  const float* const right = out_in ? p.a : p.g;  // (R, N): packed into the GEMM's B panels
+  const int64_t R = p.offsets[p.num_groups], M = out_in ? p.n : p.k, N = out_in ? p.k : p.n, nr = ik->nr;
   const WorkspaceLease ws;
   const Workspace::Scope scope(*ws);
-  float* const at = ws->floats(R * K);
+  float* const at = ws->floats(R * M);
   const int64_t panels = (N + nr - 1) / nr;
   float* const gp = ws->floats(R * panels * nr);
   std::vector<GemmGroup> groups(static_cast<size_t>(p.num_groups));
@@ -72,26 +90,27 @@ void grouped_weight_grad_gemm_packed(const GroupedWeightGradGemm& p, Isa isa) {
     const int64_t r0 = p.offsets[g], rows = p.offsets[g + 1] - r0;
     HYMOE_CHECK(rows >= 0);
     if (rows == 0) {  // an empty group's gradient is zero
-      if (!p.accumulate && p.dw[g]) std::fill(p.dw[g], p.dw[g] + K * N, 0.0f);
+      if (!p.accumulate && p.dw[g]) std::fill(p.dw[g], p.dw[g] + M * N, 0.0f);
       continue;
     }
     HYMOE_CHECK(p.dw[g]);
-    float* a_t = at + r0 * K;  // (K, rows)
+    float* a_t = at + r0 * M;  // (M, rows)
     for (int64_t r = 0; r < rows; ++r)
-      for (int64_t i = 0; i < K; ++i) a_t[i * rows + r] = p.a[(r0 + r) * K + i];
+      for (int64_t i = 0; i < M; ++i) a_t[i * rows + r] = left[(r0 + r) * M + i];
     float* g_packed = gp + r0 * panels * nr;
-    pack_rows_f32(p.g + r0 * N, N, rows, N, static_cast<int>(nr), g_packed);
-    groups[static_cast<size_t>(g)] = {a_t, rows, nullptr, K, rows, g_packed, panels};
+    pack_rows_f32(right + r0 * N, N, rows, N, static_cast<int>(nr), g_packed);
+    groups[static_cast<size_t>(g)] = {a_t, rows, nullptr, M, rows, g_packed, panels};
   }
   run_gemm_groups(*ik->format(WeightFormat::kF32), groups, *ws, [&](const GemmTile& t, const float* c, int64_t ldc) {
     float* dw = p.dw[t.group];
     const int64_t col0 = t.p0 * nr, w = std::min<int64_t>(t.np * nr, N - col0);
     for (int64_t r = 0; r < t.rows; ++r) {
-      const int64_t i = t.r0 + r;
-      for (int64_t j = 0; j < w; ++j) {
-        float& out = p.layout == WeightLayout::kOutIn ? dw[(col0 + j) * K + i] : dw[i * N + col0 + j];
-        out = (p.accumulate ? out : 0.0f) + c[r * ldc + j];
-      }
+      float* out = dw + (t.r0 + r) * N + col0;
+      const float* src = c + r * ldc;
+      if (p.accumulate)
+        for (int64_t j = 0; j < w; ++j) out[j] += src[j];
+      else
+        std::copy(src, src + w, out);
     }
   });
 }

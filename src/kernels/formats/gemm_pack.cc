@@ -157,6 +157,19 @@ void pack_matrix_panel(const MatrixView& b, int nr, int64_t p, void* out) {
   check_packable(b, nr);
   HYMOE_CHECK(!b.quantized(), "per-call panel packing of block-quantized weights");
   HYMOE_CHECK(p >= 0 && p * nr < b.n, "panel ", p, " of a matrix of ", b.n, " columns");
+  if (b.layout == WeightLayout::kInOut) {  // each of the panel's k rows is a run of a stored row: copied whole
+    const int64_t col0 = p * nr, width = std::min<int64_t>(nr, b.n - col0);
+    const auto copy_rows = [&]<typename T>(T* panel) {
+      const T* src = static_cast<const T*>(b.data) + col0;
+      for (int64_t kk = 0; kk < b.k; ++kk) {
+        std::copy(src + kk * b.n, src + kk * b.n + width, panel + kk * nr);
+        std::fill(panel + kk * nr + width, panel + (kk + 1) * nr, T(0));
+      }
+    };
+    if (b.dtype == DType::kBF16) copy_rows(static_cast<uint16_t*>(out));
+    else copy_rows(static_cast<float*>(out));
+    return;
+  }
   auto columns = plain_columns(b, nr);
   auto column_of = [&](int j) { return columns(p, j); };
   if (b.dtype == DType::kBF16) fill_panel<uint16_t>(b.k, nr, static_cast<uint16_t*>(out), column_of, b, b);
