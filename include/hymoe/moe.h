@@ -209,6 +209,12 @@ class GroupedExperts {
   // kernel stores it (the way MoELayer applies routing weights).
   Tensor forward(const Tensor& x_sorted, std::span<const int64_t> tokens_per_expert, Saved* saved = nullptr,
                  const float* row_scale = nullptr) const;
+  // The same (inference) on rows gathered by index, into the caller's memory: row r of the grouped batch is row
+  // x_rows[r] of x (x_count rows of dim), read where it lies (the gather fused into the kernels' packing, so no
+  // sorted copy is made), and y (x_rows.size(), dim) is written in grouped order. For callers that run it call
+  // after call on buffers they keep: fresh buffers of a large batch cost a page fault per 4 KiB on every call.
+  void forward(const float* x, int64_t x_count, std::span<const int64_t> x_rows,
+               std::span<const int64_t> tokens_per_expert, float* y, const float* row_scale = nullptr) const;
   // The gradients of sum(y * grad_y) for that forward: grad_x (R, dim), and one gradient per weight tensor in the
   // order and shapes it was built from (per expert gate (SwiGLU only), up, down; packed: up_w, down_w, gate_w);
   // for a scaled forward also grad_scale (R), d / d row_scale[r] = <grad_y[r], the expert's unscaled output>.

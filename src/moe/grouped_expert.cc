@@ -137,6 +137,26 @@ Tensor GroupedExperts::forward(const Tensor& x_sorted, std::span<const int64_t> 
   return y;
 }
 
+void GroupedExperts::forward(const float* x, int64_t x_count, std::span<const int64_t> x_rows,
+                             std::span<const int64_t> tokens_per_expert, float* y, const float* row_scale) const {
+  if (static_cast<int64_t>(tokens_per_expert.size()) != num_experts())
+    fail("grouped_expert_forward: ", tokens_per_expert.size(), " token counts for ", num_experts(), " experts");
+  const int64_t rows = static_cast<int64_t>(x_rows.size());
+  for (int64_t r = 0; r < rows; ++r)
+    if (x_rows[static_cast<size_t>(r)] < 0 || x_rows[static_cast<size_t>(r)] >= x_count)
+      fail("grouped_expert_forward: x_rows[", r, "] = ", x_rows[static_cast<size_t>(r)], " is outside [0, ", x_count,
+           ")");
+  const auto offsets = offsets_from_counts(tokens_per_expert, rows);
+  if (rows == 0) return;
+  kernels::GroupedFfnArgs args;
+  args.offsets = offsets.data();
+  args.x = x;
+  args.x_rows = x_rows.data();
+  args.scale = row_scale;
+  args.y = y;
+  impl_->ffn->run(args);
+}
+
 GroupedExperts::Gradients GroupedExperts::backward(const Saved& saved, const Tensor& grad_y) const {
   Gradients g;
   backward(saved, grad_y, g);

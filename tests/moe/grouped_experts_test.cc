@@ -242,6 +242,40 @@ TEST_P(GroupedExpertsBackward, ReusedBuffersEqualFreshOnes) {
   }
 }
 
+// Rows gathered by index into the caller's memory: the bits of the forward on the sorted copy, scaled or not.
+TEST_P(GroupedExpertsBackward, GatheredForwardEqualsTheSortedCopy) {
+  const MlpActivation a = GetParam();
+  Rng rng(21);
+  std::vector<ExpertMlp> experts(kCounts.size());
+  for (ExpertMlp& m : experts) {
+    m.activation = a;
+    if (a == MlpActivation::kSwiGLU) m.gate_proj = random_tensor({kH, kD}, rng, 0.5);
+    m.up_proj = random_tensor({kH, kD}, rng, 0.5);
+    m.down_proj = random_tensor({kD, kH}, rng, 0.5);
+  }
+  const GroupedExperts grouped(experts);
+  int64_t rows = 0;
+  for (int64_t c : kCounts) rows += c;
+  const int64_t n = rows + 3;  // rows of x no group reads
+  const Tensor x = random_tensor({n, kD}, rng, 1.0);
+  std::vector<int64_t> index(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) index[static_cast<size_t>(r)] = (r * 7 + 2) % n;
+  Tensor sorted(Shape{rows, kD});
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t d = 0; d < kD; ++d) sorted[r * kD + d] = x[index[static_cast<size_t>(r)] * kD + d];
+  std::vector<float> scale(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) scale[static_cast<size_t>(r)] = 0.5f + 0.25f * static_cast<float>(r % 3);
+  for (const float* s : {static_cast<const float*>(nullptr), static_cast<const float*>(scale.data())}) {
+    const Tensor want = grouped.forward(sorted, kCounts, nullptr, s);
+    std::vector<float> got(static_cast<size_t>(rows * kD), -1.0f);
+    grouped.forward(x.data(), n, index, kCounts, got.data(), s);
+    for (int64_t i = 0; i < rows * kD; ++i) ASSERT_EQ(got[static_cast<size_t>(i)], want[i]) << i;
+  }
+  index[0] = n;  // outside x
+  std::vector<float> y(static_cast<size_t>(rows * kD));
+  EXPECT_THROW(grouped.forward(x.data(), n, index, kCounts, y.data()), Error);
+}
+
 TEST(GroupedExperts, RejectsWhatDoesNotFit) {
   Rng rng(1);
   ExpertMlp m;
