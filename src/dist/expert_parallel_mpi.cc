@@ -122,8 +122,8 @@ struct ExpertParallelMoE::Impl {
     bool valid = false;
     Shape x_shape;
     Tensor x;                        // (T, D)
-    std::vector<int64_t> pair_of;    // kept (token, slot) pairs, in pair order
-    GroupOrder by_rank;              // pair_of by destination rank
+    std::vector<int64_t> sent_pair;  // (S) the (token, slot) pair of each sent row, in send order
+    std::vector<int64_t> send_rows;  // rows sent to each rank
     std::vector<int64_t> recv_rows;  // rows received from each rank
     GroupOrder by_expert;            // received rows by local slot
     std::vector<float> load_scale;   // (local) the gradient scale of each local expert (1 without)
@@ -156,6 +156,7 @@ struct ExpertParallelMoE::Impl {
   std::vector<std::pair<std::string, Tensor*>> parameters();
   // The weights of slot s as per_slot() float blocks (gate for SwiGLU, up, down), for a re-balance.
   int64_t per_slot() const { return (activation == MlpActivation::kSwiGLU ? 3 : 2) * config.dim * config.hidden_dim; }
+  std::vector<float*> slot_blocks(int64_t s);  // its blocks, in that order
   void read_slot(int64_t s, float* out);
   void write_slot(int64_t s, const float* in);
 };
@@ -221,30 +222,29 @@ std::vector<std::pair<std::string, Tensor*>> ExpertParallelMoE::Impl::parameters
   return out;
 }
 
-void ExpertParallelMoE::Impl::read_slot(int64_t s, float* out) {
+std::vector<float*> ExpertParallelMoE::Impl::slot_blocks(int64_t s) {
   const int64_t block = config.dim * config.hidden_dim;
-  std::vector<const float*> from;
+  std::vector<float*> blocks;
   if (config.packed_experts) {
-    if (activation == MlpActivation::kSwiGLU) from.push_back(gate_w.data() + s * block);
-    from.push_back(up_w.data() + s * block);
-    from.push_back(down_w.data() + s * block);
+    if (activation == MlpActivation::kSwiGLU) blocks.push_back(gate_w.data() + s * block);
+    blocks.push_back(up_w.data() + s * block);
+    blocks.push_back(down_w.data() + s * block);
   } else {
-    for (auto& [name, t] : mlps[static_cast<size_t>(s)].named_tensors()) from.push_back(t->data());
+    for (auto& [name, t] : mlps[static_cast<size_t>(s)].named_tensors()) blocks.push_back(t->data());
   }
-  for (size_t i = 0; i < from.size(); ++i) std::memcpy(out + i * block, from[i], sizeof(float) * static_cast<size_t>(block));
+  return blocks;
+}
+
+void ExpertParallelMoE::Impl::read_slot(int64_t s, float* out) {
+  const size_t block = static_cast<size_t>(config.dim * config.hidden_dim);
+  const std::vector<float*> blocks = slot_blocks(s);
+  for (size_t i = 0; i < blocks.size(); ++i) std::copy(blocks[i], blocks[i] + block, out + i * block);
 }
 
 void ExpertParallelMoE::Impl::write_slot(int64_t s, const float* in) {
-  const int64_t block = config.dim * config.hidden_dim;
-  std::vector<float*> to;
-  if (config.packed_experts) {
-    if (activation == MlpActivation::kSwiGLU) to.push_back(gate_w.data() + s * block);
-    to.push_back(up_w.data() + s * block);
-    to.push_back(down_w.data() + s * block);
-  } else {
-    for (auto& [name, t] : mlps[static_cast<size_t>(s)].named_tensors()) to.push_back(t->data());
-  }
-  for (size_t i = 0; i < to.size(); ++i) std::memcpy(to[i], in + i * block, sizeof(float) * static_cast<size_t>(block));
+  const size_t block = static_cast<size_t>(config.dim * config.hidden_dim);
+  const std::vector<float*> blocks = slot_blocks(s);
+  for (size_t i = 0; i < blocks.size(); ++i) std::copy(in + i * block, in + (i + 1) * block, blocks[i]);
 }
 
 namespace {
@@ -410,8 +410,9 @@ Tensor ExpertParallelMoE::forward(const Tensor& x_in, Mode mode, int64_t step, i
     destination.push_back(slot / L);
     slot_of.push_back(slot % L);
   }
-  GroupOrder by_rank = group_order(destination, P);
+  const GroupOrder by_rank = group_order(destination, P);
   const int64_t S = static_cast<int64_t>(pair_of.size());
+  std::vector<int64_t> sent_pair(static_cast<size_t>(S));
   // The per-call buffers are the layer's, kept from call to call (Impl::Buffers).
   Impl::Buffers& b = m.buffers;
   std::vector<float>& send_x = b.send_x;
@@ -420,13 +421,13 @@ Tensor ExpertParallelMoE::forward(const Tensor& x_in, Mode mode, int64_t step, i
   send_x.resize(static_cast<size_t>(S * D));
   send_w.resize(static_cast<size_t>(S));
   send_slot.resize(static_cast<size_t>(S));
-  for_rows(S, [&](int64_t r) {
+  for (int64_t r = 0; r < S; ++r) {
     const size_t j = static_cast<size_t>(by_rank.order[static_cast<size_t>(r)]);
-    const int64_t pair = pair_of[j];
-    std::memcpy(send_x.data() + r * D, x.data() + (pair / K) * D, sizeof(float) * static_cast<size_t>(D));
-    send_w[static_cast<size_t>(r)] = routing.weights[static_cast<size_t>(pair)];
+    sent_pair[static_cast<size_t>(r)] = pair_of[j];
+    send_w[static_cast<size_t>(r)] = routing.weights[static_cast<size_t>(pair_of[j])];
     send_slot[static_cast<size_t>(r)] = slot_of[j];
-  });
+  }
+  permute_rows(x.data(), T, D, sent_pair, K, send_x.data());  // each pair's token row
   // Counts, then rows, weights and slots.
   std::vector<int64_t> recv_rows = exchange_counts(by_rank.counts, 1, m.size, m.comm, m.stats);
   int64_t R = 0;
@@ -478,10 +479,7 @@ Tensor ExpertParallelMoE::forward(const Tensor& x_in, Mode mode, int64_t step, i
   std::chrono::duration<double> compute{};
   if (train) {  // the rows copied in grouped order: the saved state keeps them for the backward
     Tensor x_sorted(Shape{R, D});
-    for_rows(R, [&](int64_t r) {
-      std::memcpy(x_sorted.data() + r * D, recv_x.data() + by_expert.order[static_cast<size_t>(r)] * D,
-                  sizeof(float) * static_cast<size_t>(D));
-    });
+    permute_rows(recv_x.data(), R, D, by_expert.order, 1, x_sorted.data());
     const auto compute_start = Clock::now();
     const Tensor y = m.experts->forward(x_sorted, by_expert.counts, &m.saved.expert, scale.data());
     compute = Clock::now() - compute_start;
@@ -494,37 +492,27 @@ Tensor ExpertParallelMoE::forward(const Tensor& x_in, Mode mode, int64_t step, i
   m.expert_seconds = compute.count();
   std::vector<float>& back = b.back;
   back.resize(static_cast<size_t>(R * D));
-  for_rows(R, [&](int64_t r) {
-    std::memcpy(back.data() + by_expert.order[static_cast<size_t>(r)] * D, y_sorted.data() + r * D,
-                sizeof(float) * static_cast<size_t>(D));
-  });
+  unpermute_rows(y_sorted.data(), D, by_expert.order, back.data());
   // Back to the ranks the rows came from, in the order they were sent.
   std::vector<float>& returned = b.returned;
   returned.resize(static_cast<size_t>(S * D));
   exchange_rows(back.data(), recv_rows, returned.data(), by_rank.counts, D, MPI_FLOAT, m.comm, m.stats, m.rank);
   // Each kept pair's row in pair order, then every token's sum over its slots in slot order (MoELayer's combine).
   std::vector<int64_t> row_of_pair(static_cast<size_t>(T * K), -1);
-  for (int64_t r = 0; r < S; ++r)
-    row_of_pair[static_cast<size_t>(pair_of[static_cast<size_t>(by_rank.order[static_cast<size_t>(r)])])] = r;
+  for (int64_t r = 0; r < S; ++r) row_of_pair[static_cast<size_t>(sent_pair[static_cast<size_t>(r)])] = r;
   Tensor y(Shape{T, D});
-  const Tensor shared = m.shared && T > 0
-                            ? m.shared->forward(x, std::vector<int64_t>{T}, train ? &m.saved.shared : nullptr)
-                            : Tensor();
-  for_rows(T, [&](int64_t t) {
-    float* yt = y.data() + t * D;
-    for (int64_t k = 0; k < K; ++k) {
-      const int64_t r = row_of_pair[static_cast<size_t>(t * K + k)];
-      if (r >= 0) add_rows(yt, returned.data() + r * D, D);
-    }
-    if (shared.numel()) add_rows(yt, shared.data() + t * D, D);
-  });
+  combine_slot_rows(returned.data(), S, D, row_of_pair, nullptr, T, K, y.data());
+  if (m.shared && T > 0) {
+    const Tensor shared = m.shared->forward(x, std::vector<int64_t>{T}, train ? &m.saved.shared : nullptr);
+    for_rows(T, [&](int64_t t) { add_rows(y.data() + t * D, shared.data() + t * D, D); });
+  }
   if (train) {
     Impl::Saved& s = m.saved;
     s.valid = true;
     s.x_shape = x_in.shape();
     s.x = x;
-    s.pair_of = std::move(pair_of);
-    s.by_rank = std::move(by_rank);
+    s.sent_pair = std::move(sent_pair);
+    s.send_rows = by_rank.counts;
     s.recv_rows = std::move(recv_rows);
     s.by_expert = std::move(by_expert);
     s.load_scale = std::move(load_scale);
@@ -549,24 +537,18 @@ Tensor ExpertParallelMoE::backward(const Tensor& grad_y, float aux_loss_weight, 
     fail("expert parallelism: aux_loss_weight=", aux_loss_weight, " and z_loss_weight=", z_loss_weight,
          " must be finite");
   const int64_t D = m.config.dim, K = m.config.top_k;
-  const int64_t T = s.x.dim(0), S = static_cast<int64_t>(s.pair_of.size());
+  const int64_t T = s.x.dim(0), S = static_cast<int64_t>(s.sent_pair.size());
   const Tensor g2 = grad_y.reshaped(Shape{T, D});
   m.stats = {};
   // Each sent pair's output gradient is its token's: to the expert's rank in the forward's order.
   std::vector<float> send_g(static_cast<size_t>(S * D));
-  for_rows(S, [&](int64_t r) {
-    const int64_t pair = s.pair_of[static_cast<size_t>(s.by_rank.order[static_cast<size_t>(r)])];
-    std::memcpy(send_g.data() + r * D, g2.data() + (pair / K) * D, sizeof(float) * static_cast<size_t>(D));
-  });
+  permute_rows(g2.data(), T, D, s.sent_pair, K, send_g.data());
   int64_t R = 0;
   for (int64_t n : s.recv_rows) R += n;
   std::vector<float> recv_g(static_cast<size_t>(R * D));
-  exchange_rows(send_g.data(), s.by_rank.counts, recv_g.data(), s.recv_rows, D, MPI_FLOAT, m.comm, m.stats, m.rank);
+  exchange_rows(send_g.data(), s.send_rows, recv_g.data(), s.recv_rows, D, MPI_FLOAT, m.comm, m.stats, m.rank);
   Tensor g_sorted(Shape{R, D});
-  for_rows(R, [&](int64_t r) {
-    std::memcpy(g_sorted.data() + r * D, recv_g.data() + s.by_expert.order[static_cast<size_t>(r)] * D,
-                sizeof(float) * static_cast<size_t>(D));
-  });
+  permute_rows(recv_g.data(), R, D, s.by_expert.order, 1, g_sorted.data());
   m.ensure_grads();
   const auto compute_start = Clock::now();
   m.experts->backward(s.expert, g_sorted, m.expert_grads);
@@ -584,12 +566,11 @@ Tensor ExpertParallelMoE::backward(const Tensor& grad_y, float aux_loss_weight, 
       dst[D] = eg.grad_scale[static_cast<size_t>(row)] * s.load_scale[static_cast<size_t>(slot)];
     }
   std::vector<float> returned(static_cast<size_t>(S * W));
-  exchange_rows(back.data(), s.recv_rows, returned.data(), s.by_rank.counts, W, MPI_FLOAT, m.comm, m.stats, m.rank);
+  exchange_rows(back.data(), s.recv_rows, returned.data(), s.send_rows, W, MPI_FLOAT, m.comm, m.stats, m.rank);
   // MoELayer::backward's order: the routed rows summed in slot order, the shared expert, then the router.
   std::vector<float> grad_weights(static_cast<size_t>(T * K), 0.0f);  // 0 for a dropped pair
   for (int64_t r = 0; r < S; ++r)
-    grad_weights[static_cast<size_t>(s.pair_of[static_cast<size_t>(s.by_rank.order[static_cast<size_t>(r)])])] =
-        returned[static_cast<size_t>(r * W + D)];
+    grad_weights[static_cast<size_t>(s.sent_pair[static_cast<size_t>(r)])] = returned[static_cast<size_t>(r * W + D)];
   Tensor grad_x(Shape{T, D});
   for_rows(T, [&](int64_t t) {
     for (int64_t k = 0; k < K; ++k) {
