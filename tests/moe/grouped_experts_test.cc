@@ -32,6 +32,18 @@ Tensor random_tensor(Shape shape, Rng& rng, double scale) {
   return t;
 }
 
+// One expert per kCounts entry, of activation a, weights of scale 0.5 (nn.Linear layout).
+std::vector<ExpertMlp> random_experts(MlpActivation a, Rng& rng) {
+  std::vector<ExpertMlp> experts(kCounts.size());
+  for (ExpertMlp& m : experts) {
+    m.activation = a;
+    if (a == MlpActivation::kSwiGLU) m.gate_proj = random_tensor({kH, kD}, rng, 0.5);
+    m.up_proj = random_tensor({kH, kD}, rng, 0.5);
+    m.down_proj = random_tensor({kD, kH}, rng, 0.5);
+  }
+  return experts;
+}
+
 // sum(y * g) in double, experts given as nn.Linear (out, in) tensors.
 double loss(const std::vector<ExpertMlp>& experts, const Tensor& x, const Tensor& g) {
   double total = 0;
@@ -62,13 +74,7 @@ class GroupedExpertsBackward : public ::testing::TestWithParam<MlpActivation> {}
 TEST_P(GroupedExpertsBackward, MatchesFiniteDifferences) {
   const MlpActivation a = GetParam();
   Rng rng(5);
-  std::vector<ExpertMlp> experts(kCounts.size());
-  for (ExpertMlp& m : experts) {
-    m.activation = a;
-    if (a == MlpActivation::kSwiGLU) m.gate_proj = random_tensor({kH, kD}, rng, 0.5);
-    m.up_proj = random_tensor({kH, kD}, rng, 0.5);
-    m.down_proj = random_tensor({kD, kH}, rng, 0.5);
-  }
+  std::vector<ExpertMlp> experts = random_experts(a, rng);
   int64_t rows = 0;
   for (int64_t c : kCounts) rows += c;
   const Tensor x = random_tensor({rows, kD}, rng, 1.0), g = random_tensor({rows, kD}, rng, 1.0);
@@ -150,13 +156,7 @@ INSTANTIATE_TEST_SUITE_P(Activations, GroupedExpertsBackward,
 TEST_P(GroupedExpertsBackward, ScaledForwardGivesScaleGradients) {
   const MlpActivation a = GetParam();
   Rng rng(9);
-  std::vector<ExpertMlp> experts(kCounts.size());
-  for (ExpertMlp& m : experts) {
-    m.activation = a;
-    if (a == MlpActivation::kSwiGLU) m.gate_proj = random_tensor({kH, kD}, rng, 0.5);
-    m.up_proj = random_tensor({kH, kD}, rng, 0.5);
-    m.down_proj = random_tensor({kD, kH}, rng, 0.5);
-  }
+  std::vector<ExpertMlp> experts = random_experts(a, rng);
   int64_t rows = 0;
   for (int64_t c : kCounts) rows += c;
   const Tensor x = random_tensor({rows, kD}, rng, 1.0), g = random_tensor({rows, kD}, rng, 1.0);
@@ -213,13 +213,7 @@ TEST_P(GroupedExpertsBackward, ScaledForwardGivesScaleGradients) {
 TEST_P(GroupedExpertsBackward, ReusedBuffersEqualFreshOnes) {
   const MlpActivation a = GetParam();
   Rng rng(13);
-  std::vector<ExpertMlp> experts(kCounts.size());
-  for (ExpertMlp& m : experts) {
-    m.activation = a;
-    if (a == MlpActivation::kSwiGLU) m.gate_proj = random_tensor({kH, kD}, rng, 0.5);
-    m.up_proj = random_tensor({kH, kD}, rng, 0.5);
-    m.down_proj = random_tensor({kD, kH}, rng, 0.5);
-  }
+  std::vector<ExpertMlp> experts = random_experts(a, rng);
   const GroupedExperts grouped(experts);
   GroupedExperts::Gradients kept;
   for (const std::vector<int64_t>& counts : {std::vector<int64_t>{2, 0, 1, 7}, std::vector<int64_t>{0, 3, 0, 1},
@@ -246,13 +240,7 @@ TEST_P(GroupedExpertsBackward, ReusedBuffersEqualFreshOnes) {
 TEST_P(GroupedExpertsBackward, GatheredForwardEqualsTheSortedCopy) {
   const MlpActivation a = GetParam();
   Rng rng(21);
-  std::vector<ExpertMlp> experts(kCounts.size());
-  for (ExpertMlp& m : experts) {
-    m.activation = a;
-    if (a == MlpActivation::kSwiGLU) m.gate_proj = random_tensor({kH, kD}, rng, 0.5);
-    m.up_proj = random_tensor({kH, kD}, rng, 0.5);
-    m.down_proj = random_tensor({kD, kH}, rng, 0.5);
-  }
+  std::vector<ExpertMlp> experts = random_experts(a, rng);
   const GroupedExperts grouped(experts);
   int64_t rows = 0;
   for (int64_t c : kCounts) rows += c;
