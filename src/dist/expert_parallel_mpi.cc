@@ -136,8 +136,9 @@ struct ExpertParallelMoE::Impl {
   std::vector<std::pair<std::string, Tensor>> router_grads;
   GroupedExperts::Gradients expert_grads, shared_grads;
   void ensure_grads();
-  // The forward's per-call buffers, kept (only grown) from call to call: a large batch's rows in fresh buffers
-  // faulted in a page every 4 KiB on every call, about a quarter of DeepSeek-V2-Lite's forward at 512 tokens.
+  // The exchanges' per-call buffers (the backward's too), kept (only grown) from call to call: a large batch's rows
+  // in fresh buffers faulted in a page every 4 KiB on every call, about a quarter of DeepSeek-V2-Lite's forward at
+  // 512 tokens.
   struct Buffers {
     std::vector<float> send_x, send_w, recv_x, recv_w, scale, y_sorted, back, returned;
     std::vector<int64_t> send_slot, recv_slot;
@@ -541,11 +542,15 @@ Tensor ExpertParallelMoE::backward(const Tensor& grad_y, float aux_loss_weight, 
   const Tensor g2 = grad_y.reshaped(Shape{T, D});
   m.stats = {};
   // Each sent pair's output gradient is its token's: to the expert's rank in the forward's order.
-  std::vector<float> send_g(static_cast<size_t>(S * D));
+  // The forward's exchange buffers again: nothing of them is needed after the forward.
+  Impl::Buffers& b = m.buffers;
+  std::vector<float>& send_g = b.send_x;
+  send_g.resize(static_cast<size_t>(S * D));
   permute_rows(g2.data(), T, D, s.sent_pair, K, send_g.data());
   int64_t R = 0;
   for (int64_t n : s.recv_rows) R += n;
-  std::vector<float> recv_g(static_cast<size_t>(R * D));
+  std::vector<float>& recv_g = b.recv_x;
+  recv_g.resize(static_cast<size_t>(R * D));
   exchange_rows(send_g.data(), s.send_rows, recv_g.data(), s.recv_rows, D, MPI_FLOAT, m.comm, m.stats, m.rank);
   Tensor g_sorted(Shape{R, D});
   permute_rows(recv_g.data(), R, D, s.by_expert.order, 1, g_sorted.data());
@@ -557,7 +562,8 @@ Tensor ExpertParallelMoE::backward(const Tensor& grad_y, float aux_loss_weight, 
   // Back, one row of D + 1 per received row: its input gradient and its routing weight's (row scale = weight x
   // gradient scale, so d / d weight = d / d row scale x gradient scale).
   const int64_t W = D + 1;
-  std::vector<float> back(static_cast<size_t>(R * W));
+  std::vector<float>& back = b.back;
+  back.resize(static_cast<size_t>(R * W));
   int64_t row = 0;
   for (int64_t slot = 0; slot < m.local; ++slot)
     for (int64_t n = 0; n < s.by_expert.counts[static_cast<size_t>(slot)]; ++n, ++row) {
@@ -565,7 +571,8 @@ Tensor ExpertParallelMoE::backward(const Tensor& grad_y, float aux_loss_weight, 
       std::memcpy(dst, eg.grad_x.data() + row * D, sizeof(float) * static_cast<size_t>(D));
       dst[D] = eg.grad_scale[static_cast<size_t>(row)] * s.load_scale[static_cast<size_t>(slot)];
     }
-  std::vector<float> returned(static_cast<size_t>(S * W));
+  std::vector<float>& returned = b.returned;
+  returned.resize(static_cast<size_t>(S * W));
   exchange_rows(back.data(), s.recv_rows, returned.data(), s.send_rows, W, MPI_FLOAT, m.comm, m.stats, m.rank);
   // MoELayer::backward's order: the routed rows summed in slot order, the shared expert, then the router.
   std::vector<float> grad_weights(static_cast<size_t>(T * K), 0.0f);  // 0 for a dropped pair
