@@ -143,6 +143,24 @@ struct V {
     for (int l = 0; l < kWidth; ++l) acc.i[l] += half(pairs.i[l], 0) + half(pairs.i[l], 1);
     return acc;
   }
+  // The super-block form: vpmovzxbd, int32 masks and shifts, and vpdpwssd (each lane adds the products of its two
+  // signed 16-bit halves).
+  static ivec widen_u8(const uint8_t* p) {
+    ivec r;
+    for (int l = 0; l < kWidth; ++l) r.i[l] = p[l];
+    return r;
+  }
+  static ivec and_i32(ivec v, int mask) {
+    return map_bits(v, [&](uint32_t x) { return x & static_cast<uint32_t>(mask); });
+  }
+  template <int S>
+  static ivec shift_i32(ivec v) {
+    return map_bits(v, [](uint32_t x) { return S > 0 ? x << (S & 31) : x >> (-S & 31); });
+  }
+  static ivec madd_i16(ivec acc, ivec a, ivec b) {
+    for (int l = 0; l < kWidth; ++l) acc.i[l] += half(a.i[l], 0) * half(b.i[l], 0) + half(a.i[l], 1) * half(b.i[l], 1);
+    return acc;
+  }
   // MXFP4 (gemm_gguf_int8-inl.h): vpshufb (each byte's low four bits index the 16 table bytes of its 128-bit
   // lane; a set top bit gives 0) and the E8M0 exponents widened to f32 bits max(e << 23, 0x400000).
   static ivec table16(const uint8_t* t) {
@@ -228,7 +246,7 @@ const GemmFormat kFp8Dot{WeightFormat::kFp8Block128Dot, "gemm_fp8w_bf16_10x32__m
                         kFp8DotExpandedUnit};
 
 // The GGUF int8 formats as gemm_avx512vnni.cc builds them, one per registry line, and MXFP4's.
-#define HYMOE_GGUF_BLOCK(T, t, type, unit, bits, bias, int8_bias, offsets, act, values)                                  \
+#define HYMOE_GGUF_BLOCK(T, t, type, unit, bits, bias, int8_bias, offsets, act, values, int8_form)                                  \
   const GemmFormat gemm_##t##w_##act##_4x32__model{                                                             \
       WeightFormat::kGgml##T##I8, "gemm_" #t "w_" #act "_4x32__model", kIntMr, kNr,                             \
       int8_pack_a<WeightFormat::kGgml##T##I8>(), gemm_format_gguf_int8<WeightFormat::kGgml##T##I8>,             \
@@ -240,7 +258,7 @@ const GemmFormat gemm_mxfp4w_q8_0_4x32__model{WeightFormat::kMxfp4Block32I8, "ge
                                               gemm_format_gguf_int8<WeightFormat::kMxfp4Block32I8>,
                                               gemm_format_gguf_int8_few<WeightFormat::kMxfp4Block32I8>, 1};
 constexpr const GemmFormat* kModelInt8Formats[] = {
-#define HYMOE_GGUF_BLOCK(T, t, type, unit, bits, bias, int8_bias, offsets, act, values) &gemm_##t##w_##act##_4x32__model,
+#define HYMOE_GGUF_BLOCK(T, t, type, unit, bits, bias, int8_bias, offsets, act, values, int8_form) &gemm_##t##w_##act##_4x32__model,
 #include "kernels/formats/gguf_formats.inc"
 #undef HYMOE_GGUF_BLOCK
     &gemm_mxfp4w_q8_0_4x32__model};

@@ -230,7 +230,7 @@ TEST(GgufInt8Pack, PanelsHoldTheExactWeightsInTheDocumentedBytes) {
                                                     {"Q5_0", 0.75},  {"Q5_1", 0.875}, {"Q4_K", 0.75},
                                                     {"Q5_K", 0.875}, {"Q6_K", 1.0},  {"IQ4_NL", 0.625},
                                                     {"IQ4_XS", 0.625},
-                                                    {"Q2_K", 1.0},   {"Q3_K", 0.75}, {"TQ1_0", 0.625},
+                                                    {"Q2_K", 88 / 256.0}, {"Q3_K", 0.75}, {"TQ1_0", 0.625},
                                                     {"TQ2_0", 0.625},
                                                     // The grid types keep their blocks: the file's bytes.
                                                     {"IQ2_XXS", 66 / 256.0}, {"IQ2_XS", 74 / 256.0},
@@ -304,6 +304,7 @@ const Int8FfnCase kInt8FfnCases[] = {
     {WeightFormat::kGgmlIQ4_XS, WeightFormat::kGgmlIQ4_NL, 256, 96},  // IQ4_XS files where H is no multiple of 256
     {WeightFormat::kGgmlIQ4_XS, WeightFormat::kGgmlIQ4_XS, 512, 256},
     {WeightFormat::kGgmlQ2_K, WeightFormat::kGgmlQ3_K, 256, 256},     // Q2_K files: down Q3_K
+    {WeightFormat::kGgmlQ2_K, WeightFormat::kGgmlQ2_K, 512, 768},     // Q2_K's super-block form in both roles
     {WeightFormat::kGgmlQ3_K, WeightFormat::kGgmlQ4_0, 256, 96},      // Q3_K files where H is no multiple of 256
     {WeightFormat::kGgmlTQ1_0, WeightFormat::kGgmlTQ2_0, 512, 256},
     {WeightFormat::kGgmlTQ2_0, WeightFormat::kGgmlQ4_0, 256, 160},    // TQ files: Q4_0 where H is no multiple of 256

@@ -302,10 +302,7 @@ void expect_int8_kernel_matches_reference_on(const kernels::GemmFormat& gemm_for
             std::memcpy(&da, au + l.k_unit * mr + 4 * i, 4);
             const double xv = static_cast<int8_t>(au[(in / 4 * mr + i) * 4 + in % 4]) * static_cast<double>(da);
             // |scale * code| <= |w| + |offset|: the two terms of a unit are each at most |x| (|w| + |offset|).
-            float offset = 0;
-            if (l.offsets)
-              std::memcpy(&offset, p.buffer.data() + u * f->b_unit_bytes() + int64_t{l.k_unit} * nr * l.code_bits / 8 +
-                                        4 * (nr + j), 4);
+            const float offset = l.offsets ? gguf_int8_panel_offset(fmt, p.buffer.data(), nr, kk, j) : 0.0f;
             abs_sum += std::abs(xv) * (std::abs(gguf_panel_weight(fmt, p.buffer.data(), nr, kk, j)) + 2 * std::abs(offset));
           }
           const size_t at = static_cast<size_t>(i * nr + j);

@@ -88,13 +88,11 @@ void gemm_gguf_int8__ref(WeightFormat format, int m, int mr, int nr, int64_t kc,
   const uint8_t* ap = static_cast<const uint8_t*>(a);
   const uint8_t* bp = static_cast<const uint8_t*>(b);
   const int64_t units = (kc + l.k_unit - 1) / l.k_unit, a_unit = (int64_t{l.k_unit} + 8) * mr;  // per sub-block unit
-  const int64_t b_unit = gguf_layout_unit_bytes(l, nr), code_bytes = int64_t{l.k_unit} * nr * l.code_bits / 8;
   for (int i = 0; i < m; ++i)
     for (int j = 0; j < nr; ++j) {
       double acc = accumulate ? c[i * ldc + j] : 0.0;
       for (int64_t u = 0; u < units; ++u) {
         const uint8_t* au = ap + u * a_unit;
-        const uint8_t* bu = bp + u * b_unit;
         int64_t dot = 0, sum = 0;
         for (int kk = 0; kk < l.k_unit; ++kk) {
           const int x = static_cast<int8_t>(au[(kk / 4 * mr + i) * 4 + kk % 4]);
@@ -110,7 +108,8 @@ void gemm_gguf_int8__ref(WeightFormat format, int m, int mr, int nr, int64_t kc,
         acc += static_cast<double>(dot) * scale * da;
         // The offset times the activations' own sum: q8_1's s (d * sum rounded to f16), or d times the sum.
         const double offset_share = q8_1 ? load_f32(au + (l.k_unit + 4) * mr + 4 * i) : da * static_cast<double>(sum);
-        if (l.offsets) acc += static_cast<double>(load_f32(bu + code_bytes + 4 * (nr + j))) * offset_share;
+        if (l.offsets)
+          acc += static_cast<double>(gguf_int8_panel_offset(format, bp, nr, u * l.k_unit, j)) * offset_share;
       }
       c[i * ldc + j] = static_cast<float>(acc);
     }

@@ -91,6 +91,7 @@ struct GgufBlockFormat {
   GgmlActivation activation;
   const int8_t* values;  // the table a code indexes (kIq4nlValues), or nullptr: the code is the value
   bool grid;             // the IQ1/IQ2/IQ3 types: panels keep the blocks (see GgufPanelLayout::grid)
+  bool super_block;      // int8 form super: the int8 panels keep integer sub-block factors (GgufPanelLayout::super_block)
 };
 // The act column of gguf_formats.inc as the enum.
 #define HYMOE_GGML_ACTIVATION_q8_0 GgmlActivation::kQ8_0
@@ -103,10 +104,14 @@ struct GgufBlockFormat {
 #define HYMOE_GGUF_GRID_none false
 #define HYMOE_GGUF_GRID_iq4nl false
 #define HYMOE_GGUF_GRID_grid true
+// The int8 form column.
+#define HYMOE_GGUF_SUPER_units false
+#define HYMOE_GGUF_SUPER_super true
 inline constexpr GgufBlockFormat kGgufBlockFormats[] = {
-#define HYMOE_GGUF_BLOCK(T, t, type, unit, bits, bias, int8_bias, offsets, act, values)                                 \
+#define HYMOE_GGUF_BLOCK(T, t, type, unit, bits, bias, int8_bias, offsets, act, values, int8_form)                                 \
   {#T, type, WeightFormat::kGgml##T, WeightFormat::kGgml##T##I8, #t "w_f32", #t "w_" #act, unit, bits, bias,   \
-   int8_bias, offsets, HYMOE_GGML_ACTIVATION_##act, HYMOE_GGUF_VALUES_##values, HYMOE_GGUF_GRID_##values},
+   int8_bias, offsets, HYMOE_GGML_ACTIVATION_##act, HYMOE_GGUF_VALUES_##values, HYMOE_GGUF_GRID_##values,        \
+   HYMOE_GGUF_SUPER_##int8_form},
 #include "kernels/formats/gguf_formats.inc"
 #undef HYMOE_GGUF_BLOCK
 };
@@ -148,6 +153,15 @@ struct GgufPanelLayout {
   // per unit of 256 k the nr columns' blocks one after another (ggml's block bytes each), and the kernels expand a
   // unit at a time, in L1, into this layout's 8-bit codes (k_unit, code_bits ... describe that expansion).
   bool grid = false;
+  // Q2_K's int8 form (int8 form super in gguf_formats.inc; int8 layouts only): per unit of 256 k (a GGUF super-block;
+  // k_unit stays the sub-block, 16), the codes, u = code (0..3), 2 bits each: 16 blocks (nr, 4) u8, block s's byte
+  // (j, t) holding k 16 s + 4 g + t of column j at bits 2 g, 2 g + 1 (g = 0..3: sub-block s's four groups); then
+  // (16, nr) u8, the file's scale byte of sub-block s and column j (scale in the low nibble, min in the high); then
+  // nr f32 d and nr f32 -dmin (the block's f16 factors). Weight (k, j) = fmaf(d * sc, u, -(dmin * m)), the exact
+  // layout's value. The kernels take per super-block and C element isum = sum over s of sc * (sum of u * q) and
+  // msum = sum over s of m * (sum of q), exact integers, then c = fma(float(isum), d * d_a, c) and
+  // c = fma(float(msum), -dmin * d_a, c): llama.cpp's arithmetic, one float step per 256 k.
+  bool super_block = false;
 };
 // llama.cpp's kvalues_mxfp4: 2x the E2M1 value of each nibble.
 constexpr int8_t kMxfp4Kvalues[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
@@ -172,6 +186,7 @@ constexpr GgufPanelLayout gguf_int8_layout(WeightFormat format) {
   if (format == WeightFormat::kMxfp4Block32I8) return {39, 32, 4, 12, false, true};
   const GgufBlockFormat* b = gguf_block_format(format);
   if (!b || b->int8 != format) return {0, 0, 0, 0, false};
+  if (b->super_block) return {b->ggml_type, b->k_unit, 2, b->int8_code_bias, b->offsets, false, nullptr, false, true};
   return {b->ggml_type, b->k_unit, b->code_bits, b->int8_code_bias, b->offsets, false, b->values, b->grid};
 }
 constexpr bool is_gguf_int8_format(WeightFormat format) { return gguf_int8_layout(format).ggml_type != 0; }
@@ -204,9 +219,12 @@ constexpr bool is_gguf_grid_format(WeightFormat format) {
   const GgufBlockFormat* b = gguf_block_format(format);
   return b && b->grid;
 }
+constexpr bool is_gguf_super_format(WeightFormat format) { return gguf_int8_layout(format).super_block; }
+// Bytes of one 256-k unit of a super-block int8 panel of nr columns: 2-bit codes, scale bytes, d and -dmin.
+constexpr int64_t gguf_super_unit_bytes(int nr) { return int64_t{kQ8KBlock} / 4 * nr + 16 * nr + 8 * nr; }
 // k granularity of the format's packed panels: K is padded with zeros to a multiple of it.
 constexpr int k_unit(WeightFormat format) {
-  return is_gguf_grid_format(format)              ? kQ8KBlock
+  return is_gguf_grid_format(format) || is_gguf_super_format(format) ? kQ8KBlock
          : is_gguf_format(format)                 ? gguf_panel_layout(format).k_unit
          : is_gguf_int8_format(format)            ? gguf_int8_layout(format).k_unit
          : format == WeightFormat::kBf16Dot       ? 2
@@ -218,6 +236,7 @@ constexpr int k_unit(WeightFormat format) {
 // Bytes of one k unit of a packed weight panel of nr columns, and of a packed activation micro-panel of mr rows.
 constexpr int64_t weight_unit_bytes(WeightFormat format, int nr) {
   if (is_gguf_grid_format(format)) return nr * gguf_grid_block_bytes(gguf_block_format(format)->ggml_type);
+  if (is_gguf_super_format(format)) return gguf_super_unit_bytes(nr);
   if (is_gguf_format(format) || is_gguf_int8_format(format))
     return gguf_layout_unit_bytes(is_gguf_format(format) ? gguf_panel_layout(format) : gguf_int8_layout(format), nr);
   return format == WeightFormat::kF32 ? 4 * nr : format == WeightFormat::kQ8Block32 ? 36 * nr
@@ -226,7 +245,7 @@ constexpr int64_t weight_unit_bytes(WeightFormat format, int nr) {
 }
 constexpr int64_t activation_unit_bytes(WeightFormat format, int mr) {
   // GGUF int8: per unit (k_unit / 4, mr, 4) int8 codes, mr f32 scales, mr int32 sums of the unit's codes.
-  // The grid types: a unit of 256 k is 256 / k_unit such units.
+  // The grid types and the super-block form: a unit of 256 k is 256 / k_unit such units.
   if (is_gguf_int8_format(format))
     return (int64_t{gguf_int8_layout(format).k_unit} + 8) * mr * k_unit(format) / gguf_int8_layout(format).k_unit;
   return format == WeightFormat::kBf16Dot ? 4 * mr : format == WeightFormat::kQ8Block32 ? 40 * mr
@@ -292,6 +311,8 @@ int gguf_int8_panel_code(WeightFormat format, const uint8_t* panel, int nr, int6
 float gguf_int8_panel_scale(WeightFormat format, const uint8_t* unit, int nr, int j);
 // The scale of column j's sub-block holding k index kk in a GGUF panel (exact or int8, grid types included).
 float gguf_panel_sub_scale(WeightFormat format, const uint8_t* panel, int nr, int64_t kk, int j);
+// The offset of that sub-block in a GGUF int8 panel of a type with offsets (0 for the others).
+float gguf_int8_panel_offset(WeightFormat format, const uint8_t* panel, int nr, int64_t kk, int j);
 // Activations as ggml's CPU backend quantizes them before its integer dot products (quantize_row_q8_0_ref,
 // quantize_row_q8_K_ref), shared by the packers and the reference's rounding model so all agree to the bit;
 // values past x[n) are taken as 0.
@@ -483,7 +504,7 @@ void gemm_gguf_int8__ref(WeightFormat format, int m, int mr, int nr, int64_t kc,
 //                                    table shares;
 //   gemm_<t>w_f32_4x16__avx2         AVX2 exact kernels (4 x 16 tiles; one row over 4 panels for decode), which the
 //                                    AVX-512 tables share (gemm_avx512.cc says why).
-#define HYMOE_GGUF_BLOCK(T, t, type, unit, bits, bias, int8_bias, offsets, act, values) \
+#define HYMOE_GGUF_BLOCK(T, t, type, unit, bits, bias, int8_bias, offsets, act, values, int8_form) \
   extern const GemmFormat gemm_##t##w_##act##_2x16__avx2, gemm_##t##w_##act##_4x32__avx512vnni,  \
       gemm_##t##w_f32_4x16__avx2;
 #include "kernels/formats/gguf_formats.inc"

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "hymoe/dtype.h"
 #include "hymoe/error.h"
 #include "hymoe/quant_formats.h"
 #include "kernels/formats/gemm_kernels.h"
@@ -155,6 +156,54 @@ void fill_grid_panel(const GgufPanelLayout& l, int64_t k, int nr, uint8_t* panel
   }
 }
 
+// Q2_K's super-block int8 panel (GgufPanelLayout::super_block): per unit of 256 k, the nr columns' 2-bit codes by
+// sub-block and group, their scale bytes as the file stores them, then f32 d and -dmin. Padding columns are zeros.
+void fill_super_panel(const GgufPanelLayout& l, int64_t k, int nr, uint8_t* panel,
+                      const std::function<std::pair<int, int64_t>(int)>& column_of, const MatrixView& gate,
+                      const MatrixView& up) {
+  HYMOE_CHECK(l.ggml_type == static_cast<uint32_t>(GgmlType::kQ2_K) && k % kQ8KBlock == 0,
+              "the super-block form packs Q2_K rows of whole blocks, not type ", l.ggml_type, " of ", k);
+  const int64_t units = k / kQ8KBlock, unit_bytes = gguf_super_unit_bytes(nr);
+  const int64_t code_bytes = int64_t{kQ8KBlock} / 4 * nr, scale_bytes = 16 * int64_t{nr};
+  std::memset(panel, 0, static_cast<size_t>(units * unit_bytes));
+  GgmlBlockCodes parts;
+  for (int j = 0; j < nr; ++j) {
+    const auto [which, col] = column_of(j);
+    if (col < 0) continue;
+    const MatrixView& src = which == 0 ? gate : up;
+    HYMOE_CHECK(src.quant.scheme == QuantScheme::kGgml && src.quant.ggml_type == l.ggml_type && src.k == k);
+    const auto* row = static_cast<const std::byte*>(src.data) + col * units * int64_t{sizeof(BlockQ2_K)};
+    for (int64_t u = 0; u < units; ++u) {
+      const std::byte* block = row + u * int64_t{sizeof(BlockQ2_K)};
+      BlockQ2_K raw;
+      std::memcpy(&raw, block, sizeof raw);
+      split_block_ref(l.ggml_type, block, &parts);
+      uint8_t* unit = panel + u * unit_bytes;
+      for (int kk = 0; kk < kQ8KBlock; ++kk) {
+        const int s = kk / 16, g = kk % 16 / 4, t = kk % 4;
+        unit[(s * nr + j) * 4 + t] |= static_cast<uint8_t>(parts.code[kk] << (2 * g));
+      }
+      for (int s = 0; s < 16; ++s) unit[code_bytes + s * nr + j] = raw.scales[s];
+      const float d = f16_to_float(raw.d), neg_dmin = -f16_to_float(raw.dmin);
+      std::memcpy(unit + code_bytes + scale_bytes + 4 * j, &d, sizeof d);
+      std::memcpy(unit + code_bytes + scale_bytes + 4 * (nr + j), &neg_dmin, sizeof neg_dmin);
+    }
+  }
+}
+
+// The factors of a super-block panel's unit holding kk, for column j: the scale byte of kk's sub-block, d, -dmin.
+struct SuperFactors {
+  int sc, m;
+  float d, neg_dmin;
+};
+SuperFactors super_factors(const uint8_t* panel, int nr, int64_t kk, int j) {
+  const uint8_t* unit = panel + kk / kQ8KBlock * gguf_super_unit_bytes(nr);
+  const int64_t code_bytes = int64_t{kQ8KBlock} / 4 * nr, scale_bytes = 16 * int64_t{nr};
+  const int byte = unit[code_bytes + kk % kQ8KBlock / 16 * nr + j];
+  return {byte & 15, byte >> 4, load_f32(unit + code_bytes + scale_bytes + 4 * j),
+          load_f32(unit + code_bytes + scale_bytes + 4 * (nr + j))};
+}
+
 // Column j's block of a grid panel holding k index kk, taken apart.
 GgmlBlockCodes grid_block_codes(const GgufPanelLayout& l, const uint8_t* panel, int nr, int64_t kk, int j) {
   const int64_t block_bytes = gguf_grid_block_bytes(l.ggml_type);
@@ -169,6 +218,10 @@ GgmlBlockCodes grid_block_codes(const GgufPanelLayout& l, const uint8_t* panel, 
 float gguf_panel_sub_scale(WeightFormat format, const uint8_t* panel, int nr, int64_t kk, int j) {
   const GgufPanelLayout l = is_gguf_format(format) ? gguf_panel_layout(format) : gguf_int8_layout(format);
   if (l.grid) return grid_block_codes(l, panel, nr, kk, j).scale[kk % kQ8KBlock / l.k_unit];
+  if (l.super_block) {
+    const SuperFactors f = super_factors(panel, nr, kk, j);
+    return f.d * static_cast<float>(f.sc);  // exact: an f16 value times 4 bits
+  }
   const uint8_t* unit = panel + kk / l.k_unit * weight_unit_bytes(format, nr);
   return is_gguf_format(format) ? load_f32(unit + int64_t{l.k_unit} * nr * l.code_bits / 8 + 4 * j)
                                 : gguf_int8_panel_scale(format, unit, nr, j);
@@ -200,6 +253,7 @@ void fill_gguf_int8_panel(WeightFormat format, int64_t k, int nr, uint8_t* panel
   const GgufPanelLayout l = gguf_int8_layout(format);
   HYMOE_CHECK(!l.mxfp4, "mxfp4 int8 panels are packed from kMxfp4 views (pack_quantized_matrix)");
   if (l.grid) return fill_grid_panel(l, k, nr, panel, column_of, gate, up);
+  if (l.super_block) return fill_super_panel(l, k, nr, panel, column_of, gate, up);
   const int groups = l.k_unit / 4, high_bits = l.code_bits - 4;
   fill_panel_units(format, l, k, nr, panel, column_of, gate, up, [&](uint8_t* unit, int kk, int j, int stored) {
     HYMOE_CHECK(stored >= 0 && stored < (1 << l.code_bits));
@@ -217,6 +271,11 @@ void fill_gguf_int8_panel(WeightFormat format, int64_t k, int nr, uint8_t* panel
 int gguf_int8_panel_code(WeightFormat format, const uint8_t* panel, int nr, int64_t kk, int j) {
   const GgufPanelLayout l = gguf_int8_layout(format);
   if (l.grid) return grid_block_codes(l, panel, nr, kk, j).code[kk % kQ8KBlock] + l.code_bias;
+  if (l.super_block) {
+    const uint8_t* unit = panel + kk / kQ8KBlock * gguf_super_unit_bytes(nr);
+    const int in_unit = static_cast<int>(kk % kQ8KBlock), s = in_unit / 16, g = in_unit % 16 / 4, t = in_unit % 4;
+    return unit[(s * nr + j) * 4 + t] >> (2 * g) & 3;
+  }
   const uint8_t* unit = panel + kk / l.k_unit * weight_unit_bytes(format, nr);
   const int in_unit = static_cast<int>(kk % l.k_unit), g = in_unit / 4, t = in_unit % 4;
   if (l.code_bits == 8) return unit[(g * nr + j) * 4 + t];
@@ -230,9 +289,22 @@ int gguf_int8_panel_code(WeightFormat format, const uint8_t* panel, int nr, int6
 
 float gguf_int8_panel_scale(WeightFormat format, const uint8_t* unit, int nr, int j) {
   const GgufPanelLayout l = gguf_int8_layout(format);
+  HYMOE_CHECK(!l.super_block, "a super-block unit has a scale per sub-block: gguf_panel_sub_scale");
   const uint8_t* factors = unit + int64_t{l.k_unit} * nr * l.code_bits / 8;
   // E8M0 e halved: 2^(e - 128), subnormal for e = 0 and 1 (ldexp is exact there).
   return l.mxfp4 ? std::ldexp(1.0f, factors[j] - 128) : load_f32(factors + 4 * j);
+}
+
+float gguf_int8_panel_offset(WeightFormat format, const uint8_t* panel, int nr, int64_t kk, int j) {
+  const GgufPanelLayout l = gguf_int8_layout(format);
+  HYMOE_CHECK(l.ggml_type != 0);
+  if (!l.offsets) return 0.0f;  // the grid types among them
+  if (l.super_block) {
+    const SuperFactors f = super_factors(panel, nr, kk, j);
+    return f.neg_dmin * static_cast<float>(f.m);  // -(dmin * m), exactly
+  }
+  const uint8_t* unit = panel + kk / l.k_unit * weight_unit_bytes(format, nr);
+  return load_f32(unit + int64_t{l.k_unit} * nr * l.code_bits / 8 + 4 * (nr + j));
 }
 
 float gguf_panel_weight(WeightFormat format, const uint8_t* panel, int nr, int64_t kk, int j) {
@@ -243,11 +315,9 @@ float gguf_panel_weight(WeightFormat format, const uint8_t* panel, int nr, int64
   }
   if (is_gguf_int8_format(format)) {
     const GgufPanelLayout l = gguf_int8_layout(format);
-    const uint8_t* unit = panel + kk / l.k_unit * weight_unit_bytes(format, nr);
-    const int64_t code_bytes = int64_t{l.k_unit} * nr * l.code_bits / 8;
-    const float scale = gguf_int8_panel_scale(format, unit, nr, j);
+    const float scale = gguf_panel_sub_scale(format, panel, nr, kk, j);
     const float code = static_cast<float>(gguf_int8_panel_code(format, panel, nr, kk, j) - l.code_bias);
-    return l.offsets ? std::fma(scale, code, load_f32(unit + code_bytes + 4 * (nr + j))) : scale * code;
+    return l.offsets ? std::fma(scale, code, gguf_int8_panel_offset(format, panel, nr, kk, j)) : scale * code;
   }
   const GgufPanelLayout l = gguf_panel_layout(format);
   const int64_t row_bytes = int64_t{nr} * l.code_bits / 8, code_bytes = l.k_unit * row_bytes;

@@ -73,6 +73,18 @@ struct V512 {
   static ivec add_pairs(ivec acc, ivec pairs) {
     return _mm512_add_epi32(acc, _mm512_madd_epi16(pairs, _mm512_set1_epi16(1)));
   }
+  // The super-block form (Q2_K): kWidth bytes zero-extended to int32 lanes, int32 masks and shifts, and acc plus
+  // vpmaddwd's sums of adjacent int16 products (vpdpwssd with VNNI).
+  static ivec widen_u8(const uint8_t* p) {
+    return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  static ivec and_i32(ivec v, int mask) { return _mm512_and_si512(v, _mm512_set1_epi32(mask)); }
+  template <int S>
+  static ivec shift_i32(ivec v) {
+    if constexpr (S > 0) return _mm512_slli_epi32(v, S);
+    else return _mm512_srli_epi32(v, -S);
+  }
+  static ivec madd_i16(ivec acc, ivec a, ivec b) { return _mm512_add_epi32(acc, _mm512_madd_epi16(a, b)); }
   // MXFP4: the nibble lookup (vpshufb within each 128-bit lane) and the E8M0 exponents as f32 bits
   // max(e << 23, 2^-127's bits 0x400000).
   static ivec table16(const uint8_t* t) {
@@ -95,5 +107,6 @@ struct V512Vnni : V512 {
   static ivec q8_start(const uint8_t* correction) { return broadcast4(correction); }
   static ivec q8_dot4(ivec acc, q8w w, ivec x) { return _mm512_dpbusd_epi32(acc, w, x); }
   static ivec u_dot4(ivec acc, ivec u, ivec x) { return _mm512_dpbusd_epi32(acc, u, x); }
+  static ivec madd_i16(ivec acc, ivec a, ivec b) { return _mm512_dpwssd_epi32(acc, a, b); }
   static constexpr bool kPairSums = false;  // vpdpbusd sums in int32 directly
 };

@@ -115,6 +115,18 @@ struct V {
   static ivec add_pairs(ivec acc, ivec pairs) {
     return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
   }
+  // The super-block form (Q2_K): kWidth bytes zero-extended to int32 lanes, int32 masks and shifts, and acc plus
+  // vpmaddwd's sums of adjacent int16 products.
+  static ivec widen_u8(const uint8_t* p) {
+    return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  }
+  static ivec and_i32(ivec v, int mask) { return _mm256_and_si256(v, _mm256_set1_epi32(mask)); }
+  template <int S>
+  static ivec shift_i32(ivec v) {
+    if constexpr (S > 0) return _mm256_slli_epi32(v, S);
+    else return _mm256_srli_epi32(v, -S);
+  }
+  static ivec madd_i16(ivec acc, ivec a, ivec b) { return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b)); }
   // MXFP4: the nibble lookup (vpshufb within each 128-bit lane) and the E8M0 exponents as f32 bits
   // max(e << 23, 2^-127's bits 0x400000).
   static ivec table16(const uint8_t* t) {
@@ -149,7 +161,7 @@ const GemmFormat kQ8{WeightFormat::kQ8Block32, "gemm_q8w_q8_2x16__avx2", kQ8Mr, 
 }  // namespace
 
 // Every GGUF format's exact and int8 kernels, one pair per line of gguf_formats.inc (gemm_kernels.h names them).
-#define HYMOE_GGUF_BLOCK(T, t, type, unit, bits, bias, int8_bias, offsets, act, values)                                   \
+#define HYMOE_GGUF_BLOCK(T, t, type, unit, bits, bias, int8_bias, offsets, act, values, int8_form)                                   \
   const GemmFormat gemm_##t##w_f32_4x16__avx2{WeightFormat::kGgml##T, "gemm_" #t "w_f32_4x16__avx2", kGgufMr, kNr,  \
                                               pack_activations_f32, gemm_format_gguf<WeightFormat::kGgml##T>,      \
                                               gemm_format_gguf_few<WeightFormat::kGgml##T>, 1,                    \
@@ -173,7 +185,7 @@ namespace {
 
 constexpr const GemmFormat* kFormats[] = {
     &kF32, &kBf16Widen, &kQ8, &kGemmFp8wF32Avx2, &kGemmMxfp4wF32Avx2, &gemm_mxfp4w_q8_0_2x16__avx2,
-#define HYMOE_GGUF_BLOCK(T, t, type, unit, bits, bias, int8_bias, offsets, act, values) \
+#define HYMOE_GGUF_BLOCK(T, t, type, unit, bits, bias, int8_bias, offsets, act, values, int8_form) \
   &gemm_##t##w_f32_4x16__avx2, &gemm_##t##w_##act##_2x16__avx2,
 #include "kernels/formats/gguf_formats.inc"
 #undef HYMOE_GGUF_BLOCK

@@ -33,7 +33,7 @@ const GemmFormat kQ8{WeightFormat::kQ8Block32, "gemm_q8w_q8_6x32__avx512", kQ8Mr
 // 512-bit versions would give no more FMA throughput there; wider decode would help Intel cores, not yet written.
 constexpr const GemmFormat* kFormats[] = {
     &kF32, &kBf16Widen, &kQ8, &kGemmFp8wF32Avx2, &kGemmMxfp4wF32Avx2, &gemm_mxfp4w_q8_0_2x16__avx2,
-#define HYMOE_GGUF_BLOCK(T, t, type, unit, bits, bias, int8_bias, offsets, act, values) \
+#define HYMOE_GGUF_BLOCK(T, t, type, unit, bits, bias, int8_bias, offsets, act, values, int8_form) \
   &gemm_##t##w_f32_4x16__avx2, &gemm_##t##w_##act##_2x16__avx2,
 #include "kernels/formats/gguf_formats.inc"
 #undef HYMOE_GGUF_BLOCK

@@ -144,21 +144,49 @@ inline void int8_groups(const uint8_t* au, const uint8_t* bu, typename V::ivec (
   }
 }
 
+// A tile's C accumulators (M rows of 2P vectors): loaded where the call accumulates, else zero; and stored.
+template <int M, int P>
+inline void load_tile_acc(typename V::vec (&acc)[M][2 * P], const float* c, int64_t ldc, bool accumulate) {
+#pragma GCC unroll 8
+  for (int i = 0; i < M; ++i)
+#pragma GCC unroll 8
+    for (int j = 0; j < 2 * P; ++j) acc[i][j] = accumulate ? V::load(c + i * ldc + j * V::kWidth) : V::zero();
+}
+template <int M, int P>
+inline void store_tile_acc(const typename V::vec (&acc)[M][2 * P], float* c, int64_t ldc) {
+#pragma GCC unroll 8
+  for (int i = 0; i < M; ++i)
+#pragma GCC unroll 8
+    for (int j = 0; j < 2 * P; ++j) V::store(c + i * ldc + j * V::kWidth, acc[i][j]);
+}
+
+// The driver's prefetch hint (gemm_kernels.h) spread evenly over a call's units, toward L2.
+class HintPrefetch {
+ public:
+  HintPrefetch(const char* from, const char* end, int64_t units) : at_(from), end_(end) {
+    const int64_t lines = end > from ? (end - from + 63) / 64 : 0;
+    per_unit_ = units > 0 ? (lines + units - 1) / units : 0;
+  }
+  void unit() {
+    for (int64_t l = 0; l < per_unit_ && at_ < end_; ++l, at_ += 64) __builtin_prefetch(at_, 0, 2);
+  }
+
+ private:
+  const char* at_;
+  const char* end_;
+  int64_t per_unit_;
+};
+
 // M rows over P panels (panel p at b + p * panel_stride bytes, its C at c + p * kNr).
 template <WeightFormat F, int M, int P>
 void int8_tile(int64_t units, const uint8_t* a, const uint8_t* b, int64_t panel_stride, float* c, int64_t ldc,
                bool accumulate, const char* prefetch, const char* prefetch_end) {
   using L = Int8Layout<F>;
   typename V::vec acc[M][2 * P];
-#pragma GCC unroll 8
-  for (int i = 0; i < M; ++i)
-#pragma GCC unroll 8
-    for (int j = 0; j < 2 * P; ++j) acc[i][j] = accumulate ? V::load(c + i * ldc + j * V::kWidth) : V::zero();
-  const int64_t lines = prefetch_end > prefetch ? (prefetch_end - prefetch + 63) / 64 : 0;
-  const int64_t lines_per_unit = units > 0 ? (lines + units - 1) / units : 0;
+  load_tile_acc<M, P>(acc, c, ldc, accumulate);
+  HintPrefetch hint(prefetch, prefetch_end, units);
   for (int64_t u = 0; u < units; ++u) {
-    for (int64_t l = 0; l < lines_per_unit && prefetch < prefetch_end; ++l, prefetch += 64)
-      __builtin_prefetch(prefetch, 0, 2);
+    hint.unit();
     // The decode form (one row over P panels, which the driver gives no hint) fetches each panel's next unit
     // into L1 itself: with the hardware prefetchers alone the core waits on a unit's lines, then computes, and the
     // two barely overlap. Measured cold in hymoe_decode_stream_bench (docs/performance.md): Q4_0 and MXFP4 15%
@@ -219,17 +247,105 @@ void int8_tile(int64_t units, const uint8_t* a, const uint8_t* b, int64_t panel_
       }
     }
   }
+  store_tile_acc<M, P>(acc, c, ldc);
+}
+
+// Q2_K's super-block form (GgufPanelLayout::super_block), M rows over P panels as int8_tile. Per unit of 256 k,
+// panel and sub-block s: the four groups' 2-bit codes come out of one byte plane by a shift and a mask each, dot =
+// the sub-block's sum of u * q (int32 by vpdpbusd, or the int16 pair sums of vpmaddubsw added over the four groups:
+// at most 4 * 2 * 3 * 127), then isum += dot * sc by vpmaddwd / vpdpwssd (|dot| <= 16 * 3 * 127 fits int16; sc sits
+// in the low half of each lane, and in both halves against pair sums). A second pass over the scale bytes takes
+// msum += m * (the activations' sum of sub-block s), |sum| <= 16 * 127. Both are exact integers, so every kernel
+// reaches the same ones; then per C element c = fma(float(isum), d * d_a, c) and c = fma(float(msum), -dmin * d_a,
+// c): one chain over the super-blocks in increasing k, the bits independent of blocking, rows and threads.
+template <WeightFormat F, int M, int P>
+void super_int8_tile(int64_t units, const uint8_t* a, const uint8_t* b, int64_t panel_stride, float* c, int64_t ldc,
+                     bool accumulate, const char* prefetch, const char* prefetch_end) {
+  using ivec = typename V::ivec;
+  constexpr int kSubs = kQ8KBlock / 16;
+  constexpr int64_t kBUnit = gguf_super_unit_bytes(kNr), kCodeBytes = int64_t{kQ8KBlock} / 4 * kNr;
+  constexpr int64_t kScaleBytes = 16 * int64_t{kNr}, kSubA = (16 + 8) * int64_t{kIntMr};
+  typename V::vec acc[M][2 * P];
+  load_tile_acc<M, P>(acc, c, ldc, accumulate);
+  HintPrefetch hint(prefetch, prefetch_end, units);
+  for (int64_t u = 0; u < units; ++u) {
+    hint.unit();
+    // The decode form fetches each panel's next unit itself, as int8_tile's does, a sixteenth of it per sub-block
+    // (below) so the fetches spread over the unit's work.
+    const bool fetch_next = P > 1 && u + 1 < units;
+    const uint8_t* au = a + u * kSubs * kSubA;
+    const float* da = reinterpret_cast<const float*>(au + 16 * kIntMr);  // the 256-block's d, in every sub-unit
+#pragma GCC unroll 4
+    for (int p = 0; p < P; ++p) {
+      const uint8_t* bu = b + p * panel_stride + u * kBUnit;
+      ivec isum[M][2], msum[M][2];
 #pragma GCC unroll 8
-  for (int i = 0; i < M; ++i)
+      for (int i = 0; i < M; ++i) isum[i][0] = isum[i][1] = msum[i][0] = msum[i][1] = V::set1_i32(0);
+#pragma GCC unroll 16
+      for (int s = 0; s < kSubs; ++s) {
+        const uint8_t* as = au + s * kSubA;
+        if constexpr (P > 1)
+          if (fetch_next)
+            for (int64_t o = s * kBUnit / kSubs / 64 * 64; o < (s + 1) * kBUnit / kSubs; o += 64)
+              __builtin_prefetch(bu + kBUnit + o, 0, 3);
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; ++h) {
+          const ivec raw = V::load_bytes(bu + (s * kNr + h * V::kWidth) * 4);
+          const ivec w0 = V::and_bytes(raw, 3), w1 = V::and_bytes(V::template shift_bytes<-2>(raw), 3);
+          const ivec w2 = V::and_bytes(V::template shift_bytes<-4>(raw), 3);
+          const ivec w3 = V::and_bytes(V::template shift_bytes<-6>(raw), 3);
+          ivec sc = V::and_i32(V::widen_u8(bu + kCodeBytes + s * kNr + h * V::kWidth), 15);
+          if constexpr (V::kPairSums) sc = V::or_bytes(sc, V::template shift_i32<16>(sc));
 #pragma GCC unroll 8
-    for (int j = 0; j < 2 * P; ++j) V::store(c + i * ldc + j * V::kWidth, acc[i][j]);
+          for (int i = 0; i < M; ++i) {
+            const ivec x0 = V::broadcast4(as + (0 * kIntMr + i) * 4), x1 = V::broadcast4(as + (1 * kIntMr + i) * 4);
+            const ivec x2 = V::broadcast4(as + (2 * kIntMr + i) * 4), x3 = V::broadcast4(as + (3 * kIntMr + i) * 4);
+            ivec dot;
+            if constexpr (V::kPairSums)
+              dot = V::add_i16(V::add_i16(V::pair_sums(w0, x0), V::pair_sums(w1, x1)),
+                               V::add_i16(V::pair_sums(w2, x2), V::pair_sums(w3, x3)));
+            else
+              dot = V::u_dot4(V::u_dot4(V::u_dot4(V::u_dot4(V::set1_i32(0), w0, x0), w1, x1), w2, x2), w3, x3);
+            isum[i][h] = V::madd_i16(isum[i][h], dot, sc);
+          }
+        }
+      }
+#pragma GCC unroll 16
+      for (int s = 0; s < kSubs; ++s) {
+        const int32_t* sums = reinterpret_cast<const int32_t*>(au + s * kSubA + 20 * kIntMr);
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; ++h) {
+          const ivec m = V::template shift_i32<-4>(V::widen_u8(bu + kCodeBytes + s * kNr + h * V::kWidth));
+#pragma GCC unroll 8
+          for (int i = 0; i < M; ++i) msum[i][h] = V::madd_i16(msum[i][h], m, V::set1_i32(sums[i]));
+        }
+      }
+      const float* factors = reinterpret_cast<const float*>(bu + kCodeBytes + kScaleBytes);
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; ++h) {
+        const typename V::vec d = V::load(factors + h * V::kWidth), neg_dmin = V::load(factors + kNr + h * V::kWidth);
+#pragma GCC unroll 8
+        for (int i = 0; i < M; ++i) {
+          const typename V::vec dav = V::broadcast(da + i);
+          acc[i][2 * p + h] = V::fma(V::to_float(isum[i][h]), V::mul(d, dav), acc[i][2 * p + h]);
+          acc[i][2 * p + h] = V::fma(V::to_float(msum[i][h]), V::mul(neg_dmin, dav), acc[i][2 * p + h]);
+        }
+      }
+    }
+  }
+  store_tile_acc<M, P>(acc, c, ldc);
 }
 
 template <WeightFormat F, int M = kIntMr>
 void int8_rows(int m, int64_t units, const uint8_t* a, const uint8_t* b, float* c, int64_t ldc, bool accumulate,
                const char* prefetch, const char* prefetch_end) {
   if constexpr (M >= 1) {
-    if (m == M) return int8_tile<F, M, 1>(units, a, b, 0, c, ldc, accumulate, prefetch, prefetch_end);
+    if (m == M) {
+      if constexpr (gguf_int8_layout(F).super_block)
+        return super_int8_tile<F, M, 1>(units, a, b, 0, c, ldc, accumulate, prefetch, prefetch_end);
+      else
+        return int8_tile<F, M, 1>(units, a, b, 0, c, ldc, accumulate, prefetch, prefetch_end);
+    }
     return int8_rows<F, M - 1>(m, units, a, b, c, ldc, accumulate, prefetch, prefetch_end);
   }
 }
@@ -321,6 +437,10 @@ void gemm_format_gguf_int8_few(int m, int64_t kc, const void* a, const void* b, 
       grid_int8_rows<F>(1, (kc + kUnit - 1) / kUnit, static_cast<const uint8_t*>(a),
                         static_cast<const uint8_t*>(b) + p * panel_stride_bytes, c + p * kNr, ldc, acc, nullptr,
                         nullptr);
+  } else if constexpr (gguf_int8_layout(F).super_block) {
+    super_int8_tile<F, 1, kFewRowsPanels[1]>((kc + kUnit - 1) / kUnit, static_cast<const uint8_t*>(a),
+                                             static_cast<const uint8_t*>(b), panel_stride_bytes, c, ldc, acc, nullptr,
+                                             nullptr);
   } else {
     int8_tile<F, 1, kFewRowsPanels[1]>((kc + kUnit - 1) / kUnit, static_cast<const uint8_t*>(a),
                                        static_cast<const uint8_t*>(b), panel_stride_bytes, c, ldc, acc, nullptr,
