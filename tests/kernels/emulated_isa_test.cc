@@ -246,7 +246,7 @@ const GemmFormat kFp8Dot{WeightFormat::kFp8Block128Dot, "gemm_fp8w_bf16_10x32__m
                         kFp8DotExpandedUnit};
 
 // The GGUF int8 formats as gemm_avx512vnni.cc builds them, one per registry line, and MXFP4's.
-#define HYMOE_GGUF_BLOCK(T, t, type, unit, bits, bias, int8_bias, offsets, act, values, int8_form)                                  \
+#define HYMOE_GGUF_BLOCK(T, t, type, unit, bits, bias, int8_bias, offsets, act, values, int8_form) \
   const GemmFormat gemm_##t##w_##act##_4x32__model{                                                             \
       WeightFormat::kGgml##T##I8, "gemm_" #t "w_" #act "_4x32__model", kIntMr, kNr,                             \
       int8_pack_a<WeightFormat::kGgml##T##I8>(), gemm_format_gguf_int8<WeightFormat::kGgml##T##I8>,             \
@@ -258,7 +258,8 @@ const GemmFormat gemm_mxfp4w_q8_0_4x32__model{WeightFormat::kMxfp4Block32I8, "ge
                                               gemm_format_gguf_int8<WeightFormat::kMxfp4Block32I8>,
                                               gemm_format_gguf_int8_few<WeightFormat::kMxfp4Block32I8>, 1};
 constexpr const GemmFormat* kModelInt8Formats[] = {
-#define HYMOE_GGUF_BLOCK(T, t, type, unit, bits, bias, int8_bias, offsets, act, values, int8_form) &gemm_##t##w_##act##_4x32__model,
+#define HYMOE_GGUF_BLOCK(T, t, type, unit, bits, bias, int8_bias, offsets, act, values, int8_form) \
+  &gemm_##t##w_##act##_4x32__model,
 #include "kernels/formats/gguf_formats.inc"
 #undef HYMOE_GGUF_BLOCK
     &gemm_mxfp4w_q8_0_4x32__model};

@@ -91,7 +91,7 @@ struct GgufBlockFormat {
   GgmlActivation activation;
   const int8_t* values;  // the table a code indexes (kIq4nlValues), or nullptr: the code is the value
   bool grid;             // the IQ1/IQ2/IQ3 types: panels keep the blocks (see GgufPanelLayout::grid)
-  bool super_block;      // int8 form super: the int8 panels keep integer sub-block factors (GgufPanelLayout::super_block)
+  bool super_block;      // int8 form super: integer sub-block factors (GgufPanelLayout::super_block)
 };
 // The act column of gguf_formats.inc as the enum.
 #define HYMOE_GGML_ACTIVATION_q8_0 GgmlActivation::kQ8_0
@@ -108,7 +108,7 @@ struct GgufBlockFormat {
 #define HYMOE_GGUF_SUPER_units false
 #define HYMOE_GGUF_SUPER_super true
 inline constexpr GgufBlockFormat kGgufBlockFormats[] = {
-#define HYMOE_GGUF_BLOCK(T, t, type, unit, bits, bias, int8_bias, offsets, act, values, int8_form)                                 \
+#define HYMOE_GGUF_BLOCK(T, t, type, unit, bits, bias, int8_bias, offsets, act, values, int8_form) \
   {#T, type, WeightFormat::kGgml##T, WeightFormat::kGgml##T##I8, #t "w_f32", #t "w_" #act, unit, bits, bias,   \
    int8_bias, offsets, HYMOE_GGML_ACTIVATION_##act, HYMOE_GGUF_VALUES_##values, HYMOE_GGUF_GRID_##values,        \
    HYMOE_GGUF_SUPER_##int8_form},

@@ -161,7 +161,7 @@ const GemmFormat kQ8{WeightFormat::kQ8Block32, "gemm_q8w_q8_2x16__avx2", kQ8Mr, 
 }  // namespace
 
 // Every GGUF format's exact and int8 kernels, one pair per line of gguf_formats.inc (gemm_kernels.h names them).
-#define HYMOE_GGUF_BLOCK(T, t, type, unit, bits, bias, int8_bias, offsets, act, values, int8_form)                                   \
+#define HYMOE_GGUF_BLOCK(T, t, type, unit, bits, bias, int8_bias, offsets, act, values, int8_form) \
   const GemmFormat gemm_##t##w_f32_4x16__avx2{WeightFormat::kGgml##T, "gemm_" #t "w_f32_4x16__avx2", kGgufMr, kNr,  \
                                               pack_activations_f32, gemm_format_gguf<WeightFormat::kGgml##T>,      \
                                               gemm_format_gguf_few<WeightFormat::kGgml##T>, 1,                    \

@@ -39,7 +39,7 @@ const GemmFormat kQ8{WeightFormat::kQ8Block32, "gemm_q8w_q8_6x32__avx512vnni", k
 }  // namespace
 
 // Every GGUF format's int8 kernels, one per line of gguf_formats.inc (gemm_kernels.h names them).
-#define HYMOE_GGUF_BLOCK(T, t, type, unit, bits, bias, int8_bias, offsets, act, values, int8_form)                                   \
+#define HYMOE_GGUF_BLOCK(T, t, type, unit, bits, bias, int8_bias, offsets, act, values, int8_form) \
   const GemmFormat gemm_##t##w_##act##_4x32__avx512vnni{                                                         \
       WeightFormat::kGgml##T##I8, "gemm_" #t "w_" #act "_4x32__avx512vnni", kIntMr, kNr,                         \
       int8_pack_a<WeightFormat::kGgml##T##I8>(), gemm_format_gguf_int8<WeightFormat::kGgml##T##I8>,              \
