@@ -23,19 +23,27 @@ struct V : V512Vnni {
   // 2i and 2i + 1, gives two vectors of 16 k pairs, half H from the words' byte H, each code as the bf16 bits of
   // fp8(b) * 2^-8. With the code in a word's high byte, x = word (H = 1) or word << 8 (H = 0), an arithmetic
   // shift by 4 puts magnitude bits 0-6 on bf16's bits 4-10 and copies the sign into bit 15, so
-  // ((x >>a 4) & 0x87F0) + (112 << 7) is the code with exponent field e >= 1 (2^(e - 7) * 2^-8 is bf16 exponent
-  // e + 112; no carry reaches the sign). Codes with e = 0 (zero, subnormal m * 2^-9) are rare in real weights
-  // (below 2^-6 of the largest e4m3 value): only a row that holds one looks them up by m in kFp8SubnormalBf16
-  // (vpermw), under the mask of those lanes. Per 64 codes: 9 vector ops, no shuffle.
-  using fp8row = __m512i;
-  static fp8row fp8_row(const uint8_t* p) { return _mm512_loadu_si512(p); }
+  // ((x >>a 4) & 0x87F0) | (112 << 7) is the code with exponent field e >= 1 (2^(e - 7) * 2^-8 is bf16 exponent
+  // e + 112, and 112 + e = 112 | e for e < 16: one vpternlogd). Codes with e = 0 (zero, subnormal m * 2^-9) are
+  // rare in real weights (below 2^-6 of the largest e4m3 value): the row is tested for them once (vptestnmb), and
+  // only a row that holds one looks them up by m in kFp8SubnormalBf16 (vpermw), under the mask of those lanes. Per
+  // 64 codes: 7 vector ops and a mask test, no shuffle.
+  struct fp8row {
+    __m512i codes;
+    bool has_low;  // some code of the row has exponent field 0
+  };
+  static fp8row fp8_row(const uint8_t* p) {
+    const __m512i codes = _mm512_loadu_si512(p);
+    return {codes, _mm512_testn_epi8_mask(codes, _mm512_set1_epi8(0x78)) != 0};
+  }
   template <int H>
-  static bvec fp8_pairs(fp8row row) {
-    const __m512i x = H == 0 ? _mm512_slli_epi16(row, 8) : row;
-    __m512i bits = _mm512_add_epi16(_mm512_and_si512(_mm512_srai_epi16(x, 4), _mm512_set1_epi16(static_cast<short>(0x87F0))),
-                                    _mm512_set1_epi16(112 << 7));
-    const __mmask32 low = _mm512_testn_epi16_mask(x, _mm512_set1_epi16(0x7800));
-    if (__builtin_expect(low != 0, 0)) {
+  static bvec fp8_pairs(const fp8row& row) {
+    const __m512i x = H == 0 ? _mm512_slli_epi16(row.codes, 8) : row.codes;
+    // (A & B) | C: vpternlogd with the truth table 0xEA.
+    __m512i bits = _mm512_ternarylogic_epi32(_mm512_srai_epi16(x, 4), _mm512_set1_epi16(static_cast<short>(0x87F0)),
+                                             _mm512_set1_epi16(112 << 7), 0xEA);
+    if (__builtin_expect(row.has_low, 0)) {
+      const __mmask32 low = _mm512_testn_epi16_mask(x, _mm512_set1_epi16(0x7800));
       const __m512i looked_up = _mm512_permutexvar_epi16(_mm512_srli_epi16(x, 8), _mm512_loadu_si512(kFp8SubnormalBf16));
       // looked_up | (x & 0x8000): vpternlogd with the truth table A | (B & C).
       bits = _mm512_mask_mov_epi16(bits, low, _mm512_ternarylogic_epi32(looked_up, x, _mm512_set1_epi16(static_cast<short>(0x8000)), 0xF8));

@@ -23,6 +23,7 @@ constexpr int64_t kFp8DotBUnit = 132 * kNr;                 // bytes of a panel'
 constexpr int64_t kFp8DotPairRow = 2 * kNr;                 // bytes of one k pair of a panel's codes
 constexpr int64_t kFp8DotExpandedUnit = 260 * kNr;          // an expanded unit: (64, kNr) bf16 pairs, then kNr f32
 constexpr int64_t kFp8DotExpandedPairRow = 4 * kNr;         // bytes of one k pair of an expanded unit
+constexpr int64_t kFp8DotAhead = 1024;                      // the decode form's prefetch distance, bytes a panel
 
 // M rows over P adjacent panels (panel p at b + p * panel_stride bytes, its C at c + p * kNr), `units` units from
 // a's and b's unit 0. a holds kFp8Mr pairs per k pair (pack_activations_bf16_pairs128 with mr = kFp8Mr). b is the
@@ -50,6 +51,18 @@ void fp8_dot_tile(int64_t units, const uint32_t* a, const uint8_t* b, int64_t pa
       if (t % 16 == 0)
         for (int64_t l = 0; l < lines_per_burst && prefetch < prefetch_end; ++l, prefetch += 64)
           __builtin_prefetch(prefetch, 0, 2);
+      // The decode form (P > 1, which the driver gives no hint) fetches its panels into L1 itself, kFp8DotAhead
+      // bytes ahead: a line per k pair and the unit's two lines of multipliers, so each unit covers its own 66
+      // lines, shifted. Without it the hardware prefetchers alone streamed 10 GB/s a thread cold where Q4_0's
+      // form reaches 14 (hymoe_decode_stream_bench, docs/performance.md); 1, 2 or 4 KiB ahead measured alike.
+      if constexpr (P > 1) {
+#pragma GCC unroll 8
+        for (int p = 0; p < P; ++p) {
+          const uint8_t* ahead = bu + p * panel_stride + kFp8DotAhead;
+          __builtin_prefetch(ahead + t * kFp8DotPairRow, 0, 3);
+          if (t % 32 == 0) __builtin_prefetch(ahead + 128 * kNr + t / 32 * 64, 0, 3);
+        }
+      }
       // A panel's two decoded weight vectors, then each row's activation pair broadcast once and used on both:
       // 2M chains, two weights and one broadcast live (a broadcast reused across the halves would keep M of them
       // in registers, past the 32 zmm).
