@@ -12,14 +12,17 @@
 //   q8 block32 per panel, per k block of 32: (8, NR, 4) u8 weights w + 128 (four consecutive k of a column
 //              together, the operand vpdpbusd consumes), then NR f32 scales; w = round(x / d), d = max|x| / 127
 //              over the column's block. Activations quantized the same way per row and block when packed.
-//   GGUF       Q8_0, Q4_0, Q4_K, Q5_K, Q6_K repacked from their blocks (GgufPanelLayout below): per panel and
-//              sub-block of 32 (Q6_K: 16) k, the columns' codes (4 or 8 bits) then their f32 scales (and
-//              offsets); decoded to the exact f32 weights in registers; f32 FMA.
-//   GGUF int8  the same five types repacked for integer dot products (GgufPanelLayout, gguf_int8_layout): per
-//              panel and unit of 32 (Q6_K: 16) k, groups of four consecutive k of a column (the (k/4, NR, 4)
-//              operand vpdpbusd / vpmaddubsw consume), codes unsigned with a bias, two 4-bit codes per byte, then
-//              the columns' f32 scales (and offsets). Activations quantized per block as ggml's CPU backend does
-//              (q8_0 or q8_K) when packed; per unit an exact integer dot, then one float FMA per C element.
+//   GGUF       the block types of gguf_formats.inc repacked from their blocks (GgufPanelLayout below): per panel
+//              and sub-block (16 or 32 k), the columns' codes (4 to 8 bits) then their f32 scales (and offsets);
+//              the IQ1-IQ3 types keep their blocks as stored, 256 k a unit. Decoded to the exact f32 weights in
+//              registers; f32 FMA.
+//   GGUF int8  the same types repacked for integer dot products (GgufPanelLayout, gguf_int8_layout): per panel
+//              and sub-block, groups of four consecutive k of a column (the (k/4, NR, 4) operand vpdpbusd /
+//              vpmaddubsw consume), codes unsigned with a bias, two 4-bit codes per byte (5 and 6 bits: a plane of
+//              the high bits), then the columns' f32 scales (and offsets). The super-block form (Q2_K, TQ1_0,
+//              TQ2_0) keeps 2-bit codes and integer sub-block scales per 256 k under f32 d and -dmin
+//              (gguf_super_layout); the grid types as above. Activations quantized per block as ggml's CPU backend
+//              does (q8_0, q8_1 or q8_K) when packed; per unit an exact integer dot, then float FMAs per C element.
 //              MXFP4 runs the same way against q8_0 activations (as llama.cpp runs gpt-oss): its E2M1 nibbles in
 //              Q4_0's nibble layout, looked up in registers as 2x their value plus 12, then NR u8 E8M0 scales.
 //   fp8 block  per panel, per k block of 128: (128, NR) u8 float8 e4m3fn codes, then NR f32 multipliers (the
@@ -153,14 +156,17 @@ struct GgufPanelLayout {
   // per unit of 256 k the nr columns' blocks one after another (ggml's block bytes each), and the kernels expand a
   // unit at a time, in L1, into this layout's 8-bit codes (k_unit, code_bits ... describe that expansion).
   bool grid = false;
-  // Q2_K's int8 form (int8 form super in gguf_formats.inc; int8 layouts only): per unit of 256 k (a GGUF super-block;
-  // k_unit stays the sub-block, 16), the codes, u = code (0..3), 2 bits each: 16 blocks (nr, 4) u8, block s's byte
-  // (j, t) holding k 16 s + 4 g + t of column j at bits 2 g, 2 g + 1 (g = 0..3: sub-block s's four groups); then
-  // (16, nr) u8, the file's scale byte of sub-block s and column j (scale in the low nibble, min in the high); then
-  // nr f32 d and nr f32 -dmin (the block's f16 factors). Weight (k, j) = fmaf(d * sc, u, -(dmin * m)), the exact
-  // layout's value. The kernels take per super-block and C element isum = sum over s of sc * (sum of u * q) and
-  // msum = sum over s of m * (sum of q), exact integers, then c = fma(float(isum), d * d_a, c) and
-  // c = fma(float(msum), -dmin * d_a, c): llama.cpp's arithmetic, one float step per 256 k.
+  // The super-block int8 form (int8 form super in gguf_formats.inc: Q2_K, TQ1_0, TQ2_0; int8 layouts only), whatever
+  // the type's line says: k_unit 16 (the sub-block, q8_K's sums per 16), code bias 0, offsets. Per unit of 256 k (a
+  // GGUF super-block; gguf_super_layout gives the offsets) the codes u (0..3), 2 bits each: 16 blocks (nr, 4) u8,
+  // block s's byte (j, t) holding k 16 s + 4 g + t of column j at bits 2 g, 2 g + 1 (g = 0..3: sub-block s's four
+  // groups); then (16, nr) u8, the scale byte of sub-block s and column j (sc in the low nibble, m in the high);
+  // then nr f32 d and nr f32 -dmin. Q2_K keeps the file's codes, scale bytes and f16 factors; the ternary types
+  // store u = q, sc = m = 1, dmin = d. Weight (k, j) = fmaf(d * sc, u, -(dmin * m)), the exact layout's value. The
+  // kernels take per super-block and C element isum = sum over s of sc * (sum of u * q) and msum = sum over s of
+  // m * (sum of q), exact integers, then c = fma(float(isum), d * d_a, c) and c = fma(float(msum), -dmin * d_a, c):
+  // llama.cpp's arithmetic for Q2_K, one float step per 256 k (for TQ1_0 and TQ2_0 llama.cpp takes
+  // float(isum - msum) * d * d_a, one rounding fewer).
   bool super_block = false;
 };
 // llama.cpp's kvalues_mxfp4: 2x the E2M1 value of each nibble.
@@ -186,7 +192,7 @@ constexpr GgufPanelLayout gguf_int8_layout(WeightFormat format) {
   if (format == WeightFormat::kMxfp4Block32I8) return {39, 32, 4, 12, false, true};
   const GgufBlockFormat* b = gguf_block_format(format);
   if (!b || b->int8 != format) return {0, 0, 0, 0, false};
-  if (b->super_block) return {b->ggml_type, b->k_unit, 2, b->int8_code_bias, b->offsets, false, nullptr, false, true};
+  if (b->super_block) return {b->ggml_type, 16, 2, 0, true, false, nullptr, false, true};
   return {b->ggml_type, b->k_unit, b->code_bits, b->int8_code_bias, b->offsets, false, b->values, b->grid};
 }
 constexpr bool is_gguf_int8_format(WeightFormat format) { return gguf_int8_layout(format).ggml_type != 0; }
@@ -220,8 +226,21 @@ constexpr bool is_gguf_grid_format(WeightFormat format) {
   return b && b->grid;
 }
 constexpr bool is_gguf_super_format(WeightFormat format) { return gguf_int8_layout(format).super_block; }
-// Bytes of one 256-k unit of a super-block int8 panel of nr columns: 2-bit codes, scale bytes, d and -dmin.
-constexpr int64_t gguf_super_unit_bytes(int nr) { return int64_t{kQ8KBlock} / 4 * nr + 16 * nr + 8 * nr; }
+// The super-block types whose every sub-block has scale and min 1 (the ternary types, split_super_block): their
+// kernels skip the integer scale multiplies.
+constexpr bool gguf_super_unit_factors(WeightFormat format) {
+  const uint32_t type = gguf_int8_layout(format).super_block ? gguf_int8_layout(format).ggml_type : 0;
+  return type == 34 || type == 35;  // TQ1_0, TQ2_0
+}
+// Where the parts of one 256-k unit of a super-block int8 panel of nr columns start (GgufPanelLayout::super_block):
+// the 2-bit codes at 0, then the scale bytes, nr f32 d, nr f32 -dmin; and the unit's bytes.
+struct GgufSuperLayout {
+  int64_t scales, d, neg_dmin, unit_bytes;
+};
+constexpr GgufSuperLayout gguf_super_layout(int nr) {
+  const int64_t scales = int64_t{kQ8KBlock} / 4 * nr, d = scales + 16 * int64_t{nr};
+  return {scales, d, d + 4 * int64_t{nr}, d + 8 * int64_t{nr}};
+}
 // k granularity of the format's packed panels: K is padded with zeros to a multiple of it.
 constexpr int k_unit(WeightFormat format) {
   return is_gguf_grid_format(format) || is_gguf_super_format(format) ? kQ8KBlock
@@ -236,7 +255,7 @@ constexpr int k_unit(WeightFormat format) {
 // Bytes of one k unit of a packed weight panel of nr columns, and of a packed activation micro-panel of mr rows.
 constexpr int64_t weight_unit_bytes(WeightFormat format, int nr) {
   if (is_gguf_grid_format(format)) return nr * gguf_grid_block_bytes(gguf_block_format(format)->ggml_type);
-  if (is_gguf_super_format(format)) return gguf_super_unit_bytes(nr);
+  if (is_gguf_super_format(format)) return gguf_super_layout(nr).unit_bytes;
   if (is_gguf_format(format) || is_gguf_int8_format(format))
     return gguf_layout_unit_bytes(is_gguf_format(format) ? gguf_panel_layout(format) : gguf_int8_layout(format), nr);
   return format == WeightFormat::kF32 ? 4 * nr : format == WeightFormat::kQ8Block32 ? 36 * nr

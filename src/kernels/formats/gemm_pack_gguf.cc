@@ -156,37 +156,64 @@ void fill_grid_panel(const GgufPanelLayout& l, int64_t k, int nr, uint8_t* panel
   }
 }
 
-// Q2_K's super-block int8 panel (GgufPanelLayout::super_block): per unit of 256 k, the nr columns' 2-bit codes by
-// sub-block and group, their scale bytes as the file stores them, then f32 d and -dmin. Padding columns are zeros.
+// One block of a super-block type as the form stores it (GgufPanelLayout::super_block): the 2-bit code u of each
+// value, the scale byte of each sub-block of 16 (sc in the low nibble, m in the high one), d and -dmin, such that
+// value i = fmaf(d * sc, u, -(dmin * m)), the block's value to the bit. Q2_K: the file's codes, scale bytes and
+// f16 factors. TQ1_0, TQ2_0 (x = d * (q - 1), q in 0..2): u = q, sc = m = 1 and dmin = d, so fmaf(d, q, -d) is
+// -d, 0 or d exactly.
+struct SuperBlock {
+  uint8_t u[kQ8KBlock];
+  uint8_t scale_byte[16];
+  float d, neg_dmin;
+};
+void split_super_block(uint32_t type, const std::byte* block, SuperBlock* out) {
+  GgmlBlockCodes parts;
+  split_block_ref(type, block, &parts);
+  if (type == static_cast<uint32_t>(GgmlType::kQ2_K)) {
+    BlockQ2_K raw;
+    std::memcpy(&raw, block, sizeof raw);
+    for (int i = 0; i < kQ8KBlock; ++i) out->u[i] = static_cast<uint8_t>(parts.code[i]);
+    std::memcpy(out->scale_byte, raw.scales, sizeof out->scale_byte);
+    out->d = f16_to_float(raw.d);
+    out->neg_dmin = -f16_to_float(raw.dmin);
+    return;
+  }
+  HYMOE_CHECK(type == static_cast<uint32_t>(GgmlType::kTQ1_0) || type == static_cast<uint32_t>(GgmlType::kTQ2_0),
+              "ggml type ", type, " has no super-block form");
+  for (int i = 0; i < kQ8KBlock; ++i) out->u[i] = static_cast<uint8_t>(parts.code[i] + 1);
+  std::memset(out->scale_byte, 0x11, sizeof out->scale_byte);
+  out->d = parts.scale[0];  // the block's f16 d, in every sub-block
+  out->neg_dmin = -out->d;
+}
+
+// A super-block int8 panel (GgufPanelLayout::super_block): per unit of 256 k, the nr columns' 2-bit codes by
+// sub-block and group, their scale bytes, then f32 d and -dmin (gguf_super_layout). Padding columns are zeros.
 void fill_super_panel(const GgufPanelLayout& l, int64_t k, int nr, uint8_t* panel,
                       const std::function<std::pair<int, int64_t>(int)>& column_of, const MatrixView& gate,
                       const MatrixView& up) {
-  HYMOE_CHECK(l.ggml_type == static_cast<uint32_t>(GgmlType::kQ2_K) && k % kQ8KBlock == 0,
-              "the super-block form packs Q2_K rows of whole blocks, not type ", l.ggml_type, " of ", k);
-  const int64_t units = k / kQ8KBlock, unit_bytes = gguf_super_unit_bytes(nr);
-  const int64_t code_bytes = int64_t{kQ8KBlock} / 4 * nr, scale_bytes = 16 * int64_t{nr};
-  std::memset(panel, 0, static_cast<size_t>(units * unit_bytes));
-  GgmlBlockCodes parts;
+  const GgmlTypeTraits* t = ggml_type_traits(l.ggml_type);
+  HYMOE_CHECK(t && t->block_values == kQ8KBlock && k % kQ8KBlock == 0, "the super-block form packs rows of whole ",
+              "256-value blocks, not type ", l.ggml_type, " of ", k);
+  const GgufSuperLayout sl = gguf_super_layout(nr);
+  const int64_t units = k / kQ8KBlock;
+  std::memset(panel, 0, static_cast<size_t>(units * sl.unit_bytes));
+  SuperBlock sb;
   for (int j = 0; j < nr; ++j) {
     const auto [which, col] = column_of(j);
     if (col < 0) continue;
     const MatrixView& src = which == 0 ? gate : up;
     HYMOE_CHECK(src.quant.scheme == QuantScheme::kGgml && src.quant.ggml_type == l.ggml_type && src.k == k);
-    const auto* row = static_cast<const std::byte*>(src.data) + col * units * int64_t{sizeof(BlockQ2_K)};
+    const auto* row = static_cast<const std::byte*>(src.data) + col * units * t->block_bytes;
     for (int64_t u = 0; u < units; ++u) {
-      const std::byte* block = row + u * int64_t{sizeof(BlockQ2_K)};
-      BlockQ2_K raw;
-      std::memcpy(&raw, block, sizeof raw);
-      split_block_ref(l.ggml_type, block, &parts);
-      uint8_t* unit = panel + u * unit_bytes;
+      split_super_block(l.ggml_type, row + u * t->block_bytes, &sb);
+      uint8_t* unit = panel + u * sl.unit_bytes;
       for (int kk = 0; kk < kQ8KBlock; ++kk) {
-        const int s = kk / 16, g = kk % 16 / 4, t = kk % 4;
-        unit[(s * nr + j) * 4 + t] |= static_cast<uint8_t>(parts.code[kk] << (2 * g));
+        const int s = kk / 16, g = kk % 16 / 4, q = kk % 4;
+        unit[(s * nr + j) * 4 + q] |= static_cast<uint8_t>(sb.u[kk] << (2 * g));
       }
-      for (int s = 0; s < 16; ++s) unit[code_bytes + s * nr + j] = raw.scales[s];
-      const float d = f16_to_float(raw.d), neg_dmin = -f16_to_float(raw.dmin);
-      std::memcpy(unit + code_bytes + scale_bytes + 4 * j, &d, sizeof d);
-      std::memcpy(unit + code_bytes + scale_bytes + 4 * (nr + j), &neg_dmin, sizeof neg_dmin);
+      for (int s = 0; s < 16; ++s) unit[sl.scales + s * nr + j] = sb.scale_byte[s];
+      std::memcpy(unit + sl.d + 4 * j, &sb.d, sizeof sb.d);
+      std::memcpy(unit + sl.neg_dmin + 4 * j, &sb.neg_dmin, sizeof sb.neg_dmin);
     }
   }
 }
@@ -197,11 +224,10 @@ struct SuperFactors {
   float d, neg_dmin;
 };
 SuperFactors super_factors(const uint8_t* panel, int nr, int64_t kk, int j) {
-  const uint8_t* unit = panel + kk / kQ8KBlock * gguf_super_unit_bytes(nr);
-  const int64_t code_bytes = int64_t{kQ8KBlock} / 4 * nr, scale_bytes = 16 * int64_t{nr};
-  const int byte = unit[code_bytes + kk % kQ8KBlock / 16 * nr + j];
-  return {byte & 15, byte >> 4, load_f32(unit + code_bytes + scale_bytes + 4 * j),
-          load_f32(unit + code_bytes + scale_bytes + 4 * (nr + j))};
+  const GgufSuperLayout sl = gguf_super_layout(nr);
+  const uint8_t* unit = panel + kk / kQ8KBlock * sl.unit_bytes;
+  const int byte = unit[sl.scales + kk % kQ8KBlock / 16 * nr + j];
+  return {byte & 15, byte >> 4, load_f32(unit + sl.d + 4 * j), load_f32(unit + sl.neg_dmin + 4 * j)};
 }
 
 // Column j's block of a grid panel holding k index kk, taken apart.
@@ -272,7 +298,7 @@ int gguf_int8_panel_code(WeightFormat format, const uint8_t* panel, int nr, int6
   const GgufPanelLayout l = gguf_int8_layout(format);
   if (l.grid) return grid_block_codes(l, panel, nr, kk, j).code[kk % kQ8KBlock] + l.code_bias;
   if (l.super_block) {
-    const uint8_t* unit = panel + kk / kQ8KBlock * gguf_super_unit_bytes(nr);
+    const uint8_t* unit = panel + kk / kQ8KBlock * gguf_super_layout(nr).unit_bytes;
     const int in_unit = static_cast<int>(kk % kQ8KBlock), s = in_unit / 16, g = in_unit % 16 / 4, t = in_unit % 4;
     return unit[(s * nr + j) * 4 + t] >> (2 * g) & 3;
   }

@@ -73,8 +73,8 @@ struct V512 {
   static ivec add_pairs(ivec acc, ivec pairs) {
     return _mm512_add_epi32(acc, _mm512_madd_epi16(pairs, _mm512_set1_epi16(1)));
   }
-  // The super-block form (Q2_K): kWidth bytes zero-extended to int32 lanes, int32 masks and shifts, and acc plus
-  // vpmaddwd's sums of adjacent int16 products (vpdpwssd with VNNI).
+  // The super-block form (Q2_K, TQ1_0, TQ2_0): kWidth bytes zero-extended to int32 lanes, int32 masks and
+  // shifts, and acc plus vpmaddwd's sums of adjacent int16 products (vpdpwssd with VNNI).
   static ivec widen_u8(const uint8_t* p) {
     return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   }

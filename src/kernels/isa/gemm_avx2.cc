@@ -115,8 +115,8 @@ struct V {
   static ivec add_pairs(ivec acc, ivec pairs) {
     return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
   }
-  // The super-block form (Q2_K): kWidth bytes zero-extended to int32 lanes, int32 masks and shifts, and acc plus
-  // vpmaddwd's sums of adjacent int16 products.
+  // The super-block form (Q2_K, TQ1_0, TQ2_0): kWidth bytes zero-extended to int32 lanes, int32 masks and
+  // shifts, and acc plus vpmaddwd's sums of adjacent int16 products.
   static ivec widen_u8(const uint8_t* p) {
     return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
   }

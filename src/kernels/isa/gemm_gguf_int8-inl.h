@@ -250,7 +250,7 @@ void int8_tile(int64_t units, const uint8_t* a, const uint8_t* b, int64_t panel_
   store_tile_acc<M, P>(acc, c, ldc);
 }
 
-// Q2_K's super-block form (GgufPanelLayout::super_block), M rows over P panels as int8_tile. Per unit of 256 k,
+// The super-block form (GgufPanelLayout::super_block), M rows over P panels as int8_tile. Per unit of 256 k,
 // panel and sub-block s: the four groups' 2-bit codes come out of one byte plane by a shift and a mask each, dot =
 // the sub-block's sum of u * q (int32 by vpdpbusd, or the int16 pair sums of vpmaddubsw added over the four groups:
 // at most 4 * 2 * 3 * 127), then isum += dot * sc by vpmaddwd / vpdpwssd (|dot| <= 16 * 3 * 127 fits int16; sc sits
@@ -263,8 +263,12 @@ void super_int8_tile(int64_t units, const uint8_t* a, const uint8_t* b, int64_t 
                      bool accumulate, const char* prefetch, const char* prefetch_end) {
   using ivec = typename V::ivec;
   constexpr int kSubs = kQ8KBlock / 16;
-  constexpr int64_t kBUnit = gguf_super_unit_bytes(kNr), kCodeBytes = int64_t{kQ8KBlock} / 4 * kNr;
-  constexpr int64_t kScaleBytes = 16 * int64_t{kNr}, kSubA = (16 + 8) * int64_t{kIntMr};
+  constexpr GgufSuperLayout kL = gguf_super_layout(kNr);
+  constexpr int64_t kBUnit = kL.unit_bytes, kSubA = (16 + 8) * int64_t{kIntMr};
+  // The ternary types' sc = m = 1 (gguf_super_unit_factors): isum is the plain sum of the sub-blocks' dots, so the
+  // dots chain into it directly, and msum is the 256-block's sum of q, one integer a row for every column. The
+  // same integers as the general form, so the same bits.
+  constexpr bool kUnitFactors = gguf_super_unit_factors(F);
   typename V::vec acc[M][2 * P];
   load_tile_acc<M, P>(acc, c, ldc, accumulate);
   HintPrefetch hint(prefetch, prefetch_end, units);
@@ -275,6 +279,11 @@ void super_int8_tile(int64_t units, const uint8_t* a, const uint8_t* b, int64_t 
     const bool fetch_next = P > 1 && u + 1 < units;
     const uint8_t* au = a + u * kSubs * kSubA;
     const float* da = reinterpret_cast<const float*>(au + 16 * kIntMr);  // the 256-block's d, in every sub-unit
+    [[maybe_unused]] int32_t block_sums[M] = {};
+    if constexpr (kUnitFactors)
+      for (int s = 0; s < kSubs; ++s)
+#pragma GCC unroll 8
+        for (int i = 0; i < M; ++i) block_sums[i] += reinterpret_cast<const int32_t*>(au + s * kSubA + 20 * kIntMr)[i];
 #pragma GCC unroll 4
     for (int p = 0; p < P; ++p) {
       const uint8_t* bu = b + p * panel_stride + u * kBUnit;
@@ -294,36 +303,49 @@ void super_int8_tile(int64_t units, const uint8_t* a, const uint8_t* b, int64_t 
           const ivec w0 = V::and_bytes(raw, 3), w1 = V::and_bytes(V::template shift_bytes<-2>(raw), 3);
           const ivec w2 = V::and_bytes(V::template shift_bytes<-4>(raw), 3);
           const ivec w3 = V::and_bytes(V::template shift_bytes<-6>(raw), 3);
-          ivec sc = V::and_i32(V::widen_u8(bu + kCodeBytes + s * kNr + h * V::kWidth), 15);
-          if constexpr (V::kPairSums) sc = V::or_bytes(sc, V::template shift_i32<16>(sc));
+          ivec sc;
+          if constexpr (kUnitFactors) sc = V::set1_i32(V::kPairSums ? 0x00010001 : 1);
+          else sc = V::and_i32(V::widen_u8(bu + kL.scales + s * kNr + h * V::kWidth), 15);
+          if constexpr (V::kPairSums && !kUnitFactors) sc = V::or_bytes(sc, V::template shift_i32<16>(sc));
 #pragma GCC unroll 8
           for (int i = 0; i < M; ++i) {
             const ivec x0 = V::broadcast4(as + (0 * kIntMr + i) * 4), x1 = V::broadcast4(as + (1 * kIntMr + i) * 4);
             const ivec x2 = V::broadcast4(as + (2 * kIntMr + i) * 4), x3 = V::broadcast4(as + (3 * kIntMr + i) * 4);
-            ivec dot;
-            if constexpr (V::kPairSums)
-              dot = V::add_i16(V::add_i16(V::pair_sums(w0, x0), V::pair_sums(w1, x1)),
-                               V::add_i16(V::pair_sums(w2, x2), V::pair_sums(w3, x3)));
-            else
-              dot = V::u_dot4(V::u_dot4(V::u_dot4(V::u_dot4(V::set1_i32(0), w0, x0), w1, x1), w2, x2), w3, x3);
-            isum[i][h] = V::madd_i16(isum[i][h], dot, sc);
+            if constexpr (V::kPairSums) {
+              const ivec dot = V::add_i16(V::add_i16(V::pair_sums(w0, x0), V::pair_sums(w1, x1)),
+                                          V::add_i16(V::pair_sums(w2, x2), V::pair_sums(w3, x3)));
+              isum[i][h] = V::madd_i16(isum[i][h], dot, sc);
+            } else if constexpr (kUnitFactors) {
+              isum[i][h] = V::u_dot4(V::u_dot4(V::u_dot4(V::u_dot4(isum[i][h], w0, x0), w1, x1), w2, x2), w3, x3);
+            } else {
+              const ivec dot =
+                  V::u_dot4(V::u_dot4(V::u_dot4(V::u_dot4(V::set1_i32(0), w0, x0), w1, x1), w2, x2), w3, x3);
+              isum[i][h] = V::madd_i16(isum[i][h], dot, sc);
+            }
           }
         }
       }
-#pragma GCC unroll 16
-      for (int s = 0; s < kSubs; ++s) {
-        const int32_t* sums = reinterpret_cast<const int32_t*>(au + s * kSubA + 20 * kIntMr);
-#pragma GCC unroll 2
-        for (int h = 0; h < 2; ++h) {
-          const ivec m = V::template shift_i32<-4>(V::widen_u8(bu + kCodeBytes + s * kNr + h * V::kWidth));
+      if constexpr (kUnitFactors) {
 #pragma GCC unroll 8
-          for (int i = 0; i < M; ++i) msum[i][h] = V::madd_i16(msum[i][h], m, V::set1_i32(sums[i]));
+        for (int i = 0; i < M; ++i) msum[i][0] = msum[i][1] = V::set1_i32(block_sums[i]);
+      } else {
+#pragma GCC unroll 16
+        for (int s = 0; s < kSubs; ++s) {
+          const int32_t* sums = reinterpret_cast<const int32_t*>(au + s * kSubA + 20 * kIntMr);
+#pragma GCC unroll 2
+          for (int h = 0; h < 2; ++h) {
+            const ivec m = V::template shift_i32<-4>(V::widen_u8(bu + kL.scales + s * kNr + h * V::kWidth));
+#pragma GCC unroll 8
+            for (int i = 0; i < M; ++i) msum[i][h] = V::madd_i16(msum[i][h], m, V::set1_i32(sums[i]));
+          }
         }
       }
-      const float* factors = reinterpret_cast<const float*>(bu + kCodeBytes + kScaleBytes);
+      const float* d_factors = reinterpret_cast<const float*>(bu + kL.d);
+      const float* neg_dmin_factors = reinterpret_cast<const float*>(bu + kL.neg_dmin);
 #pragma GCC unroll 2
       for (int h = 0; h < 2; ++h) {
-        const typename V::vec d = V::load(factors + h * V::kWidth), neg_dmin = V::load(factors + kNr + h * V::kWidth);
+        const typename V::vec d = V::load(d_factors + h * V::kWidth);
+        const typename V::vec neg_dmin = V::load(neg_dmin_factors + h * V::kWidth);
 #pragma GCC unroll 8
         for (int i = 0; i < M; ++i) {
           const typename V::vec dav = V::broadcast(da + i);
