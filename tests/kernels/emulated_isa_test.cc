@@ -231,6 +231,8 @@ constexpr int kIntMr = 4;
 constexpr int kFp8Mr = 10;
 
 #include "kernels/isa/gemm_microkernel-inl.h"
+// The super-block form not unrolled over the model (why: gemm_gguf_int8-inl.h).
+#define HYMOE_MODEL_NO_UNROLL
 #include "kernels/isa/gemm_gguf_int8-inl.h"
 #include "kernels/isa/gemm_fp8_dot-inl.h"
 
