@@ -94,7 +94,8 @@ struct GgufBlockFormat {
   GgmlActivation activation;
   const int8_t* values;  // the table a code indexes (kIq4nlValues), or nullptr: the code is the value
   bool grid;             // the IQ1/IQ2/IQ3 types: panels keep the blocks (see GgufPanelLayout::grid)
-  bool super_block;      // int8 form super: integer sub-block factors (GgufPanelLayout::super_block)
+  bool super_block;      // int8 form super or super1: integer sub-block factors (GgufPanelLayout::super_block)
+  bool unit_factors;     // int8 form super1: every sub-block's scale and min are 1 (gguf_super_unit_factors)
 };
 // The act column of gguf_formats.inc as the enum.
 #define HYMOE_GGML_ACTIVATION_q8_0 GgmlActivation::kQ8_0
@@ -110,11 +111,15 @@ struct GgufBlockFormat {
 // The int8 form column.
 #define HYMOE_GGUF_SUPER_units false
 #define HYMOE_GGUF_SUPER_super true
+#define HYMOE_GGUF_SUPER_super1 true
+#define HYMOE_GGUF_UNIT_FACTORS_units false
+#define HYMOE_GGUF_UNIT_FACTORS_super false
+#define HYMOE_GGUF_UNIT_FACTORS_super1 true
 inline constexpr GgufBlockFormat kGgufBlockFormats[] = {
 #define HYMOE_GGUF_BLOCK(T, t, type, unit, bits, bias, int8_bias, offsets, act, values, int8_form) \
   {#T, type, WeightFormat::kGgml##T, WeightFormat::kGgml##T##I8, #t "w_f32", #t "w_" #act, unit, bits, bias,   \
    int8_bias, offsets, HYMOE_GGML_ACTIVATION_##act, HYMOE_GGUF_VALUES_##values, HYMOE_GGUF_GRID_##values,        \
-   HYMOE_GGUF_SUPER_##int8_form},
+   HYMOE_GGUF_SUPER_##int8_form, HYMOE_GGUF_UNIT_FACTORS_##int8_form},
 #include "kernels/formats/gguf_formats.inc"
 #undef HYMOE_GGUF_BLOCK
 };
@@ -156,17 +161,17 @@ struct GgufPanelLayout {
   // per unit of 256 k the nr columns' blocks one after another (ggml's block bytes each), and the kernels expand a
   // unit at a time, in L1, into this layout's 8-bit codes (k_unit, code_bits ... describe that expansion).
   bool grid = false;
-  // The super-block int8 form (int8 form super in gguf_formats.inc: Q2_K, TQ1_0, TQ2_0; int8 layouts only), whatever
-  // the type's line says: k_unit 16 (the sub-block, q8_K's sums per 16), code bias 0, offsets. Per unit of 256 k (a
-  // GGUF super-block; gguf_super_layout gives the offsets) the codes u (0..3), 2 bits each: 16 blocks (nr, 4) u8,
+  // The super-block int8 form (int8 form super or super1 in gguf_formats.inc: Q2_K, TQ1_0, TQ2_0; int8 layouts only),
+  // whatever the type's line says: k_unit 16 (the sub-block, q8_K's sums per 16), code bias 0, offsets. Per unit of 256
+  // k (a GGUF super-block; gguf_super_layout gives the offsets) the codes u (0..3), 2 bits each: 16 blocks (nr, 4) u8,
   // block s's byte (j, t) holding k 16 s + 4 g + t of column j at bits 2 g, 2 g + 1 (g = 0..3: sub-block s's four
-  // groups); then (16, nr) u8, the scale byte of sub-block s and column j (sc in the low nibble, m in the high);
-  // then nr f32 d and nr f32 -dmin. Q2_K keeps the file's codes, scale bytes and f16 factors; the ternary types
-  // store u = q, sc = m = 1, dmin = d. Weight (k, j) = fmaf(d * sc, u, -(dmin * m)), the exact layout's value. The
-  // kernels take per super-block and C element isum = sum over s of sc * (sum of u * q) and msum = sum over s of
-  // m * (sum of q), exact integers, then c = fma(float(isum), d * d_a, c) and c = fma(float(msum), -dmin * d_a, c):
-  // llama.cpp's arithmetic for Q2_K, one float step per 256 k (for TQ1_0 and TQ2_0 llama.cpp takes
-  // float(isum - msum) * d * d_a, one rounding fewer).
+  // groups); then (16, nr) u8, the scale byte of sub-block s and column j (sc in the low nibble, m in the high); then
+  // nr f32 d and nr f32 -dmin. Q2_K keeps the file's codes, scale bytes and f16 factors; the ternary types store u = q,
+  // sc = m = 1, dmin = d. Weight (k, j) = fmaf(d * sc, u, -(dmin * m)), the exact layout's value. The kernels take per
+  // super-block and C element isum = sum over s of sc * (sum of u * q) and msum = sum over s of m * (sum of q), exact
+  // integers, then c = fma(float(isum), d * d_a, c) and c = fma(float(msum), -dmin * d_a, c): llama.cpp's arithmetic
+  // for Q2_K, one float step per 256 k (for TQ1_0 and TQ2_0 llama.cpp takes float(isum - msum) * d * d_a, one rounding
+  // fewer).
   bool super_block = false;
 };
 // llama.cpp's kvalues_mxfp4: 2x the E2M1 value of each nibble.
@@ -226,11 +231,11 @@ constexpr bool is_gguf_grid_format(WeightFormat format) {
   return b && b->grid;
 }
 constexpr bool is_gguf_super_format(WeightFormat format) { return gguf_int8_layout(format).super_block; }
-// The super-block types whose every sub-block has scale and min 1 (the ternary types, split_super_block): their
-// kernels skip the integer scale multiplies.
+// The super-block int8 formats whose every sub-block has scale and min 1 (int8 form super1: the ternary types):
+// their kernels skip the integer scale multiplies.
 constexpr bool gguf_super_unit_factors(WeightFormat format) {
-  const uint32_t type = gguf_int8_layout(format).super_block ? gguf_int8_layout(format).ggml_type : 0;
-  return type == 34 || type == 35;  // TQ1_0, TQ2_0
+  const GgufBlockFormat* b = gguf_block_format(format);
+  return b && b->int8 == format && b->unit_factors;
 }
 // Where the parts of one 256-k unit of a super-block int8 panel of nr columns start (GgufPanelLayout::super_block):
 // the 2-bit codes at 0, then the scale bytes, nr f32 d, nr f32 -dmin; and the unit's bytes.

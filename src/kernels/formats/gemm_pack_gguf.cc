@@ -158,32 +158,33 @@ void fill_grid_panel(const GgufPanelLayout& l, int64_t k, int nr, uint8_t* panel
 
 // One block of a super-block type as the form stores it (GgufPanelLayout::super_block): the 2-bit code u of each
 // value, the scale byte of each sub-block of 16 (sc in the low nibble, m in the high one), d and -dmin, such that
-// value i = fmaf(d * sc, u, -(dmin * m)), the block's value to the bit. Q2_K: the file's codes, scale bytes and
-// f16 factors. TQ1_0, TQ2_0 (x = d * (q - 1), q in 0..2): u = q, sc = m = 1 and dmin = d, so fmaf(d, q, -d) is
-// -d, 0 or d exactly.
+// value i = fmaf(d * sc, u, -(dmin * m)), the block's value to the bit. Int8 form super (Q2_K): the file's codes,
+// scale bytes and f16 factors. Super1 (TQ1_0, TQ2_0: x = d * code, one d a block): u = code + code bias, sc = m =
+// 1 and dmin = code bias * d, which for the ternary types (bias 1) makes fmaf(d, u, -d) -d, 0 or d exactly.
 struct SuperBlock {
   uint8_t u[kQ8KBlock];
   uint8_t scale_byte[16];
   float d, neg_dmin;
 };
-void split_super_block(uint32_t type, const std::byte* block, SuperBlock* out) {
+void split_super_block(const GgufBlockFormat& b, const std::byte* block, SuperBlock* out) {
   GgmlBlockCodes parts;
-  split_block_ref(type, block, &parts);
-  if (type == static_cast<uint32_t>(GgmlType::kQ2_K)) {
-    BlockQ2_K raw;
-    std::memcpy(&raw, block, sizeof raw);
-    for (int i = 0; i < kQ8KBlock; ++i) out->u[i] = static_cast<uint8_t>(parts.code[i]);
-    std::memcpy(out->scale_byte, raw.scales, sizeof out->scale_byte);
-    out->d = f16_to_float(raw.d);
-    out->neg_dmin = -f16_to_float(raw.dmin);
+  split_block_ref(b.ggml_type, block, &parts);
+  if (b.unit_factors) {
+    HYMOE_CHECK(b.code_bias == 1, "the super1 form takes dmin = d: ", b.type_name, " has code bias ", b.code_bias);
+    for (int i = 0; i < kQ8KBlock; ++i) out->u[i] = static_cast<uint8_t>(parts.code[i] + b.code_bias);
+    std::memset(out->scale_byte, 0x11, sizeof out->scale_byte);
+    out->d = parts.scale[0];  // the block's f16 d, in every sub-block
+    out->neg_dmin = -out->d;
     return;
   }
-  HYMOE_CHECK(type == static_cast<uint32_t>(GgmlType::kTQ1_0) || type == static_cast<uint32_t>(GgmlType::kTQ2_0),
-              "ggml type ", type, " has no super-block form");
-  for (int i = 0; i < kQ8KBlock; ++i) out->u[i] = static_cast<uint8_t>(parts.code[i] + 1);
-  std::memset(out->scale_byte, 0x11, sizeof out->scale_byte);
-  out->d = parts.scale[0];  // the block's f16 d, in every sub-block
-  out->neg_dmin = -out->d;
+  // Form super keeps the file's scale bytes, which only Q2_K's block has.
+  HYMOE_CHECK(b.ggml_type == static_cast<uint32_t>(GgmlType::kQ2_K), b.type_name, " has no super-block form");
+  BlockQ2_K raw;
+  std::memcpy(&raw, block, sizeof raw);
+  for (int i = 0; i < kQ8KBlock; ++i) out->u[i] = static_cast<uint8_t>(parts.code[i]);
+  std::memcpy(out->scale_byte, raw.scales, sizeof out->scale_byte);
+  out->d = f16_to_float(raw.d);
+  out->neg_dmin = -f16_to_float(raw.dmin);
 }
 
 // A super-block int8 panel (GgufPanelLayout::super_block): per unit of 256 k, the nr columns' 2-bit codes by
@@ -192,8 +193,9 @@ void fill_super_panel(const GgufPanelLayout& l, int64_t k, int nr, uint8_t* pane
                       const std::function<std::pair<int, int64_t>(int)>& column_of, const MatrixView& gate,
                       const MatrixView& up) {
   const GgmlTypeTraits* t = ggml_type_traits(l.ggml_type);
-  HYMOE_CHECK(t && t->block_values == kQ8KBlock && k % kQ8KBlock == 0, "the super-block form packs rows of whole ",
-              "256-value blocks, not type ", l.ggml_type, " of ", k);
+  const GgufBlockFormat* b = gguf_block_format_of_type(l.ggml_type);
+  HYMOE_CHECK(t && b && t->block_values == kQ8KBlock && k % kQ8KBlock == 0, "the super-block form packs rows of ",
+              "whole 256-value blocks, not type ", l.ggml_type, " of ", k);
   const GgufSuperLayout sl = gguf_super_layout(nr);
   const int64_t units = k / kQ8KBlock;
   std::memset(panel, 0, static_cast<size_t>(units * sl.unit_bytes));
@@ -205,7 +207,7 @@ void fill_super_panel(const GgufPanelLayout& l, int64_t k, int nr, uint8_t* pane
     HYMOE_CHECK(src.quant.scheme == QuantScheme::kGgml && src.quant.ggml_type == l.ggml_type && src.k == k);
     const auto* row = static_cast<const std::byte*>(src.data) + col * units * t->block_bytes;
     for (int64_t u = 0; u < units; ++u) {
-      split_super_block(l.ggml_type, row + u * t->block_bytes, &sb);
+      split_super_block(*b, row + u * t->block_bytes, &sb);
       uint8_t* unit = panel + u * sl.unit_bytes;
       for (int kk = 0; kk < kQ8KBlock; ++kk) {
         const int s = kk / 16, g = kk % 16 / 4, q = kk % 4;

@@ -367,6 +367,8 @@ void super_int8_tile(int64_t units, const uint8_t* a, const uint8_t* b, int64_t 
   }
   store_tile_acc<M, P>(acc, c, ldc);
 }
+#undef HYMOE_SUPER_UNROLL
+#undef HYMOE_SUPER_PRAGMA
 
 template <WeightFormat F, int M = kIntMr>
 void int8_rows(int m, int64_t units, const uint8_t* a, const uint8_t* b, float* c, int64_t ldc, bool accumulate,
