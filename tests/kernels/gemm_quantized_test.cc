@@ -125,6 +125,21 @@ TEST_P(QuantFormatTest, MicroKernelsMatchTheirReferences) {
           f->gemm(m, kc, a.data(), b.data(), got.data(), ldc, acc, nullptr, 0);
           f->gemm(m, kc, a.data(), b.data(), hinted.data(), ldc, acc, b.data(), static_cast<int64_t>(b.bytes()));
           ASSERT_EQ(hinted, got) << f->name << " m=" << m << " kc=" << kc;
+          // fp8's expanded form: the first micro-tile's call (here of another row count) leaves the decoded
+          // weights, and both calls give the direct form's bits.
+          ASSERT_EQ(f->gemm_expanding != nullptr, is_fp8(format)) << f->name;
+          if (f->gemm_expanding) {
+            std::vector<uint8_t> expanded(static_cast<size_t>(f->units(kc) * f->expanded_unit_bytes));
+            std::vector<float> expanding = c0, from_expanded = c0, other = c0;
+            f->gemm_expanding(mr + 1 - m, kc, a.data(), b.data(), other.data(), ldc, acc, nullptr, 0, expanded.data());
+            f->gemm_expanded(m, kc, a.data(), expanded.data(), from_expanded.data(), ldc, acc, b.data(),
+                             static_cast<int64_t>(b.bytes()));
+            f->gemm_expanding(m, kc, a.data(), b.data(), expanding.data(), ldc, acc, nullptr, 0, expanded.data());
+            ASSERT_EQ(0, std::memcmp(expanding.data(), got.data(), got.size() * sizeof(float)))
+                << f->name << " expanding m=" << m << " kc=" << kc << " acc=" << acc;
+            ASSERT_EQ(0, std::memcmp(from_expanded.data(), got.data(), got.size() * sizeof(float)))
+                << f->name << " expanded m=" << m << " kc=" << kc << " acc=" << acc;
+          }
           if (is_fp8(format)) gemm_fp8w_f32__ref(m, mr, nr, kc, a.data(), b.data(), want.data(), ldc, acc);
           else gemm_mxfp4w_f32__ref(m, mr, nr, kc, a.data(), b.data(), want.data(), ldc, acc);
           for (int i = 0; i < mr; ++i)

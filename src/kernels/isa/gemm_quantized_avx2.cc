@@ -148,15 +148,22 @@ inline bool fp8_units_normal(const uint8_t* unit, int64_t panel_stride, int64_t 
   return _mm256_movemask_epi8(_mm256_cmpeq_epi8(all, _mm256_setzero_si256())) == 0;
 }
 
+// The expanded form (GemmFormat::gemm_expanding / gemm_expanded): of a tile's several micro-tiles over one weight
+// block, the first decodes it as usual and also stores each k row's two decoded vectors (the exact f32 weights, in
+// the split-halves order) to an L1 buffer, and the others run the FMA chain on them, without the decode, the
+// multipliers or the normal-codes test. The same weights in the same order: the bits of the direct form.
+constexpr int64_t kFp8ExpandedUnitBytes = kFp8PanelBlock * kNr * 4;
+
 // Rows [k_begin, k_end) of one unit of the P panels (a: the unit's activations), decoded by fp8_weights_normal
-// (kNormal) or fp8_weights. With P > 1
-// (the decode form, which the driver gives no prefetch hint) it prefetches the panels' next unit toward L2, a
-// line per k in turn over the panels. Cold (the grouped driver, one thread, 8 experts of 2048 x 2816): one row
+// (kNormal) or fp8_weights; with `expanded` (P = 1) each row's weights are also stored at expanded + 16 k. With
+// P > 1 (the decode form, which the driver gives no prefetch hint) it prefetches the panels' next unit toward L2,
+// a line per k in turn over the panels. Cold (the grouped driver, one thread, 8 experts of 2048 x 2816): one row
 // over 4 panels measured 16% slower than four 1-row calls (whose hint fetches the next block) without it, 26-35%
 // faster with it.
-template <bool kNormal, int M, int P>
+template <bool kNormal, bool kExpanding, int M, int P>
 inline void fp8_rows(const uint8_t* unit, int64_t panel_stride, int64_t k_begin, int64_t k_end, const float* a,
-                     const __m256 (&m)[P][2], __m256 (&acc)[M][2 * P]) {
+                     const __m256 (&m)[P][2], __m256 (&acc)[M][2 * P], float* expanded) {
+  static_assert(P == 1 || !kExpanding);
 #pragma GCC unroll 2
   for (int64_t k = k_begin; k < k_end; ++k) {
     if constexpr (P > 1) __builtin_prefetch(unit + kFp8UnitBytes + k % P * panel_stride + k / P * 64, 0, 2);
@@ -165,20 +172,26 @@ inline void fp8_rows(const uint8_t* unit, int64_t panel_stride, int64_t k_begin,
       __m256 w0, w1;
       if constexpr (kNormal) fp8_weights_normal(unit + p * panel_stride + k * kNr, m[p][0], m[p][1], w0, w1);
       else fp8_weights(unit + p * panel_stride + k * kNr, m[p][0], m[p][1], w0, w1);
+      if constexpr (kExpanding) {
+        _mm256_storeu_ps(expanded + k * kNr, w0);
+        _mm256_storeu_ps(expanded + k * kNr + 8, w1);
+      }
       fma_step<M, P>(a + k * kMr, p, w0, w1, acc);
     }
   }
 }
 
 // M rows over P panels (panel p at b + p * panel_stride bytes, its C at c + p * kNr). P > 1 is the few-rows form:
-// one row has only 2 chains per panel, too few to cover the FMA latency; 4 panels give 8.
-template <int M, int P>
+// one row has only 2 chains per panel, too few to cover the FMA latency; 4 panels give 8. With kExpanding (P = 1)
+// the decoded weights also go to `expanded`, kFp8ExpandedUnitBytes a unit.
+template <int M, int P, bool kExpanding = false>
 void fp8_tile(int64_t kc, const float* a, const uint8_t* b, int64_t panel_stride, float* c, int64_t ldc,
-              bool accumulate, Prefetcher pf) {
+              bool accumulate, Prefetcher pf, float* expanded = nullptr) {
   __m256 acc[M][2 * P];
   load_acc<M, P, true>(c, ldc, accumulate, acc);
   for (int64_t k0 = 0; k0 < kc; k0 += kFp8PanelBlock) {
     const uint8_t* unit = b + k0 / kFp8PanelBlock * kFp8UnitBytes;
+    float* const expanded_unit = kExpanding ? expanded + k0 * kNr : nullptr;
     pf.unit();
     __m256 m[P][2];
 #pragma GCC unroll 4
@@ -195,12 +208,28 @@ void fp8_tile(int64_t kc, const float* a, const uint8_t* b, int64_t panel_stride
     for (int64_t r0 = 0; r0 < steps; r0 += kFp8NormalRows) {
       const int64_t r1 = steps - r0 < kFp8NormalRows ? steps : r0 + kFp8NormalRows;
       if (fp8_units_normal<P>(unit + r0 * kNr, panel_stride, r1 - r0))
-        fp8_rows<true, M, P>(unit, panel_stride, r0, r1, a + k0 * kMr, m, acc);
+        fp8_rows<true, kExpanding, M, P>(unit, panel_stride, r0, r1, a + k0 * kMr, m, acc, expanded_unit);
       else
-        fp8_rows<false, M, P>(unit, panel_stride, r0, r1, a + k0 * kMr, m, acc);
+        fp8_rows<false, kExpanding, M, P>(unit, panel_stride, r0, r1, a + k0 * kMr, m, acc, expanded_unit);
     }
   }
   store_acc<M, P, true>(c, ldc, acc);
+}
+
+// M rows of one panel on its expanded weights (w: 16 floats a k, in the split-halves order).
+template <int M>
+void fp8_expanded_tile(int64_t kc, const float* a, const float* w, float* c, int64_t ldc, bool accumulate,
+                       Prefetcher pf) {
+  __m256 acc[M][2];
+  load_acc<M, 1, true>(c, ldc, accumulate, acc);
+  for (int64_t k0 = 0; k0 < kc; k0 += kFp8PanelBlock) {
+    pf.unit();
+    const int64_t k1 = kc - k0 < kFp8PanelBlock ? kc : k0 + kFp8PanelBlock;
+#pragma GCC unroll 4
+    for (int64_t k = k0; k < k1; ++k)
+      fma_step<M, 1>(a + k * kMr, 0, _mm256_loadu_ps(w + k * kNr), _mm256_loadu_ps(w + k * kNr + 8), acc);
+  }
+  store_acc<M, 1, true>(c, ldc, acc);
 }
 
 // ---- mxfp4: a vpshufb table of 2 * e2m1 as int8 (exact small integers), then times 2^(s-128) per column.
@@ -280,6 +309,33 @@ void gemm_rows(int m, int64_t kc, const void* a, const void* b, float* c, int64_
 }
 static_assert(kMr == 4, "gemm_rows instantiates 1..4 rows");
 
+// fp8's GemmExpandingFn and its GemmFn on the expanded weights.
+void gemm_fp8_expanding(int m, int64_t kc, const void* a, const void* b, float* c, int64_t ldc, bool acc,
+                        const void* pf, int64_t pf_bytes, void* expanded) {
+  const auto* ap = static_cast<const float*>(a);
+  const auto* bp = static_cast<const uint8_t*>(b);
+  auto* ex = static_cast<float*>(expanded);
+  const Prefetcher hint(pf, pf_bytes, (kc + kFp8PanelBlock - 1) / kFp8PanelBlock);
+  switch (m) {
+    case 1: return fp8_tile<1, 1, true>(kc, ap, bp, 0, c, ldc, acc, hint, ex);
+    case 2: return fp8_tile<2, 1, true>(kc, ap, bp, 0, c, ldc, acc, hint, ex);
+    case 3: return fp8_tile<3, 1, true>(kc, ap, bp, 0, c, ldc, acc, hint, ex);
+    default: return fp8_tile<kMr, 1, true>(kc, ap, bp, 0, c, ldc, acc, hint, ex);
+  }
+}
+void gemm_fp8_expanded(int m, int64_t kc, const void* a, const void* b, float* c, int64_t ldc, bool acc,
+                       const void* pf, int64_t pf_bytes) {
+  const auto* ap = static_cast<const float*>(a);
+  const auto* w = static_cast<const float*>(b);
+  const Prefetcher hint(pf, pf_bytes, (kc + kFp8PanelBlock - 1) / kFp8PanelBlock);
+  switch (m) {
+    case 1: return fp8_expanded_tile<1>(kc, ap, w, c, ldc, acc, hint);
+    case 2: return fp8_expanded_tile<2>(kc, ap, w, c, ldc, acc, hint);
+    case 3: return fp8_expanded_tile<3>(kc, ap, w, c, ldc, acc, hint);
+    default: return fp8_expanded_tile<kMr>(kc, ap, w, c, ldc, acc, hint);
+  }
+}
+
 // One row over kFewRowsPanels[1] panels (few_rows_max = 1): the decode case. Forms of 2 and 3 rows (3 and 2
 // panels, 12 accumulators) measured no faster than the 2- and 3-row kernels on one panel (hot, fp8 3 rows 5.6
 // against 6.2 G weights/s; mxfp4 within noise), and those keep the driver's prefetch.
@@ -294,7 +350,8 @@ void gemm_few(int m, int64_t kc, const void* a, const void* b, int64_t panel_str
 }  // namespace
 
 const GemmFormat kGemmFp8wF32Avx2{WeightFormat::kFp8Block128, "gemm_fp8w_f32_4x16__avx2", kMr, kNr,
-                                  pack_activations_f32, gemm_rows<Code::kFp8>, gemm_few<Code::kFp8>, 1};
+                                  pack_activations_f32, gemm_rows<Code::kFp8>, gemm_few<Code::kFp8>, 1,
+                                  gemm_fp8_expanding, gemm_fp8_expanded, kFp8ExpandedUnitBytes};
 const GemmFormat kGemmMxfp4wF32Avx2{WeightFormat::kMxfp4Block32, "gemm_mxfp4w_f32_4x16__avx2", kMr, kNr,
                                     pack_activations_f32, gemm_rows<Code::kMxfp4>, gemm_few<Code::kMxfp4>, 1};
 
