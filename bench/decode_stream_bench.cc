@@ -295,6 +295,51 @@ void BM_PoolWorkerJoin(benchmark::State& state) {
 }
 BENCHMARK(BM_PoolWorkerJoin)->UseManualTime()->Iterations(2000)->Unit(benchmark::kMicrosecond);
 
+// Loads only, in other access patterns: a set of the f32 weights read in 4 MiB chunks over the threads, each chunk as
+// range(1) regions side by side in runs of range(2) bytes (1 region: one sequential stream; 4 regions of 640-byte
+// runs: the GGUF decode form's pattern, four panels of Q4_0's 640-byte int8 units). Which pattern the memory system
+// serves fastest bounds what any panel layout could stream at T = 1; range(0) is the thread count.
+__attribute__((target("avx2"))) float read_regions(const char* p, int64_t bytes, int regions, int64_t run) {
+  __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+  const int64_t region = bytes / regions;
+  for (int64_t o = 0; o < region; o += run)
+    for (int r = 0; r < regions; ++r)
+      for (const char* q = p + r * region + o; q < p + r * region + o + run; q += 128) {
+        s0 = _mm256_add_ps(s0, _mm256_loadu_ps(reinterpret_cast<const float*>(q)));
+        s1 = _mm256_add_ps(s1, _mm256_loadu_ps(reinterpret_cast<const float*>(q + 32)));
+        s2 = _mm256_add_ps(s2, _mm256_loadu_ps(reinterpret_cast<const float*>(q + 64)));
+        s3 = _mm256_add_ps(s3, _mm256_loadu_ps(reinterpret_cast<const float*>(q + 96)));
+      }
+  alignas(32) float out[8];
+  _mm256_store_ps(out, _mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+  return out[0] + out[1] + out[2] + out[3] + out[4] + out[5] + out[6] + out[7];
+}
+void BM_ReadRegions(benchmark::State& state) {
+  if (!kernels_or_skip(state, Isa::kAvx2)) return;
+  Weights& w = weights(1);
+  set_num_threads(static_cast<int>(state.range(0)));
+  const int regions = static_cast<int>(state.range(1));
+  const int64_t run = state.range(2), chunk = int64_t{4} << 20, set_bytes = kExperts * kPerExpert * 4;
+  static_assert(kExperts * kPerExpert * 4 % (int64_t{4} << 20) == 0, "a set is whole chunks");
+  const int64_t chunks = set_bytes / chunk;
+  std::vector<float> sums(static_cast<size_t>(chunks));
+  for (auto _ : state) {
+    const char* base = reinterpret_cast<const char*>(w.f32.data() + w.next_set * kExperts * kPerExpert);
+    w.next_set = (w.next_set + 1) % kSets;
+    parallel_for(chunks, [&](int64_t c, int) {
+      sums[static_cast<size_t>(c)] = read_regions(base + c * chunk, chunk, regions, run);
+    });
+    benchmark::DoNotOptimize(sums.data());
+  }
+  state.SetBytesProcessed(state.iterations() * set_bytes);
+  set_num_threads(default_num_threads());
+}
+BENCHMARK(BM_ReadRegions)
+    ->ArgsProduct({{2}, {1, 2, 4, 8}, {128, 640, 4096}})
+    ->ArgNames({"threads", "regions", "run"})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
 #define DECODE_STREAM(fn) BENCHMARK(fn)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime()
 DECODE_STREAM(BM_DecodeStreamF32);
 DECODE_STREAM(BM_DecodeStreamBf16);
