@@ -209,5 +209,12 @@ int ggml_sub_block_values(uint32_t type);
 // Whether the type's values use offsets (the fmaf form above).
 bool ggml_block_has_offsets(uint32_t type);
 void split_block_ref(uint32_t type, const std::byte* block, GgmlBlockCodes* out);
+// The factors of a Q4_K or Q5_K block as stored: its f16 d and dmin, and each sub-block's 6-bit scale sc and min
+// m, so that split_block_ref's scale[s] is d * sc[s] and offset[s] is -(dmin * m[s]). Fails for other types.
+struct GgmlBlockFactors {
+  float d, dmin;
+  uint8_t sc[8], m[8];
+};
+void split_block_factors(uint32_t type, const std::byte* block, GgmlBlockFactors* out);
 
 }  // namespace hymoe

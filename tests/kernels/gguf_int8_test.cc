@@ -109,8 +109,9 @@ TEST(GgmlActivationQuant, PackedUnitsHoldCodesScalesAndSums) {
   for (WeightFormat f : {WeightFormat::kGgmlQ4_0I8, WeightFormat::kGgmlQ4_1I8, WeightFormat::kGgmlQ4_KI8,
                          WeightFormat::kGgmlQ6_KI8}) {
     const GgmlActivation act = gguf_int8_activation(f);
-    const int unit = k_unit(f), block = act == GgmlActivation::kQ8_K ? kQ8KBlock : kQ8Block;
-    const int64_t unit_bytes = activation_unit_bytes(f, mr);
+    // The activations' unit is the sub-block (a compact format's unit of 256 k holds 8 of them).
+    const int unit = gguf_int8_layout(f).k_unit, block = act == GgmlActivation::kQ8_K ? kQ8KBlock : kQ8Block;
+    const int64_t unit_bytes = activation_unit_bytes(f, mr) * unit / k_unit(f);
     std::vector<uint8_t> a(static_cast<size_t>(k / unit * unit_bytes), 0xAB);
     reference_packing(act, unit)(x.data(), k, nullptr, rows, k, mr, a.data());
     for (int i = 0; i < mr; ++i)
@@ -227,9 +228,11 @@ TEST(GgufInt8Pack, FastGridExpansionWritesThePlainBytes) {
 TEST(GgufInt8Pack, PanelsHoldTheExactWeightsInTheDocumentedBytes) {
   Rng rng(12);
   const std::map<std::string, double> documented = {{"Q8_0", 1.125}, {"Q4_0", 0.625}, {"Q4_1", 0.75},
-                                                    {"Q5_0", 0.75},  {"Q5_1", 0.875}, {"Q4_K", 0.75},
-                                                    {"Q5_K", 0.875}, {"Q6_K", 1.0},  {"IQ4_NL", 0.625},
-                                                    {"IQ4_XS", 0.625},
+                                                    {"Q5_0", 0.75},  {"Q5_1", 0.875},
+                                                    // The compact factors: a u8 scale and min per 32, f32 d and
+                                                    // -dmin per 256.
+                                                    {"Q4_K", 152 / 256.0}, {"Q5_K", 184 / 256.0},
+                                                    {"Q6_K", 1.0},  {"IQ4_NL", 0.625}, {"IQ4_XS", 0.625},
                                                     // The super-block form: 2-bit codes, a scale byte per 16,
                                                     // f32 d and -dmin per 256.
                                                     {"Q2_K", 88 / 256.0}, {"Q3_K", 0.75}, {"TQ1_0", 88 / 256.0},

@@ -96,6 +96,7 @@ struct GgufBlockFormat {
   bool grid;             // the IQ1/IQ2/IQ3 types: panels keep the blocks (see GgufPanelLayout::grid)
   bool super_block;      // int8 form super or super1: integer sub-block factors (GgufPanelLayout::super_block)
   bool unit_factors;     // int8 form super1: every sub-block's scale and min are 1 (gguf_super_unit_factors)
+  bool compact;          // int8 form compact: integer sub-block factors under d per 256 k (GgufPanelLayout::compact)
 };
 // The act column of gguf_formats.inc as the enum.
 #define HYMOE_GGML_ACTIVATION_q8_0 GgmlActivation::kQ8_0
@@ -110,16 +111,22 @@ struct GgufBlockFormat {
 #define HYMOE_GGUF_GRID_grid true
 // The int8 form column.
 #define HYMOE_GGUF_SUPER_units false
+#define HYMOE_GGUF_SUPER_compact false
 #define HYMOE_GGUF_SUPER_super true
 #define HYMOE_GGUF_SUPER_super1 true
 #define HYMOE_GGUF_UNIT_FACTORS_units false
+#define HYMOE_GGUF_UNIT_FACTORS_compact false
 #define HYMOE_GGUF_UNIT_FACTORS_super false
 #define HYMOE_GGUF_UNIT_FACTORS_super1 true
+#define HYMOE_GGUF_COMPACT_units false
+#define HYMOE_GGUF_COMPACT_compact true
+#define HYMOE_GGUF_COMPACT_super false
+#define HYMOE_GGUF_COMPACT_super1 false
 inline constexpr GgufBlockFormat kGgufBlockFormats[] = {
 #define HYMOE_GGUF_BLOCK(T, t, type, unit, bits, bias, int8_bias, offsets, act, values, int8_form) \
   {#T, type, WeightFormat::kGgml##T, WeightFormat::kGgml##T##I8, #t "w_f32", #t "w_" #act, unit, bits, bias,   \
    int8_bias, offsets, HYMOE_GGML_ACTIVATION_##act, HYMOE_GGUF_VALUES_##values, HYMOE_GGUF_GRID_##values,        \
-   HYMOE_GGUF_SUPER_##int8_form, HYMOE_GGUF_UNIT_FACTORS_##int8_form},
+   HYMOE_GGUF_SUPER_##int8_form, HYMOE_GGUF_UNIT_FACTORS_##int8_form, HYMOE_GGUF_COMPACT_##int8_form},
 #include "kernels/formats/gguf_formats.inc"
 #undef HYMOE_GGUF_BLOCK
 };
@@ -173,6 +180,13 @@ struct GgufPanelLayout {
   // for Q2_K, one float step per 256 k (for TQ1_0 and TQ2_0 llama.cpp takes float(isum - msum) * d * d_a, one rounding
   // fewer).
   bool super_block = false;
+  // The compact factors (int8 form compact in gguf_formats.inc: Q4_K, Q5_K; int8 layouts only): the codes as the
+  // units layout below has them, 256 / k_unit sub-units of k_unit k one after another per unit of 256 k (a GGUF
+  // block), then the factors once per unit as the block keeps them (gguf_compact_layout gives the offsets):
+  // (subs, nr) u8 sc, (subs, nr) u8 m, nr f32 d, nr f32 -dmin. Sub-block s's scale d * sc and offset -dmin * m
+  // are exact in f32 (an f16 value times 6 bits), so the kernels, which form them from these, see the units
+  // layout's factors to the bit, from 0.594 bytes a weight (Q4_K) instead of 0.75.
+  bool compact = false;
 };
 // llama.cpp's kvalues_mxfp4: 2x the E2M1 value of each nibble.
 constexpr int8_t kMxfp4Kvalues[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
@@ -198,7 +212,8 @@ constexpr GgufPanelLayout gguf_int8_layout(WeightFormat format) {
   const GgufBlockFormat* b = gguf_block_format(format);
   if (!b || b->int8 != format) return {0, 0, 0, 0, false};
   if (b->super_block) return {b->ggml_type, 16, 2, 0, true, false, nullptr, false, true};
-  return {b->ggml_type, b->k_unit, b->code_bits, b->int8_code_bias, b->offsets, false, b->values, b->grid};
+  return {b->ggml_type, b->k_unit, b->code_bits, b->int8_code_bias, b->offsets, false, b->values, b->grid, false,
+          b->compact};
 }
 constexpr bool is_gguf_int8_format(WeightFormat format) { return gguf_int8_layout(format).ggml_type != 0; }
 // The ggml type a GGUF format (exact or int8) repacks from a kGgml view; 0 for the others (MXFP4's int8 format
@@ -231,6 +246,21 @@ constexpr bool is_gguf_grid_format(WeightFormat format) {
   return b && b->grid;
 }
 constexpr bool is_gguf_super_format(WeightFormat format) { return gguf_int8_layout(format).super_block; }
+constexpr bool is_gguf_compact_format(WeightFormat format) { return gguf_int8_layout(format).compact; }
+// Where the parts of one 256-k unit of a compact int8 panel of nr columns start (GgufPanelLayout::compact): the
+// sub-units' codes at 0, code_bytes each, then the sc bytes, the m bytes, nr f32 d, nr f32 -dmin; and the unit's
+// bytes. A layout without offsets has no m bytes and no -dmin.
+struct GgufCompactLayout {
+  int subs;
+  int64_t code_bytes, scales, mins, d, neg_dmin, unit_bytes;
+};
+constexpr GgufCompactLayout gguf_compact_layout(const GgufPanelLayout& l, int nr) {
+  const int subs = kQ8KBlock / l.k_unit;
+  const int64_t code_bytes = int64_t{l.k_unit} * nr * l.code_bits / 8, scales = subs * code_bytes;
+  const int64_t mins = scales + subs * int64_t{nr}, d = mins + (l.offsets ? subs * int64_t{nr} : 0);
+  const int64_t neg_dmin = d + 4 * int64_t{nr};
+  return {subs, code_bytes, scales, mins, d, neg_dmin, neg_dmin + (l.offsets ? 4 * int64_t{nr} : 0)};
+}
 // The super-block int8 formats whose every sub-block has scale and min 1 (int8 form super1: the ternary types):
 // their kernels skip the integer scale multiplies.
 constexpr bool gguf_super_unit_factors(WeightFormat format) {
@@ -248,7 +278,7 @@ constexpr GgufSuperLayout gguf_super_layout(int nr) {
 }
 // k granularity of the format's packed panels: K is padded with zeros to a multiple of it.
 constexpr int k_unit(WeightFormat format) {
-  return is_gguf_grid_format(format) || is_gguf_super_format(format) ? kQ8KBlock
+  return is_gguf_grid_format(format) || is_gguf_super_format(format) || is_gguf_compact_format(format) ? kQ8KBlock
          : is_gguf_format(format)                 ? gguf_panel_layout(format).k_unit
          : is_gguf_int8_format(format)            ? gguf_int8_layout(format).k_unit
          : format == WeightFormat::kBf16Dot       ? 2
@@ -261,6 +291,7 @@ constexpr int k_unit(WeightFormat format) {
 constexpr int64_t weight_unit_bytes(WeightFormat format, int nr) {
   if (is_gguf_grid_format(format)) return nr * gguf_grid_block_bytes(gguf_block_format(format)->ggml_type);
   if (is_gguf_super_format(format)) return gguf_super_layout(nr).unit_bytes;
+  if (is_gguf_compact_format(format)) return gguf_compact_layout(gguf_int8_layout(format), nr).unit_bytes;
   if (is_gguf_format(format) || is_gguf_int8_format(format))
     return gguf_layout_unit_bytes(is_gguf_format(format) ? gguf_panel_layout(format) : gguf_int8_layout(format), nr);
   return format == WeightFormat::kF32 ? 4 * nr : format == WeightFormat::kQ8Block32 ? 36 * nr

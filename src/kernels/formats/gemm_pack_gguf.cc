@@ -2,6 +2,7 @@
 // kGgml weight view into compact panels (once, at load) for the exact and the integer-dot kernels, the exact
 // decoding of a panel's weight and the exact kernels' scalar reference. Built without ISA flags.
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -232,6 +233,26 @@ SuperFactors super_factors(const uint8_t* panel, int nr, int64_t kk, int j) {
   return {byte & 15, byte >> 4, load_f32(unit + sl.d + 4 * j), load_f32(unit + sl.neg_dmin + 4 * j)};
 }
 
+// Where the codes of k index kk lie in an int8 panel of the units or compact layout: the unit (or sub-unit) start.
+const uint8_t* int8_code_unit(WeightFormat format, const GgufPanelLayout& l, const uint8_t* panel, int nr, int64_t kk) {
+  if (!l.compact) return panel + kk / l.k_unit * weight_unit_bytes(format, nr);
+  const GgufCompactLayout cl = gguf_compact_layout(l, nr);
+  return panel + kk / kQ8KBlock * cl.unit_bytes + kk % kQ8KBlock / l.k_unit * cl.code_bytes;
+}
+
+// Column j's factors of the compact unit holding kk: sc, m, d, -dmin of kk's sub-block.
+struct CompactFactors {
+  int sc, m;
+  float d, neg_dmin;
+};
+CompactFactors compact_factors(const GgufPanelLayout& l, const uint8_t* panel, int nr, int64_t kk, int j) {
+  const GgufCompactLayout cl = gguf_compact_layout(l, nr);
+  const uint8_t* unit = panel + kk / kQ8KBlock * cl.unit_bytes;
+  const int64_t s = kk % kQ8KBlock / l.k_unit;
+  return {unit[cl.scales + s * nr + j], l.offsets ? unit[cl.mins + s * nr + j] : 0, load_f32(unit + cl.d + 4 * j),
+          l.offsets ? load_f32(unit + cl.neg_dmin + 4 * j) : 0.0f};
+}
+
 // Column j's block of a grid panel holding k index kk, taken apart.
 GgmlBlockCodes grid_block_codes(const GgufPanelLayout& l, const uint8_t* panel, int nr, int64_t kk, int j) {
   const int64_t block_bytes = gguf_grid_block_bytes(l.ggml_type);
@@ -249,6 +270,10 @@ float gguf_panel_sub_scale(WeightFormat format, const uint8_t* panel, int nr, in
   if (l.super_block) {
     const SuperFactors f = super_factors(panel, nr, kk, j);
     return f.d * static_cast<float>(f.sc);  // exact: an f16 value times 4 bits
+  }
+  if (l.compact) {
+    const CompactFactors f = compact_factors(l, panel, nr, kk, j);
+    return f.d * static_cast<float>(f.sc);  // exact: an f16 value times 6 bits
   }
   const uint8_t* unit = panel + kk / l.k_unit * weight_unit_bytes(format, nr);
   return is_gguf_format(format) ? load_f32(unit + int64_t{l.k_unit} * nr * l.code_bits / 8 + 4 * j)
@@ -275,6 +300,68 @@ void fill_gguf_panel(WeightFormat format, int64_t k, int nr, uint8_t* panel,
   });
 }
 
+namespace {
+
+// Stores code u (`stored`) of k kk (in its unit) and column j into the codes of an int8 layout's unit (gemm_kernels.h,
+// gguf_int8_layout), which start zeroed.
+void put_int8_code(const GgufPanelLayout& l, int nr, uint8_t* unit, int kk, int j, int stored) {
+  HYMOE_CHECK(stored >= 0 && stored < (1 << l.code_bits));
+  const int groups = l.k_unit / 4, high_bits = l.code_bits - 4;
+  const int g = kk / 4, t = kk % 4;
+  if (l.code_bits == 8) {
+    unit[(g * nr + j) * 4 + t] = static_cast<uint8_t>(stored);
+    return;
+  }
+  const int h = g % (groups / 2), nibble_shift = g < groups / 2 ? 0 : 4;
+  unit[(h * nr + j) * 4 + t] |= static_cast<uint8_t>((stored & 15) << nibble_shift);
+  if (high_bits > 0) unit[(groups / 2 * nr + j) * 4 + t] |= static_cast<uint8_t>((stored >> 4) << (g * high_bits));
+}
+
+// A compact int8 panel (GgufPanelLayout::compact): per unit of 256 k the sub-units' codes, then the blocks' integer
+// scales and mins and their d and -dmin (gguf_compact_layout). Each factor is checked to give split_block_ref's
+// scale and offset to the bit, so the kernels' products are the units layout's factors. Padding columns are zeros.
+void fill_compact_panel(const GgufPanelLayout& l, int64_t k, int nr, uint8_t* panel,
+                        const std::function<std::pair<int, int64_t>(int)>& column_of, const MatrixView& gate,
+                        const MatrixView& up) {
+  const GgmlTypeTraits* t = ggml_type_traits(l.ggml_type);
+  HYMOE_CHECK(t && t->block_values == kQ8KBlock && k % kQ8KBlock == 0, "the compact form packs rows of whole ",
+              "256-value blocks, not type ", l.ggml_type, " of ", k);
+  const GgufCompactLayout cl = gguf_compact_layout(l, nr);
+  const int64_t units = k / kQ8KBlock;
+  std::memset(panel, 0, static_cast<size_t>(units * cl.unit_bytes));
+  ColumnCodes col_codes;
+  GgmlBlockFactors f;
+  for (int j = 0; j < nr; ++j) {
+    const auto [which, col] = column_of(j);
+    if (col < 0) continue;
+    const MatrixView& src = which == 0 ? gate : up;
+    HYMOE_CHECK(src.quant.scheme == QuantScheme::kGgml && src.quant.ggml_type == l.ggml_type && src.k == k);
+    split_column(src, col, col_codes);
+    const auto* row = static_cast<const std::byte*>(src.data) + col * units * t->block_bytes;
+    for (int64_t u = 0; u < units; ++u) {
+      uint8_t* unit = panel + u * cl.unit_bytes;
+      split_block_factors(l.ggml_type, row + u * t->block_bytes, &f);
+      for (int s = 0; s < cl.subs; ++s) {
+        const size_t sub = static_cast<size_t>(u * cl.subs + s);
+        HYMOE_CHECK(std::bit_cast<uint32_t>(f.d * static_cast<float>(f.sc[s])) ==
+                            std::bit_cast<uint32_t>(col_codes.scale[sub]) &&
+                        std::bit_cast<uint32_t>(-f.dmin * static_cast<float>(f.m[s])) ==
+                            std::bit_cast<uint32_t>(col_codes.offset[sub]),
+                    "compact factors of type ", l.ggml_type, " differ from its decoder's");
+        unit[cl.scales + s * nr + j] = f.sc[s];
+        unit[cl.mins + s * nr + j] = f.m[s];
+        for (int kk = 0; kk < l.k_unit; ++kk)
+          put_int8_code(l, nr, unit + s * cl.code_bytes, kk, j, col_codes.code[sub * l.k_unit + kk] + l.code_bias);
+      }
+      const float neg_dmin = -f.dmin;
+      std::memcpy(unit + cl.d + 4 * j, &f.d, sizeof f.d);
+      std::memcpy(unit + cl.neg_dmin + 4 * j, &neg_dmin, sizeof neg_dmin);
+    }
+  }
+}
+
+}  // namespace
+
 void fill_gguf_int8_panel(WeightFormat format, int64_t k, int nr, uint8_t* panel,
                           const std::function<std::pair<int, int64_t>(int)>& column_of, const MatrixView& gate,
                           const MatrixView& up) {
@@ -282,17 +369,9 @@ void fill_gguf_int8_panel(WeightFormat format, int64_t k, int nr, uint8_t* panel
   HYMOE_CHECK(!l.mxfp4, "mxfp4 int8 panels are packed from kMxfp4 views (pack_quantized_matrix)");
   if (l.grid) return fill_grid_panel(l, k, nr, panel, column_of, gate, up);
   if (l.super_block) return fill_super_panel(l, k, nr, panel, column_of, gate, up);
-  const int groups = l.k_unit / 4, high_bits = l.code_bits - 4;
+  if (l.compact) return fill_compact_panel(l, k, nr, panel, column_of, gate, up);
   fill_panel_units(format, l, k, nr, panel, column_of, gate, up, [&](uint8_t* unit, int kk, int j, int stored) {
-    HYMOE_CHECK(stored >= 0 && stored < (1 << l.code_bits));
-    const int g = kk / 4, t = kk % 4;
-    if (l.code_bits == 8) {
-      unit[(g * nr + j) * 4 + t] = static_cast<uint8_t>(stored);
-      return;
-    }
-    const int h = g % (groups / 2), nibble_shift = g < groups / 2 ? 0 : 4;
-    unit[(h * nr + j) * 4 + t] |= static_cast<uint8_t>((stored & 15) << nibble_shift);
-    if (high_bits > 0) unit[(groups / 2 * nr + j) * 4 + t] |= static_cast<uint8_t>((stored >> 4) << (g * high_bits));
+    put_int8_code(l, nr, unit, kk, j, stored);
   });
 }
 
@@ -304,7 +383,7 @@ int gguf_int8_panel_code(WeightFormat format, const uint8_t* panel, int nr, int6
     const int in_unit = static_cast<int>(kk % kQ8KBlock), s = in_unit / 16, g = in_unit % 16 / 4, t = in_unit % 4;
     return unit[(s * nr + j) * 4 + t] >> (2 * g) & 3;
   }
-  const uint8_t* unit = panel + kk / l.k_unit * weight_unit_bytes(format, nr);
+  const uint8_t* unit = int8_code_unit(format, l, panel, nr, kk);
   const int in_unit = static_cast<int>(kk % l.k_unit), g = in_unit / 4, t = in_unit % 4;
   if (l.code_bits == 8) return unit[(g * nr + j) * 4 + t];
   const int groups = l.k_unit / 4, high_bits = l.code_bits - 4;
@@ -317,7 +396,7 @@ int gguf_int8_panel_code(WeightFormat format, const uint8_t* panel, int nr, int6
 
 float gguf_int8_panel_scale(WeightFormat format, const uint8_t* unit, int nr, int j) {
   const GgufPanelLayout l = gguf_int8_layout(format);
-  HYMOE_CHECK(!l.super_block, "a super-block unit has a scale per sub-block: gguf_panel_sub_scale");
+  HYMOE_CHECK(!l.super_block && !l.compact, "a unit of 256 k has a scale per sub-block: gguf_panel_sub_scale");
   const uint8_t* factors = unit + int64_t{l.k_unit} * nr * l.code_bits / 8;
   // E8M0 e halved: 2^(e - 128), subnormal for e = 0 and 1 (ldexp is exact there).
   return l.mxfp4 ? std::ldexp(1.0f, factors[j] - 128) : load_f32(factors + 4 * j);
@@ -329,6 +408,10 @@ float gguf_int8_panel_offset(WeightFormat format, const uint8_t* panel, int nr, 
   if (!l.offsets) return 0.0f;  // the grid types among them
   if (l.super_block) {
     const SuperFactors f = super_factors(panel, nr, kk, j);
+    return f.neg_dmin * static_cast<float>(f.m);  // -(dmin * m), exactly
+  }
+  if (l.compact) {
+    const CompactFactors f = compact_factors(l, panel, nr, kk, j);
     return f.neg_dmin * static_cast<float>(f.m);  // -(dmin * m), exactly
   }
   const uint8_t* unit = panel + kk / l.k_unit * weight_unit_bytes(format, nr);

@@ -1,6 +1,7 @@
 // Scalar reference decoders of GGUF's block formats: plain loops, no SIMD, no threads, written from the block
 // layouts in quant_formats.h. Tests pin them bit for bit to hand-computed blocks and to llama.cpp's gguf-py.
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <limits>
 
@@ -325,6 +326,23 @@ bool ggml_block_has_offsets(uint32_t type) {
 }
 
 // The same reads of the block as the decoders above, stopping short of the final multiply.
+void split_block_factors(uint32_t type, const std::byte* block, GgmlBlockFactors* out) {
+  const bool q4 = type == static_cast<uint32_t>(GgmlType::kQ4_K), q5 = type == static_cast<uint32_t>(GgmlType::kQ5_K);
+  HYMOE_CHECK(q4 || q5, "split_block_factors: ggml type ", type, " is neither Q4_K nor Q5_K");
+  // Q5_K's block begins as Q4_K's: d, dmin, scales.
+  static_assert(offsetof(BlockQ4_K, dmin) == offsetof(BlockQ5_K, dmin) &&
+                offsetof(BlockQ4_K, scales) == offsetof(BlockQ5_K, scales));
+  const auto b = load_block<BlockQ4_K>(block);
+  out->d = f16_to_float(b.d);
+  out->dmin = f16_to_float(b.dmin);
+  for (int j = 0; j < 8; ++j) {
+    int sc, m;
+    unpack_k_scales(b.scales, j, &sc, &m);
+    out->sc[j] = static_cast<uint8_t>(sc);
+    out->m[j] = static_cast<uint8_t>(m);
+  }
+}
+
 void split_block_ref(uint32_t type, const std::byte* block, GgmlBlockCodes* out) {
   switch (static_cast<GgmlType>(type)) {
     case GgmlType::kQ8_0: {

@@ -177,72 +177,98 @@ class HintPrefetch {
   int64_t per_unit_;
 };
 
-// M rows over P panels (panel p at b + p * panel_stride bytes, its C at c + p * kNr).
+// M rows over P panels (panel p at b + p * panel_stride bytes, its C at c + p * kNr). A compact format
+// (GgufPanelLayout::compact) runs the same body per sub-unit of its 256-k units, its f32 factors formed from the
+// unit's integer ones (exact products: the units layout's factors to the bit).
 template <WeightFormat F, int M, int P>
 void int8_tile(int64_t units, const uint8_t* a, const uint8_t* b, int64_t panel_stride, float* c, int64_t ldc,
                bool accumulate, const char* prefetch, const char* prefetch_end) {
   using L = Int8Layout<F>;
+  constexpr bool kCompact = L::kL.compact;
+  constexpr GgufCompactLayout kC = gguf_compact_layout(L::kL, kNr);
+  constexpr int kSubs = kCompact ? kC.subs : 1;
+  constexpr int64_t kUnitBytes = kCompact ? kC.unit_bytes : L::kBUnit;
   typename V::vec acc[M][2 * P];
   load_tile_acc<M, P>(acc, c, ldc, accumulate);
-  HintPrefetch hint(prefetch, prefetch_end, units);
+  HintPrefetch hint(prefetch, prefetch_end, units * kSubs);
   for (int64_t u = 0; u < units; ++u) {
-    hint.unit();
-    // The decode form (one row over P panels, which the driver gives no hint) fetches each panel's next unit
-    // into L1 itself: with the hardware prefetchers alone the core waits on a unit's lines, then computes, and the
-    // two barely overlap. Measured cold in hymoe_decode_stream_bench (docs/performance.md): Q4_0 and MXFP4 15%
-    // faster, Q5_K and Q6_K 40-60%, Q4_K within noise; Q8_0 12% slower (9 lines a unit and panel, twice the
-    // others': the prefetches then crowd the core's outstanding misses), so its codes go without.
-    if constexpr (P > 1 && L::kL.code_bits < 8)
-      if (u + 1 < units)
+    const bool fetch_next = u + 1 < units;
+    for (int sub = 0; sub < kSubs; ++sub) {
+      hint.unit();
+      // The decode form (one row over P panels, which the driver gives no hint) fetches each panel's next unit
+      // into L1 itself (a compact unit in kSubs shares, one per sub-unit): with the hardware prefetchers alone the
+      // core waits on a unit's lines, then computes, and the two barely overlap. Measured cold in
+      // hymoe_decode_stream_bench (docs/performance.md): Q4_0 and MXFP4 15% faster, Q5_K and Q6_K 40-60%, Q4_K
+      // within noise; Q8_0 12% slower (9 lines a unit and panel, twice the others': the prefetches then crowd the
+      // core's outstanding misses), so its codes go without.
+      if constexpr (P > 1 && L::kL.code_bits < 8)
+        if (fetch_next)
 #pragma GCC unroll 4
-        for (int p = 0; p < P; ++p)
+          for (int p = 0; p < P; ++p)
 #pragma GCC unroll 16
-          for (int64_t o = 0; o < L::kBUnit; o += 64)
-            __builtin_prefetch(b + p * panel_stride + (u + 1) * L::kBUnit + o, 0, 3);
-    const uint8_t* au = a + u * L::kAUnit;
-    const float* da = reinterpret_cast<const float*>(au + L::kL.k_unit * kIntMr);
-    const int32_t* sums = reinterpret_cast<const int32_t*>(au + (L::kL.k_unit + 4) * kIntMr);
+            for (int64_t o = sub * kUnitBytes / kSubs / 64 * 64; o < (sub + 1) * kUnitBytes / kSubs; o += 64)
+              __builtin_prefetch(b + p * panel_stride + (u + 1) * kUnitBytes + o, 0, 3);
+      const uint8_t* au = a + (u * kSubs + sub) * L::kAUnit;
+      const float* da = reinterpret_cast<const float*>(au + L::kL.k_unit * kIntMr);
+      const int32_t* sums = reinterpret_cast<const int32_t*>(au + (L::kL.k_unit + 4) * kIntMr);
 #pragma GCC unroll 4
-    for (int p = 0; p < P; ++p) {
-      const uint8_t* bu = b + p * panel_stride + u * L::kBUnit;
-      typename V::ivec s[M][2];
+      for (int p = 0; p < P; ++p) {
+        const uint8_t* ub = b + p * panel_stride + u * kUnitBytes;  // the (256-k) unit
+        const uint8_t* bu = kCompact ? ub + sub * kC.code_bytes : ub;
+        typename V::ivec s[M][2];
 #pragma GCC unroll 8
-      for (int i = 0; i < M; ++i) {
-        if constexpr (kQ8Codes<F>) {
-          const int32_t correction = -L::kL.code_bias * sums[i];
-          s[i][0] = s[i][1] = V::q8_start(reinterpret_cast<const uint8_t*>(&correction));
-        } else if constexpr (L::kL.code_bias != 0) {
-          s[i][0] = s[i][1] = V::set1_i32(-L::kL.code_bias * sums[i]);
-        } else {
-          s[i][0] = s[i][1] = V::set1_i32(0);
+        for (int i = 0; i < M; ++i) {
+          if constexpr (kQ8Codes<F>) {
+            const int32_t correction = -L::kL.code_bias * sums[i];
+            s[i][0] = s[i][1] = V::q8_start(reinterpret_cast<const uint8_t*>(&correction));
+          } else if constexpr (L::kL.code_bias != 0) {
+            s[i][0] = s[i][1] = V::set1_i32(-L::kL.code_bias * sums[i]);
+          } else {
+            s[i][0] = s[i][1] = V::set1_i32(0);
+          }
         }
-      }
-      int8_groups<F, M, 0>(au, bu, s);
-      const float* scale = reinterpret_cast<const float*>(bu + L::kCodeBytes);
-      typename V::vec d0, d1;
-      if constexpr (L::kL.mxfp4) {
-        // 2^(e - 127) times da / 2 (exact: da is an f16 value) is llama.cpp's 2^(e - 128) * da, rounded once.
-        d0 = V::e8m0_scales(bu + L::kCodeBytes);
-        d1 = V::e8m0_scales(bu + L::kCodeBytes + V::kWidth);
-      } else {
-        d0 = V::load(scale);
-        d1 = V::load(scale + V::kWidth);
-      }
+        int8_groups<F, M, 0>(au, bu, s);
+        [[maybe_unused]] const float* scale = reinterpret_cast<const float*>(bu + L::kCodeBytes);
+        typename V::vec d0, d1, o0, o1;  // the sub-block's scales, and offsets (the types with offsets)
+        if constexpr (L::kL.mxfp4) {
+          // 2^(e - 127) times da / 2 (exact: da is an f16 value) is llama.cpp's 2^(e - 128) * da, rounded once.
+          d0 = V::e8m0_scales(bu + L::kCodeBytes);
+          d1 = V::e8m0_scales(bu + L::kCodeBytes + V::kWidth);
+        } else if constexpr (kCompact) {
+          const float* d = reinterpret_cast<const float*>(ub + kC.d);
+          const uint8_t* sc = ub + kC.scales + sub * kNr;
+          d0 = V::mul(V::to_float(V::widen_u8(sc)), V::load(d));
+          d1 = V::mul(V::to_float(V::widen_u8(sc + V::kWidth)), V::load(d + V::kWidth));
+          if constexpr (L::kL.offsets) {
+            const float* neg_dmin = reinterpret_cast<const float*>(ub + kC.neg_dmin);
+            const uint8_t* m = ub + kC.mins + sub * kNr;
+            o0 = V::mul(V::to_float(V::widen_u8(m)), V::load(neg_dmin));
+            o1 = V::mul(V::to_float(V::widen_u8(m + V::kWidth)), V::load(neg_dmin + V::kWidth));
+          }
+        } else {
+          d0 = V::load(scale);
+          d1 = V::load(scale + V::kWidth);
+          if constexpr (L::kL.offsets) {
+            o0 = V::load(scale + kNr);
+            o1 = V::load(scale + kNr + V::kWidth);
+          }
+        }
 #pragma GCC unroll 8
-      for (int i = 0; i < M; ++i) {
-        typename V::vec dav = V::broadcast(da + i);
-        if constexpr (L::kL.mxfp4) dav = V::mul(dav, V::set1(0.5f));
-        acc[i][2 * p] = V::fma(V::to_float(s[i][0]), V::mul(d0, dav), acc[i][2 * p]);
-        acc[i][2 * p + 1] = V::fma(V::to_float(s[i][1]), V::mul(d1, dav), acc[i][2 * p + 1]);
-        if constexpr (L::kL.offsets && gguf_int8_activation(F) == GgmlActivation::kQ8_1) {
-          // q8_1 carries s = f16(d * sum) in the sums' slot (as f32): the offset's share is m * s, as ggml's.
-          const typename V::vec s_a = V::broadcast(reinterpret_cast<const float*>(sums) + i);
-          acc[i][2 * p] = V::fma(V::load(scale + kNr), s_a, acc[i][2 * p]);
-          acc[i][2 * p + 1] = V::fma(V::load(scale + kNr + V::kWidth), s_a, acc[i][2 * p + 1]);
-        } else if constexpr (L::kL.offsets) {
-          const typename V::vec sum = V::set1(static_cast<float>(sums[i]));
-          acc[i][2 * p] = V::fma(V::mul(V::load(scale + kNr), dav), sum, acc[i][2 * p]);
-          acc[i][2 * p + 1] = V::fma(V::mul(V::load(scale + kNr + V::kWidth), dav), sum, acc[i][2 * p + 1]);
+        for (int i = 0; i < M; ++i) {
+          typename V::vec dav = V::broadcast(da + i);
+          if constexpr (L::kL.mxfp4) dav = V::mul(dav, V::set1(0.5f));
+          acc[i][2 * p] = V::fma(V::to_float(s[i][0]), V::mul(d0, dav), acc[i][2 * p]);
+          acc[i][2 * p + 1] = V::fma(V::to_float(s[i][1]), V::mul(d1, dav), acc[i][2 * p + 1]);
+          if constexpr (L::kL.offsets && gguf_int8_activation(F) == GgmlActivation::kQ8_1) {
+            // q8_1 carries s = f16(d * sum) in the sums' slot (as f32): the offset's share is m * s, as ggml's.
+            const typename V::vec s_a = V::broadcast(reinterpret_cast<const float*>(sums) + i);
+            acc[i][2 * p] = V::fma(o0, s_a, acc[i][2 * p]);
+            acc[i][2 * p + 1] = V::fma(o1, s_a, acc[i][2 * p + 1]);
+          } else if constexpr (L::kL.offsets) {
+            const typename V::vec sum = V::set1(static_cast<float>(sums[i]));
+            acc[i][2 * p] = V::fma(V::mul(o0, dav), sum, acc[i][2 * p]);
+            acc[i][2 * p + 1] = V::fma(V::mul(o1, dav), sum, acc[i][2 * p + 1]);
+          }
         }
       }
     }
