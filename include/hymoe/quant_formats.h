@@ -209,11 +209,14 @@ int ggml_sub_block_values(uint32_t type);
 // Whether the type's values use offsets (the fmaf form above).
 bool ggml_block_has_offsets(uint32_t type);
 void split_block_ref(uint32_t type, const std::byte* block, GgmlBlockCodes* out);
-// The factors of a Q4_K or Q5_K block as stored: its f16 d and dmin, and each sub-block's 6-bit scale sc and min
-// m, so that split_block_ref's scale[s] is d * sc[s] and offset[s] is -(dmin * m[s]). Fails for other types.
+// The factors of a K-quant block as stored: its f16 d (and dmin), and each sub-block's integer scale sc (and min
+// m), so that split_block_ref's scale[s] is d * sc[s] (and offset[s] -(dmin * m[s])). Q4_K, Q5_K: 8 sub-blocks,
+// sc and m 0..63; Q3_K: 16 sub-blocks, sc -32..31; Q6_K: 16 sub-blocks, sc -128..127; the last two have no mins
+// (dmin and m 0). Fails for other types.
 struct GgmlBlockFactors {
   float d, dmin;
-  uint8_t sc[8], m[8];
+  int8_t sc[16];
+  uint8_t m[16];
 };
 void split_block_factors(uint32_t type, const std::byte* block, GgmlBlockFactors* out);
 

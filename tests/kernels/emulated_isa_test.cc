@@ -150,6 +150,12 @@ struct V {
     for (int l = 0; l < kWidth; ++l) r.i[l] = p[l];
     return r;
   }
+  // The compact factors' signed scales: vpmovsxbd.
+  static ivec widen_i8(const uint8_t* p) {
+    ivec r;
+    for (int l = 0; l < kWidth; ++l) r.i[l] = static_cast<int8_t>(p[l]);
+    return r;
+  }
   static ivec and_i32(ivec v, int mask) {
     return map_bits(v, [&](uint32_t x) { return x & static_cast<uint32_t>(mask); });
   }

@@ -229,13 +229,14 @@ TEST(GgufInt8Pack, PanelsHoldTheExactWeightsInTheDocumentedBytes) {
   Rng rng(12);
   const std::map<std::string, double> documented = {{"Q8_0", 1.125}, {"Q4_0", 0.625}, {"Q4_1", 0.75},
                                                     {"Q5_0", 0.75},  {"Q5_1", 0.875},
-                                                    // The compact factors: a u8 scale and min per 32, f32 d and
-                                                    // -dmin per 256.
+                                                    // The compact factors: a byte of scale (and of min) per
+                                                    // sub-block, f32 d (and -dmin) per 256.
                                                     {"Q4_K", 152 / 256.0}, {"Q5_K", 184 / 256.0},
-                                                    {"Q6_K", 1.0},  {"IQ4_NL", 0.625}, {"IQ4_XS", 0.625},
+                                                    {"Q6_K", 212 / 256.0}, {"Q3_K", 148 / 256.0},
+                                                    {"IQ4_NL", 0.625}, {"IQ4_XS", 0.625},
                                                     // The super-block form: 2-bit codes, a scale byte per 16,
                                                     // f32 d and -dmin per 256.
-                                                    {"Q2_K", 88 / 256.0}, {"Q3_K", 0.75}, {"TQ1_0", 88 / 256.0},
+                                                    {"Q2_K", 88 / 256.0}, {"TQ1_0", 88 / 256.0},
                                                     {"TQ2_0", 88 / 256.0},
                                                     // The grid types keep their blocks: the file's bytes.
                                                     {"IQ2_XXS", 66 / 256.0}, {"IQ2_XS", 74 / 256.0},

@@ -249,7 +249,8 @@ CompactFactors compact_factors(const GgufPanelLayout& l, const uint8_t* panel, i
   const GgufCompactLayout cl = gguf_compact_layout(l, nr);
   const uint8_t* unit = panel + kk / kQ8KBlock * cl.unit_bytes;
   const int64_t s = kk % kQ8KBlock / l.k_unit;
-  return {unit[cl.scales + s * nr + j], l.offsets ? unit[cl.mins + s * nr + j] : 0, load_f32(unit + cl.d + 4 * j),
+  return {static_cast<int8_t>(unit[cl.scales + s * nr + j]), l.offsets ? unit[cl.mins + s * nr + j] : 0,
+          load_f32(unit + cl.d + 4 * j),
           l.offsets ? load_f32(unit + cl.neg_dmin + 4 * j) : 0.0f};
 }
 
@@ -273,7 +274,7 @@ float gguf_panel_sub_scale(WeightFormat format, const uint8_t* panel, int nr, in
   }
   if (l.compact) {
     const CompactFactors f = compact_factors(l, panel, nr, kk, j);
-    return f.d * static_cast<float>(f.sc);  // exact: an f16 value times 6 bits
+    return f.d * static_cast<float>(f.sc);  // exact: an f16 value times 8 bits at most
   }
   const uint8_t* unit = panel + kk / l.k_unit * weight_unit_bytes(format, nr);
   return is_gguf_format(format) ? load_f32(unit + int64_t{l.k_unit} * nr * l.code_bits / 8 + 4 * j)
@@ -319,7 +320,8 @@ void put_int8_code(const GgufPanelLayout& l, int nr, uint8_t* unit, int kk, int 
 
 // A compact int8 panel (GgufPanelLayout::compact): per unit of 256 k the sub-units' codes, then the blocks' integer
 // scales and mins and their d and -dmin (gguf_compact_layout). Each factor is checked to give split_block_ref's
-// scale and offset to the bit, so the kernels' products are the units layout's factors. Padding columns are zeros.
+// scale and offset to the bit, so the kernels' products are the units layout's factors. Padding columns hold code 0
+// under zero factors, as the units layout's do.
 void fill_compact_panel(const GgufPanelLayout& l, int64_t k, int nr, uint8_t* panel,
                         const std::function<std::pair<int, int64_t>(int)>& column_of, const MatrixView& gate,
                         const MatrixView& up) {
@@ -333,7 +335,12 @@ void fill_compact_panel(const GgufPanelLayout& l, int64_t k, int nr, uint8_t* pa
   GgmlBlockFactors f;
   for (int j = 0; j < nr; ++j) {
     const auto [which, col] = column_of(j);
-    if (col < 0) continue;
+    if (col < 0) {
+      for (int64_t u = 0; u < units * cl.subs; ++u)
+        for (int kk = 0; kk < l.k_unit; ++kk)
+          put_int8_code(l, nr, panel + u / cl.subs * cl.unit_bytes + u % cl.subs * cl.code_bytes, kk, j, l.code_bias);
+      continue;
+    }
     const MatrixView& src = which == 0 ? gate : up;
     HYMOE_CHECK(src.quant.scheme == QuantScheme::kGgml && src.quant.ggml_type == l.ggml_type && src.k == k);
     split_column(src, col, col_codes);
@@ -345,17 +352,17 @@ void fill_compact_panel(const GgufPanelLayout& l, int64_t k, int nr, uint8_t* pa
         const size_t sub = static_cast<size_t>(u * cl.subs + s);
         HYMOE_CHECK(std::bit_cast<uint32_t>(f.d * static_cast<float>(f.sc[s])) ==
                             std::bit_cast<uint32_t>(col_codes.scale[sub]) &&
-                        std::bit_cast<uint32_t>(-f.dmin * static_cast<float>(f.m[s])) ==
-                            std::bit_cast<uint32_t>(col_codes.offset[sub]),
+                        (!l.offsets || std::bit_cast<uint32_t>(-f.dmin * static_cast<float>(f.m[s])) ==
+                                           std::bit_cast<uint32_t>(col_codes.offset[sub])),
                     "compact factors of type ", l.ggml_type, " differ from its decoder's");
-        unit[cl.scales + s * nr + j] = f.sc[s];
-        unit[cl.mins + s * nr + j] = f.m[s];
+        unit[cl.scales + s * nr + j] = static_cast<uint8_t>(f.sc[s]);
+        if (l.offsets) unit[cl.mins + s * nr + j] = f.m[s];
         for (int kk = 0; kk < l.k_unit; ++kk)
           put_int8_code(l, nr, unit + s * cl.code_bytes, kk, j, col_codes.code[sub * l.k_unit + kk] + l.code_bias);
       }
       const float neg_dmin = -f.dmin;
       std::memcpy(unit + cl.d + 4 * j, &f.d, sizeof f.d);
-      std::memcpy(unit + cl.neg_dmin + 4 * j, &neg_dmin, sizeof neg_dmin);
+      if (l.offsets) std::memcpy(unit + cl.neg_dmin + 4 * j, &neg_dmin, sizeof neg_dmin);
     }
   }
 }

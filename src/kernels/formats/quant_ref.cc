@@ -327,8 +327,17 @@ bool ggml_block_has_offsets(uint32_t type) {
 
 // The same reads of the block as the decoders above, stopping short of the final multiply.
 void split_block_factors(uint32_t type, const std::byte* block, GgmlBlockFactors* out) {
+  *out = {};
+  if (type == static_cast<uint32_t>(GgmlType::kQ3_K) || type == static_cast<uint32_t>(GgmlType::kQ6_K)) {
+    const bool q3 = type == static_cast<uint32_t>(GgmlType::kQ3_K);
+    const auto b3 = q3 ? load_block<BlockQ3_K>(block) : BlockQ3_K{};
+    const auto b6 = q3 ? BlockQ6_K{} : load_block<BlockQ6_K>(block);
+    out->d = f16_to_float(q3 ? b3.d : b6.d);
+    for (int s = 0; s < 16; ++s) out->sc[s] = static_cast<int8_t>(q3 ? q3_k_scale(b3, s) : b6.scales[s]);
+    return;
+  }
   const bool q4 = type == static_cast<uint32_t>(GgmlType::kQ4_K), q5 = type == static_cast<uint32_t>(GgmlType::kQ5_K);
-  HYMOE_CHECK(q4 || q5, "split_block_factors: ggml type ", type, " is neither Q4_K nor Q5_K");
+  HYMOE_CHECK(q4 || q5, "split_block_factors: ggml type ", type, " is not Q3_K, Q4_K, Q5_K or Q6_K");
   // Q5_K's block begins as Q4_K's: d, dmin, scales.
   static_assert(offsetof(BlockQ4_K, dmin) == offsetof(BlockQ5_K, dmin) &&
                 offsetof(BlockQ4_K, scales) == offsetof(BlockQ5_K, scales));
@@ -338,7 +347,7 @@ void split_block_factors(uint32_t type, const std::byte* block, GgmlBlockFactors
   for (int j = 0; j < 8; ++j) {
     int sc, m;
     unpack_k_scales(b.scales, j, &sc, &m);
-    out->sc[j] = static_cast<uint8_t>(sc);
+    out->sc[j] = static_cast<int8_t>(sc);
     out->m[j] = static_cast<uint8_t>(m);
   }
 }

@@ -78,6 +78,10 @@ struct V512 {
   static ivec widen_u8(const uint8_t* p) {
     return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   }
+  // The compact factors' signed scales: kWidth bytes sign-extended to int32 lanes.
+  static ivec widen_i8(const uint8_t* p) {
+    return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
   static ivec and_i32(ivec v, int mask) { return _mm512_and_si512(v, _mm512_set1_epi32(mask)); }
   template <int S>
   static ivec shift_i32(ivec v) {

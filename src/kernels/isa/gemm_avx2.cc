@@ -120,6 +120,10 @@ struct V {
   static ivec widen_u8(const uint8_t* p) {
     return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
   }
+  // The compact factors' signed scales: kWidth bytes sign-extended to int32 lanes.
+  static ivec widen_i8(const uint8_t* p) {
+    return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  }
   static ivec and_i32(ivec v, int mask) { return _mm256_and_si256(v, _mm256_set1_epi32(mask)); }
   template <int S>
   static ivec shift_i32(ivec v) {

@@ -237,8 +237,8 @@ void int8_tile(int64_t units, const uint8_t* a, const uint8_t* b, int64_t panel_
         } else if constexpr (kCompact) {
           const float* d = reinterpret_cast<const float*>(ub + kC.d);
           const uint8_t* sc = ub + kC.scales + sub * kNr;
-          d0 = V::mul(V::to_float(V::widen_u8(sc)), V::load(d));
-          d1 = V::mul(V::to_float(V::widen_u8(sc + V::kWidth)), V::load(d + V::kWidth));
+          d0 = V::mul(V::to_float(V::widen_i8(sc)), V::load(d));
+          d1 = V::mul(V::to_float(V::widen_i8(sc + V::kWidth)), V::load(d + V::kWidth));
           if constexpr (L::kL.offsets) {
             const float* neg_dmin = reinterpret_cast<const float*>(ub + kC.neg_dmin);
             const uint8_t* m = ub + kC.mins + sub * kNr;
