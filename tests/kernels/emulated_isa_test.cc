@@ -150,6 +150,8 @@ struct V {
     for (int l = 0; l < kWidth; ++l) r.i[l] = p[l];
     return r;
   }
+  // The f16 factors: vcvtph2ps.
+  static vec load_f16(const uint16_t* p) { return map([&](int l) { return f16_to_float(p[l]); }); }
   // The compact factors' signed scales: vpmovsxbd.
   static ivec widen_i8(const uint8_t* p) {
     ivec r;

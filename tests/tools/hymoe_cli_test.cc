@@ -605,8 +605,8 @@ TEST_F(BenchCli, JsonRowsCarryTheDocumentedFieldsAndCounts) {
 
 // GGUF dtypes: the weights encoded into GGUF blocks and run from their panel formats, exact or int8 as
 // --quant-compute says (the int8 ones against the int8-dot peak); weight_bytes counts the panels' bytes per weight
-// (docs/kernels.md, "Formats"): Q4_0 0.625, Q4_K 0.75 and Q6_K 1.0 (int8: their compact factors, 152 / 256 and
-// 212 / 256).
+// (docs/kernels.md, "Formats"): Q4_0 0.625, Q4_K 0.75 and Q6_K 1.0 (int8: Q4_0's f16 factors, 18 / 32, and the
+// K-quants' compact ones, 152 / 256 and 212 / 256).
 TEST_F(BenchCli, GgufDtypesRunTheirFormatsAndCountTheirBytes) {
   write_shape("tiny256.json",
               R"({"name": "tiny256", "model": "Tiny", "dim": 256, "expert_hidden": 256, "experts": 4, "top_k": 2, )"
@@ -629,7 +629,7 @@ TEST_F(BenchCli, GgufDtypesRunTheirFormatsAndCountTheirBytes) {
   ASSERT_EQ(rows.size(), 3u) << log;
   const int64_t D = 256, H = 256, E = 4, K = 2;
   const std::map<std::string, std::pair<double, std::string>> want = {
-      {"q4_0", {0.625, int8 ? "grouped_ffn_q4_0w_q8_0" : "grouped_ffn_q4_0w_f32"}},
+      {"q4_0", {int8 ? 18 / 32.0 : 0.625, int8 ? "grouped_ffn_q4_0w_q8_0" : "grouped_ffn_q4_0w_f32"}},
       {"q4_k", {int8 ? 152 / 256.0 : 0.75, int8 ? "grouped_ffn_q4_kw_q8_k" : "grouped_ffn_q4_kw_f32"}},
       {"q6_k", {int8 ? 212 / 256.0 : 1.0, int8 ? "grouped_ffn_q6_kw_q8_k" : "grouped_ffn_q6_kw_f32"}}};
   for (const auto& [dtype, expected] : want) {

@@ -97,6 +97,7 @@ struct GgufBlockFormat {
   bool super_block;      // int8 form super or super1: integer sub-block factors (GgufPanelLayout::super_block)
   bool unit_factors;     // int8 form super1: every sub-block's scale and min are 1 (gguf_super_unit_factors)
   bool compact;          // int8 form compact: integer sub-block factors under d per 256 k (GgufPanelLayout::compact)
+  bool half_factors;     // int8 form half: the block's f16 factors kept as f16 (GgufPanelLayout::half_factors)
 };
 // The act column of gguf_formats.inc as the enum.
 #define HYMOE_GGML_ACTIVATION_q8_0 GgmlActivation::kQ8_0
@@ -111,22 +112,31 @@ struct GgufBlockFormat {
 #define HYMOE_GGUF_GRID_grid true
 // The int8 form column.
 #define HYMOE_GGUF_SUPER_units false
+#define HYMOE_GGUF_SUPER_half false
 #define HYMOE_GGUF_SUPER_compact false
 #define HYMOE_GGUF_SUPER_super true
 #define HYMOE_GGUF_SUPER_super1 true
 #define HYMOE_GGUF_UNIT_FACTORS_units false
+#define HYMOE_GGUF_UNIT_FACTORS_half false
 #define HYMOE_GGUF_UNIT_FACTORS_compact false
 #define HYMOE_GGUF_UNIT_FACTORS_super false
 #define HYMOE_GGUF_UNIT_FACTORS_super1 true
 #define HYMOE_GGUF_COMPACT_units false
+#define HYMOE_GGUF_COMPACT_half false
 #define HYMOE_GGUF_COMPACT_compact true
 #define HYMOE_GGUF_COMPACT_super false
 #define HYMOE_GGUF_COMPACT_super1 false
+#define HYMOE_GGUF_HALF_units false
+#define HYMOE_GGUF_HALF_half true
+#define HYMOE_GGUF_HALF_compact false
+#define HYMOE_GGUF_HALF_super false
+#define HYMOE_GGUF_HALF_super1 false
 inline constexpr GgufBlockFormat kGgufBlockFormats[] = {
 #define HYMOE_GGUF_BLOCK(T, t, type, unit, bits, bias, int8_bias, offsets, act, values, int8_form) \
   {#T, type, WeightFormat::kGgml##T, WeightFormat::kGgml##T##I8, #t "w_f32", #t "w_" #act, unit, bits, bias,   \
    int8_bias, offsets, HYMOE_GGML_ACTIVATION_##act, HYMOE_GGUF_VALUES_##values, HYMOE_GGUF_GRID_##values,        \
-   HYMOE_GGUF_SUPER_##int8_form, HYMOE_GGUF_UNIT_FACTORS_##int8_form, HYMOE_GGUF_COMPACT_##int8_form},
+   HYMOE_GGUF_SUPER_##int8_form, HYMOE_GGUF_UNIT_FACTORS_##int8_form, HYMOE_GGUF_COMPACT_##int8_form,             \
+   HYMOE_GGUF_HALF_##int8_form},
 #include "kernels/formats/gguf_formats.inc"
 #undef HYMOE_GGUF_BLOCK
 };
@@ -188,6 +198,10 @@ struct GgufPanelLayout {
   // form them from these, see the units layout's factors to the bit, from 0.594 bytes a weight (Q4_K) instead of
   // 0.75.
   bool compact = false;
+  // The f16 factors (int8 form half in gguf_formats.inc: the types whose sub-block scale, and offset, is the block's
+  // own f16 d, and m: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL; int8 layouts only): the units layout below with its nr
+  // scales (and nr offsets) as f16, which the kernels widen exactly, at 2 bytes each instead of 4: the file's bytes.
+  bool half_factors = false;
 };
 // llama.cpp's kvalues_mxfp4: 2x the E2M1 value of each nibble.
 constexpr int8_t kMxfp4Kvalues[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
@@ -214,7 +228,7 @@ constexpr GgufPanelLayout gguf_int8_layout(WeightFormat format) {
   if (!b || b->int8 != format) return {0, 0, 0, 0, false};
   if (b->super_block) return {b->ggml_type, 16, 2, 0, true, false, nullptr, false, true};
   return {b->ggml_type, b->k_unit, b->code_bits, b->int8_code_bias, b->offsets, false, b->values, b->grid, false,
-          b->compact};
+          b->compact, b->half_factors};
 }
 constexpr bool is_gguf_int8_format(WeightFormat format) { return gguf_int8_layout(format).ggml_type != 0; }
 // The ggml type a GGUF format (exact or int8) repacks from a kGgml view; 0 for the others (MXFP4's int8 format
@@ -227,9 +241,10 @@ constexpr GgmlActivation gguf_int8_activation(WeightFormat format) {
   const GgufBlockFormat* b = gguf_block_format(format);
   return b ? b->activation : GgmlActivation::kQ8_0;
 }
-// Bytes of the per-column factors after an int8 unit's codes: f32 scales (and offsets), or MXFP4's u8 E8M0.
+// Bytes of the per-column factors after an int8 unit's codes: f32 (or f16) scales (and offsets), or MXFP4's u8
+// E8M0.
 constexpr int64_t gguf_int8_factor_bytes(const GgufPanelLayout& l, int nr) {
-  return l.mxfp4 ? nr : 4 * nr * (l.offsets ? 2 : 1);
+  return l.mxfp4 ? nr : (l.half_factors ? 2 : 4) * nr * (l.offsets ? 2 : 1);
 }
 constexpr int kQ8KBlock = 256;
 // Bytes of one sub-block unit of a GGUF layout of nr columns: the codes, then the factors. For the grid types, the

@@ -77,6 +77,25 @@ float load_f32(const uint8_t* p) {
   return v;
 }
 
+// Stores factor i (column j's scale, or nr + j: its offset) of a unit: f32, or (half_factors) the f16 value it is.
+void put_factor(const GgufPanelLayout& l, uint8_t* factors, int i, float value) {
+  if (!l.half_factors) {
+    std::memcpy(factors + 4 * i, &value, sizeof value);
+    return;
+  }
+  const uint16_t half = float_to_f16(value);
+  HYMOE_CHECK(std::bit_cast<uint32_t>(f16_to_float(half)) == std::bit_cast<uint32_t>(value), "type ", l.ggml_type,
+              "'s factor ", value, " is no f16 value");
+  std::memcpy(factors + 2 * i, &half, sizeof half);
+}
+// Factor i of a unit's factors (put_factor's).
+float load_factor(const GgufPanelLayout& l, const uint8_t* factors, int i) {
+  if (!l.half_factors) return load_f32(factors + 4 * i);
+  uint16_t half;
+  std::memcpy(&half, factors + 2 * i, sizeof half);
+  return f16_to_float(half);
+}
+
 // The loop both GGUF panel layouts share: column j of the panel (column_of(j), or a zero column), every unit's
 // stored codes (code + code_bias; the IQ4 types' index as it is) handed to put_code(unit, kk, j, stored), then the
 // unit's scale (and offset) of the column after the unit's code bytes.
@@ -104,11 +123,8 @@ void fill_panel_units(WeightFormat format, const GgufPanelLayout& l, int64_t k, 
       for (int kk = 0; kk < l.k_unit; ++kk)
         put_code(unit, kk, j, (col >= 0 ? col_codes.code[static_cast<size_t>(u * l.k_unit + kk)] : pad_code) + store_bias);
       const float scale = col >= 0 ? col_codes.scale[static_cast<size_t>(u)] : 0.0f;
-      std::memcpy(unit + code_bytes + 4 * j, &scale, sizeof scale);
-      if (l.offsets) {
-        const float offset = col >= 0 ? col_codes.offset[static_cast<size_t>(u)] : 0.0f;
-        std::memcpy(unit + code_bytes + 4 * (nr + j), &offset, sizeof offset);
-      }
+      put_factor(l, unit + code_bytes, j, scale);
+      if (l.offsets) put_factor(l, unit + code_bytes, nr + j, col >= 0 ? col_codes.offset[static_cast<size_t>(u)] : 0.0f);
     }
   }
 }
@@ -406,7 +422,7 @@ float gguf_int8_panel_scale(WeightFormat format, const uint8_t* unit, int nr, in
   HYMOE_CHECK(!l.super_block && !l.compact, "a unit of 256 k has a scale per sub-block: gguf_panel_sub_scale");
   const uint8_t* factors = unit + int64_t{l.k_unit} * nr * l.code_bits / 8;
   // E8M0 e halved: 2^(e - 128), subnormal for e = 0 and 1 (ldexp is exact there).
-  return l.mxfp4 ? std::ldexp(1.0f, factors[j] - 128) : load_f32(factors + 4 * j);
+  return l.mxfp4 ? std::ldexp(1.0f, factors[j] - 128) : load_factor(l, factors, j);
 }
 
 float gguf_int8_panel_offset(WeightFormat format, const uint8_t* panel, int nr, int64_t kk, int j) {
@@ -422,7 +438,7 @@ float gguf_int8_panel_offset(WeightFormat format, const uint8_t* panel, int nr, 
     return f.neg_dmin * static_cast<float>(f.m);  // -(dmin * m), exactly
   }
   const uint8_t* unit = panel + kk / l.k_unit * weight_unit_bytes(format, nr);
-  return load_f32(unit + int64_t{l.k_unit} * nr * l.code_bits / 8 + 4 * (nr + j));
+  return load_factor(l, unit + int64_t{l.k_unit} * nr * l.code_bits / 8, nr + j);
 }
 
 float gguf_panel_weight(WeightFormat format, const uint8_t* panel, int nr, int64_t kk, int j) {

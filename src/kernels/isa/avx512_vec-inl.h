@@ -78,6 +78,10 @@ struct V512 {
   static ivec widen_u8(const uint8_t* p) {
     return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   }
+  // The f16 factors (GgufPanelLayout::half_factors): kWidth f16 values widened, exactly.
+  static vec load_f16(const uint16_t* p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
   // The compact factors' signed scales: kWidth bytes sign-extended to int32 lanes.
   static ivec widen_i8(const uint8_t* p) {
     return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));

@@ -120,6 +120,10 @@ struct V {
   static ivec widen_u8(const uint8_t* p) {
     return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
   }
+  // The f16 factors (GgufPanelLayout::half_factors): kWidth f16 values widened, exactly (F16C).
+  static vec load_f16(const uint16_t* p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
   // The compact factors' signed scales: kWidth bytes sign-extended to int32 lanes.
   static ivec widen_i8(const uint8_t* p) {
     return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));

@@ -245,6 +245,14 @@ void int8_tile(int64_t units, const uint8_t* a, const uint8_t* b, int64_t panel_
             o0 = V::mul(V::to_float(V::widen_u8(m)), V::load(neg_dmin));
             o1 = V::mul(V::to_float(V::widen_u8(m + V::kWidth)), V::load(neg_dmin + V::kWidth));
           }
+        } else if constexpr (L::kL.half_factors) {
+          const auto* half = reinterpret_cast<const uint16_t*>(scale);  // widened exactly
+          d0 = V::load_f16(half);
+          d1 = V::load_f16(half + V::kWidth);
+          if constexpr (L::kL.offsets) {
+            o0 = V::load_f16(half + kNr);
+            o1 = V::load_f16(half + kNr + V::kWidth);
+          }
         } else {
           d0 = V::load(scale);
           d1 = V::load(scale + V::kWidth);
