@@ -82,6 +82,9 @@ constexpr int kNumWeightFormats = static_cast<int>(WeightFormat::kFp8Block128Dot
 // s = f16(d * sum of the codes), for the types with offsets m: m * s is their offsets' share of a block's dot) and
 // q8_K (256 values, f32 d).
 enum class GgmlActivation { kQ8_0, kQ8_1, kQ8_K };
+// The int8 form column of gguf_formats.inc: the layout of a type's integer-dot panels (gguf_int8_layout;
+// GgufPanelLayout's half_factors, compact and super_block, and gguf_super_unit_factors for kSuper1).
+enum class GgufInt8Form { kUnits, kHalf, kCompact, kSuper, kSuper1 };
 
 // One line of gguf_formats.inc.
 struct GgufBlockFormat {
@@ -94,10 +97,7 @@ struct GgufBlockFormat {
   GgmlActivation activation;
   const int8_t* values;  // the table a code indexes (kIq4nlValues), or nullptr: the code is the value
   bool grid;             // the IQ1/IQ2/IQ3 types: panels keep the blocks (see GgufPanelLayout::grid)
-  bool super_block;      // int8 form super or super1: integer sub-block factors (GgufPanelLayout::super_block)
-  bool unit_factors;     // int8 form super1: every sub-block's scale and min are 1 (gguf_super_unit_factors)
-  bool compact;          // int8 form compact: integer sub-block factors under d per 256 k (GgufPanelLayout::compact)
-  bool half_factors;     // int8 form half: the block's f16 factors kept as f16 (GgufPanelLayout::half_factors)
+  GgufInt8Form int8_form;  // the int8 form column
 };
 // The act column of gguf_formats.inc as the enum.
 #define HYMOE_GGML_ACTIVATION_q8_0 GgmlActivation::kQ8_0
@@ -111,32 +111,16 @@ struct GgufBlockFormat {
 #define HYMOE_GGUF_GRID_iq4nl false
 #define HYMOE_GGUF_GRID_grid true
 // The int8 form column.
-#define HYMOE_GGUF_SUPER_units false
-#define HYMOE_GGUF_SUPER_half false
-#define HYMOE_GGUF_SUPER_compact false
-#define HYMOE_GGUF_SUPER_super true
-#define HYMOE_GGUF_SUPER_super1 true
-#define HYMOE_GGUF_UNIT_FACTORS_units false
-#define HYMOE_GGUF_UNIT_FACTORS_half false
-#define HYMOE_GGUF_UNIT_FACTORS_compact false
-#define HYMOE_GGUF_UNIT_FACTORS_super false
-#define HYMOE_GGUF_UNIT_FACTORS_super1 true
-#define HYMOE_GGUF_COMPACT_units false
-#define HYMOE_GGUF_COMPACT_half false
-#define HYMOE_GGUF_COMPACT_compact true
-#define HYMOE_GGUF_COMPACT_super false
-#define HYMOE_GGUF_COMPACT_super1 false
-#define HYMOE_GGUF_HALF_units false
-#define HYMOE_GGUF_HALF_half true
-#define HYMOE_GGUF_HALF_compact false
-#define HYMOE_GGUF_HALF_super false
-#define HYMOE_GGUF_HALF_super1 false
+#define HYMOE_GGUF_INT8_FORM_units GgufInt8Form::kUnits
+#define HYMOE_GGUF_INT8_FORM_half GgufInt8Form::kHalf
+#define HYMOE_GGUF_INT8_FORM_compact GgufInt8Form::kCompact
+#define HYMOE_GGUF_INT8_FORM_super GgufInt8Form::kSuper
+#define HYMOE_GGUF_INT8_FORM_super1 GgufInt8Form::kSuper1
 inline constexpr GgufBlockFormat kGgufBlockFormats[] = {
 #define HYMOE_GGUF_BLOCK(T, t, type, unit, bits, bias, int8_bias, offsets, act, values, int8_form) \
   {#T, type, WeightFormat::kGgml##T, WeightFormat::kGgml##T##I8, #t "w_f32", #t "w_" #act, unit, bits, bias,   \
    int8_bias, offsets, HYMOE_GGML_ACTIVATION_##act, HYMOE_GGUF_VALUES_##values, HYMOE_GGUF_GRID_##values,        \
-   HYMOE_GGUF_SUPER_##int8_form, HYMOE_GGUF_UNIT_FACTORS_##int8_form, HYMOE_GGUF_COMPACT_##int8_form,             \
-   HYMOE_GGUF_HALF_##int8_form},
+   HYMOE_GGUF_INT8_FORM_##int8_form},
 #include "kernels/formats/gguf_formats.inc"
 #undef HYMOE_GGUF_BLOCK
 };
@@ -226,9 +210,10 @@ constexpr GgufPanelLayout gguf_int8_layout(WeightFormat format) {
   if (format == WeightFormat::kMxfp4Block32I8) return {39, 32, 4, 12, false, true};
   const GgufBlockFormat* b = gguf_block_format(format);
   if (!b || b->int8 != format) return {0, 0, 0, 0, false};
-  if (b->super_block) return {b->ggml_type, 16, 2, 0, true, false, nullptr, false, true};
+  if (b->int8_form == GgufInt8Form::kSuper || b->int8_form == GgufInt8Form::kSuper1)
+    return {b->ggml_type, 16, 2, 0, true, false, nullptr, false, true};
   return {b->ggml_type, b->k_unit, b->code_bits, b->int8_code_bias, b->offsets, false, b->values, b->grid, false,
-          b->compact, b->half_factors};
+          b->int8_form == GgufInt8Form::kCompact, b->int8_form == GgufInt8Form::kHalf};
 }
 constexpr bool is_gguf_int8_format(WeightFormat format) { return gguf_int8_layout(format).ggml_type != 0; }
 // The ggml type a GGUF format (exact or int8) repacks from a kGgml view; 0 for the others (MXFP4's int8 format
@@ -281,7 +266,7 @@ constexpr GgufCompactLayout gguf_compact_layout(const GgufPanelLayout& l, int nr
 // their kernels skip the integer scale multiplies.
 constexpr bool gguf_super_unit_factors(WeightFormat format) {
   const GgufBlockFormat* b = gguf_block_format(format);
-  return b && b->int8 == format && b->unit_factors;
+  return b && b->int8 == format && b->int8_form == GgufInt8Form::kSuper1;
 }
 // Where the parts of one 256-k unit of a super-block int8 panel of nr columns start (GgufPanelLayout::super_block):
 // the 2-bit codes at 0, then the scale bytes, nr f32 d, nr f32 -dmin; and the unit's bytes.

@@ -186,7 +186,7 @@ struct SuperBlock {
 void split_super_block(const GgufBlockFormat& b, const std::byte* block, SuperBlock* out) {
   GgmlBlockCodes parts;
   split_block_ref(b.ggml_type, block, &parts);
-  if (b.unit_factors) {
+  if (b.int8_form == GgufInt8Form::kSuper1) {
     HYMOE_CHECK(b.code_bias == 1, "the super1 form takes dmin = d: ", b.type_name, " has code bias ", b.code_bias);
     for (int i = 0; i < kQ8KBlock; ++i) out->u[i] = static_cast<uint8_t>(parts.code[i] + b.code_bias);
     std::memset(out->scale_byte, 0x11, sizeof out->scale_byte);
