@@ -228,7 +228,7 @@ void int8_tile(int64_t units, const uint8_t* a, const uint8_t* b, int64_t panel_
           }
         }
         int8_groups<F, M, 0>(au, bu, s);
-        [[maybe_unused]] const float* scale = reinterpret_cast<const float*>(bu + L::kCodeBytes);
+        [[maybe_unused]] const uint8_t* factors = bu + L::kCodeBytes;  // the units layout's f32 or f16 factors
         typename V::vec d0, d1, o0, o1;  // the sub-block's scales, and offsets (the types with offsets)
         if constexpr (L::kL.mxfp4) {
           // 2^(e - 127) times da / 2 (exact: da is an f16 value) is llama.cpp's 2^(e - 128) * da, rounded once.
@@ -246,7 +246,7 @@ void int8_tile(int64_t units, const uint8_t* a, const uint8_t* b, int64_t panel_
             o1 = V::mul(V::to_float(V::widen_u8(m + V::kWidth)), V::load(neg_dmin + V::kWidth));
           }
         } else if constexpr (L::kL.half_factors) {
-          const auto* half = reinterpret_cast<const uint16_t*>(scale);  // widened exactly
+          const auto* half = reinterpret_cast<const uint16_t*>(factors);  // widened exactly
           d0 = V::load_f16(half);
           d1 = V::load_f16(half + V::kWidth);
           if constexpr (L::kL.offsets) {
@@ -254,6 +254,7 @@ void int8_tile(int64_t units, const uint8_t* a, const uint8_t* b, int64_t panel_
             o1 = V::load_f16(half + kNr + V::kWidth);
           }
         } else {
+          const float* scale = reinterpret_cast<const float*>(factors);
           d0 = V::load(scale);
           d1 = V::load(scale + V::kWidth);
           if constexpr (L::kL.offsets) {

@@ -294,46 +294,48 @@ void tile(int64_t kc, const float* a, const uint8_t* b, int64_t panel_stride, fl
 }
 constexpr int64_t unit_k(Code f) { return f == Code::kFp8 ? kFp8PanelBlock : kMxfp4PanelGroup; }
 
+// m in 1..kMr to run(Rows<m>{}): the tile instantiated with exactly m rows, so tails cost no masking.
+template <int M>
+struct Rows {
+  static constexpr int value = M;
+};
+template <typename Run>
+inline void by_rows(int m, Run&& run) {
+  switch (m) {
+    case 1: return run(Rows<1>{});
+    case 2: return run(Rows<2>{});
+    case 3: return run(Rows<3>{});
+    default: return run(Rows<kMr>{});
+  }
+}
+static_assert(kMr == 4, "by_rows instantiates 1..4 rows");
+
 template <Code F>
 void gemm_rows(int m, int64_t kc, const void* a, const void* b, float* c, int64_t ldc, bool acc, const void* pf,
                int64_t pf_bytes) {
-  const auto* ap = static_cast<const float*>(a);
-  const auto* bp = static_cast<const uint8_t*>(b);
   const Prefetcher hint(pf, pf_bytes, (kc + unit_k(F) - 1) / unit_k(F));
-  switch (m) {
-    case 1: return tile<F, 1, 1>(kc, ap, bp, 0, c, ldc, acc, hint);
-    case 2: return tile<F, 2, 1>(kc, ap, bp, 0, c, ldc, acc, hint);
-    case 3: return tile<F, 3, 1>(kc, ap, bp, 0, c, ldc, acc, hint);
-    default: return tile<F, kMr, 1>(kc, ap, bp, 0, c, ldc, acc, hint);
-  }
+  by_rows(m, [&](auto rows) {
+    tile<F, decltype(rows)::value, 1>(kc, static_cast<const float*>(a), static_cast<const uint8_t*>(b), 0, c, ldc, acc,
+                                      hint);
+  });
 }
-static_assert(kMr == 4, "gemm_rows instantiates 1..4 rows");
 
 // fp8's GemmExpandingFn and its GemmFn on the expanded weights.
 void gemm_fp8_expanding(int m, int64_t kc, const void* a, const void* b, float* c, int64_t ldc, bool acc,
                         const void* pf, int64_t pf_bytes, void* expanded) {
-  const auto* ap = static_cast<const float*>(a);
-  const auto* bp = static_cast<const uint8_t*>(b);
-  auto* ex = static_cast<float*>(expanded);
   const Prefetcher hint(pf, pf_bytes, (kc + kFp8PanelBlock - 1) / kFp8PanelBlock);
-  switch (m) {
-    case 1: return fp8_tile<1, 1, true>(kc, ap, bp, 0, c, ldc, acc, hint, ex);
-    case 2: return fp8_tile<2, 1, true>(kc, ap, bp, 0, c, ldc, acc, hint, ex);
-    case 3: return fp8_tile<3, 1, true>(kc, ap, bp, 0, c, ldc, acc, hint, ex);
-    default: return fp8_tile<kMr, 1, true>(kc, ap, bp, 0, c, ldc, acc, hint, ex);
-  }
+  by_rows(m, [&](auto rows) {
+    fp8_tile<decltype(rows)::value, 1, true>(kc, static_cast<const float*>(a), static_cast<const uint8_t*>(b), 0, c,
+                                             ldc, acc, hint, static_cast<float*>(expanded));
+  });
 }
 void gemm_fp8_expanded(int m, int64_t kc, const void* a, const void* b, float* c, int64_t ldc, bool acc,
                        const void* pf, int64_t pf_bytes) {
-  const auto* ap = static_cast<const float*>(a);
-  const auto* w = static_cast<const float*>(b);
   const Prefetcher hint(pf, pf_bytes, (kc + kFp8PanelBlock - 1) / kFp8PanelBlock);
-  switch (m) {
-    case 1: return fp8_expanded_tile<1>(kc, ap, w, c, ldc, acc, hint);
-    case 2: return fp8_expanded_tile<2>(kc, ap, w, c, ldc, acc, hint);
-    case 3: return fp8_expanded_tile<3>(kc, ap, w, c, ldc, acc, hint);
-    default: return fp8_expanded_tile<kMr>(kc, ap, w, c, ldc, acc, hint);
-  }
+  by_rows(m, [&](auto rows) {
+    fp8_expanded_tile<decltype(rows)::value>(kc, static_cast<const float*>(a), static_cast<const float*>(b), c, ldc,
+                                             acc, hint);
+  });
 }
 
 // One row over kFewRowsPanels[1] panels (few_rows_max = 1): the decode case. Forms of 2 and 3 rows (3 and 2
