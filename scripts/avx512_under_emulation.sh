@@ -9,9 +9,10 @@
 # with `apt-get download` and unpacked under build/, never installed. Everything it makes lies in build/avx512-emu.
 # HYMOE_EMU_GTEST_FILTER narrows the tests (a gtest filter). By default every test runs but the avx2 instances of
 # the per-ISA suites, which the native run covers, the fp8/mxfp4 grouped-FFN reference sweep and the GGUF int8
-# suites: the AVX-512F table runs those formats with the AVX2 kernels the native run tests (the emulated CPU has no
-# VNNI, so the VNNI int8 kernels are checked by the software model of EmulatedIsaTest instead), their AVX-512 driver
-# path is covered here by the exact GGUF sweep and QuantFormatTest.IdenticalBitsForOneAndTwoThreads, and those
+# suites: the AVX-512F table runs mxfp4 and the GGUF formats with the AVX2 kernels the native run tests (the emulated
+# CPU has no VNNI, so the VNNI int8 kernels are checked by the software model of EmulatedIsaTest instead), its own fp8
+# kernel by the micro-kernel tests and QuantFormatTest.ExactFp8HasTheBitsOfTheAvx2Kernel, their AVX-512 driver path
+# by the exact GGUF sweep and QuantFormatTest.IdenticalBitsForOneAndTwoThreads, and those
 # sweeps alone outlast the emulator's time limit. HYMOE_EMU_TIMEOUT_S bounds the emulation (1200 s).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -334,6 +334,20 @@ TEST_P(QuantFormatTest, IdenticalBitsForOneAndTwoThreads) {
   set_num_threads(before);
 }
 
+// Exact fp8 on the AVX-512 levels (12 x 32 tiles) and on AVX2 (4 x 16): every C element is the same f32 FMA chain
+// in increasing k, so the layer's bits are the same, across 1-row, few-rows and expanded (50- and 120-row) groups.
+TEST_P(QuantFormatTest, ExactFp8HasTheBitsOfTheAvx2Kernel) {
+  if (GetParam() <= Isa::kAvx2) GTEST_SKIP() << "the AVX2 kernel itself";
+  ASSERT_EQ(std::string(ik_->format(WeightFormat::kFp8Block128)->name), "gemm_fp8w_f32_12x32__avx512");
+  for (auto [dim, hidden] : {std::pair<int64_t, int64_t>{256, 160}, {384, 131}}) {
+    const QuantProblem p(WeightFormat::kFp8Block128, dim, hidden, {5, 0, 50, 1, 120, 2, 3}, 79);
+    const Outputs wide = run_ffn(*make_grouped_ffn(p.shape, p.views, GetParam(), exact_compute()), p);
+    const Outputs avx2 = run_ffn(*make_grouped_ffn(p.shape, p.views, Isa::kAvx2, exact_compute()), p);
+    ASSERT_EQ(0, std::memcmp(wide.gate.data(), avx2.gate.data(), wide.gate.size() * sizeof(float))) << dim;
+    ASSERT_EQ(0, std::memcmp(wide.y.data(), avx2.y.data(), wide.y.size() * sizeof(float))) << dim;
+  }
+}
+
 // The fp8 bf16-dot format on the ISAs that have it (AVX512_BF16): every code decoded exactly, the micro-kernel and
 // its few-rows form against the reference (fp8_test_util.h); the ISAs without it have no such format, and
 // QuantCompute never picks it there.

@@ -51,10 +51,14 @@ void gemm_fp8w_bf16__ref(int m, int mr, int nr, int64_t kc, const void* a, const
 void pack_activations_bf16_pairs128(const float* a, int64_t lda, const int64_t* row_index, int rows, int64_t k, int mr,
                                     void* out);
 
-// The AVX2 (+F16C) kernels of the two formats (gemm_quantized_avx2.cc). The AVX-512 IsaKernels point at them too:
-// these kernels are bound by the decode and the f32 FMA chain, and Zen 4 (the AVX-512 machine in view) runs a
-// 512-bit f32 FMA as two 256-bit halves, so a 512-bit version would not add throughput there.
+// The AVX2 (+F16C) kernels of the two formats (gemm_quantized_avx2.cc). The AVX-512 IsaKernels point at the mxfp4
+// one too: exact mxfp4 is bound by the decode and the f32 FMA chain, and Zen 4 runs a 512-bit f32 FMA as two
+// 256-bit halves, so a 512-bit version would add throughput only on Intel's cores (and AVX-512 levels run mxfp4
+// on its int8 twin unless asked for exact).
 extern const GemmFormat kGemmFp8wF32Avx2;
 extern const GemmFormat kGemmMxfp4wF32Avx2;
+// The exact fp8 format on every AVX-512 level (gemm_fp8_avx512-inl.h, exported by gemm_avx512.cc): 12 x 32 tiles,
+// the bits of the AVX2 kernel. fp8's default on AVX-512 without AVX512_BF16, and its `exact` compute everywhere.
+extern const GemmFormat kGemmFp8wF32Avx512;
 
 }  // namespace hymoe::kernels

@@ -57,7 +57,7 @@ namespace {
 
 // The exact GGUF formats run the AVX2 kernels (see gemm_avx512.cc); their int8 twins use vpdpbusd.
 constexpr const GemmFormat* kFormats[] = {
-    &kF32, &kBf16Widen, &kQ8, &kGemmFp8wF32Avx2, &kGemmMxfp4wF32Avx2, &gemm_mxfp4w_q8_0_4x32__avx512vnni,
+    &kF32, &kBf16Widen, &kQ8, &kGemmFp8wF32Avx512, &kGemmMxfp4wF32Avx2, &gemm_mxfp4w_q8_0_4x32__avx512vnni,
 #define HYMOE_GGUF_BLOCK(T, t, type, unit, bits, bias, int8_bias, offsets, act, values, int8_form) \
   &gemm_##t##w_f32_4x16__avx2, &gemm_##t##w_##act##_4x32__avx512vnni,
 #include "kernels/formats/gguf_formats.inc"
