@@ -209,10 +209,10 @@ int ggml_sub_block_values(uint32_t type);
 // Whether the type's values use offsets (the fmaf form above).
 bool ggml_block_has_offsets(uint32_t type);
 void split_block_ref(uint32_t type, const std::byte* block, GgmlBlockCodes* out);
-// The factors of a K-quant block as stored: its f16 d (and dmin), and each sub-block's integer scale sc (and min
-// m), so that split_block_ref's scale[s] is d * sc[s] (and offset[s] -(dmin * m[s])). Q4_K, Q5_K: 8 sub-blocks,
-// sc and m 0..63; Q3_K: 16 sub-blocks, sc -32..31; Q6_K: 16 sub-blocks, sc -128..127; the last two have no mins
-// (dmin and m 0). Fails for other types.
+// The factors of a K-quant (or IQ4_XS) block as stored: its f16 d (and dmin), and each sub-block's integer scale
+// sc (and min m), so that split_block_ref's scale[s] is d * sc[s] (and offset[s] -(dmin * m[s])). Q4_K, Q5_K: 8
+// sub-blocks, sc and m 0..63; Q3_K: 16 sub-blocks, sc -32..31; Q6_K: 16 sub-blocks, sc -128..127; IQ4_XS: 8
+// sub-blocks, sc -32..31 (ls - 32); the last three have no mins (dmin and m 0). Fails for other types.
 struct GgmlBlockFactors {
   float d, dmin;
   int8_t sc[16];

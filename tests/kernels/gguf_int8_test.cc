@@ -229,12 +229,12 @@ TEST(GgufInt8Pack, PanelsHoldTheExactWeightsInTheDocumentedBytes) {
   Rng rng(12);
   // The f16 factors: the file's bytes.
   const std::map<std::string, double> documented = {{"Q8_0", 34 / 32.0}, {"Q4_0", 18 / 32.0}, {"Q4_1", 20 / 32.0},
-                                                    {"Q5_0", 22 / 32.0}, {"Q5_1", 24 / 32.0},
+                                                    {"Q5_0", 22 / 32.0}, {"Q5_1", 24 / 32.0}, {"IQ4_NL", 18 / 32.0},
                                                     // The compact factors: a byte of scale (and of min) per
                                                     // sub-block, f32 d (and -dmin) per 256.
                                                     {"Q4_K", 152 / 256.0}, {"Q5_K", 184 / 256.0},
                                                     {"Q6_K", 212 / 256.0}, {"Q3_K", 148 / 256.0},
-                                                    {"IQ4_NL", 18 / 32.0}, {"IQ4_XS", 0.625},
+                                                    {"IQ4_XS", 140 / 256.0},
                                                     // The super-block form: 2-bit codes, a scale byte per 16,
                                                     // f32 d and -dmin per 256.
                                                     {"Q2_K", 88 / 256.0}, {"TQ1_0", 88 / 256.0},

@@ -174,7 +174,7 @@ struct GgufPanelLayout {
   // for Q2_K, one float step per 256 k (for TQ1_0 and TQ2_0 llama.cpp takes float(isum - msum) * d * d_a, one rounding
   // fewer).
   bool super_block = false;
-  // The compact factors (int8 form compact in gguf_formats.inc: Q3_K, Q4_K, Q5_K, Q6_K; int8 layouts only): the
+  // The compact factors (int8 form compact in gguf_formats.inc: Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS; int8 layouts only): the
   // codes as the units layout below has them, 256 / k_unit sub-units of k_unit k one after another per unit of 256
   // k (a GGUF block), then the factors once per unit as the block keeps them (gguf_compact_layout gives the
   // offsets): (subs, nr) i8 sc, and for the types with offsets (subs, nr) u8 m; nr f32 d, and -dmin. Sub-block s's

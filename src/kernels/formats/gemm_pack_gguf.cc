@@ -96,6 +96,18 @@ float load_factor(const GgufPanelLayout& l, const uint8_t* factors, int i) {
   return f16_to_float(half);
 }
 
+// What a panel stores for code c of a block: c + bias (the IQ4 types store the table index itself, bias 0), and
+// for padding columns, under zero factors, pad + bias: code 0, or for the IQ4 types the index of value 1, so they
+// decode to +0.
+struct StoredCodes {
+  int bias, pad;
+};
+StoredCodes stored_codes(const GgufPanelLayout& l) {
+  const StoredCodes s{l.values ? 0 : l.code_bias, l.values ? 8 : 0};
+  HYMOE_CHECK(!l.values || l.values[s.pad] == 1);
+  return s;
+}
+
 // The loop both GGUF panel layouts share: column j of the panel (column_of(j), or a zero column), every unit's
 // stored codes (code + code_bias; the IQ4 types' index as it is) handed to put_code(unit, kk, j, stored), then the
 // unit's scale (and offset) of the column after the unit's code bytes.
@@ -107,10 +119,7 @@ void fill_panel_units(WeightFormat format, const GgufPanelLayout& l, int64_t k, 
   const int64_t units = (k + l.k_unit - 1) / l.k_unit, unit_bytes = weight_unit_bytes(format, nr);
   const int64_t code_bytes = int64_t{l.k_unit} * nr * l.code_bits / 8;
   ColumnCodes col_codes;
-  const int store_bias = l.values ? 0 : l.code_bias;
-  // Padding columns store code 0 with scale 0; for the IQ4 types the index of value 1, so they decode to +0.
-  const int pad_code = l.values ? 8 : 0;
-  HYMOE_CHECK(!l.values || l.values[pad_code] == 1);
+  const StoredCodes stored = stored_codes(l);
   for (int j = 0; j < nr; ++j) {
     const auto [which, col] = column_of(j);
     if (col >= 0) {
@@ -121,7 +130,7 @@ void fill_panel_units(WeightFormat format, const GgufPanelLayout& l, int64_t k, 
     for (int64_t u = 0; u < units; ++u) {
       uint8_t* unit = panel + u * unit_bytes;
       for (int kk = 0; kk < l.k_unit; ++kk)
-        put_code(unit, kk, j, (col >= 0 ? col_codes.code[static_cast<size_t>(u * l.k_unit + kk)] : pad_code) + store_bias);
+        put_code(unit, kk, j, (col >= 0 ? col_codes.code[static_cast<size_t>(u * l.k_unit + kk)] : stored.pad) + stored.bias);
       const float scale = col >= 0 ? col_codes.scale[static_cast<size_t>(u)] : 0.0f;
       put_factor(l, unit + code_bytes, j, scale);
       if (l.offsets) put_factor(l, unit + code_bytes, nr + j, col >= 0 ? col_codes.offset[static_cast<size_t>(u)] : 0.0f);
@@ -349,12 +358,14 @@ void fill_compact_panel(const GgufPanelLayout& l, int64_t k, int nr, uint8_t* pa
   std::memset(panel, 0, static_cast<size_t>(units * cl.unit_bytes));
   ColumnCodes col_codes;
   GgmlBlockFactors f;
+  const StoredCodes stored = stored_codes(l);
   for (int j = 0; j < nr; ++j) {
     const auto [which, col] = column_of(j);
     if (col < 0) {
       for (int64_t u = 0; u < units * cl.subs; ++u)
         for (int kk = 0; kk < l.k_unit; ++kk)
-          put_int8_code(l, nr, panel + u / cl.subs * cl.unit_bytes + u % cl.subs * cl.code_bytes, kk, j, l.code_bias);
+          put_int8_code(l, nr, panel + u / cl.subs * cl.unit_bytes + u % cl.subs * cl.code_bytes, kk, j,
+                        stored.pad + stored.bias);
       continue;
     }
     const MatrixView& src = which == 0 ? gate : up;
@@ -374,7 +385,7 @@ void fill_compact_panel(const GgufPanelLayout& l, int64_t k, int nr, uint8_t* pa
         unit[cl.scales + s * nr + j] = static_cast<uint8_t>(f.sc[s]);
         if (l.offsets) unit[cl.mins + s * nr + j] = f.m[s];
         for (int kk = 0; kk < l.k_unit; ++kk)
-          put_int8_code(l, nr, unit + s * cl.code_bytes, kk, j, col_codes.code[sub * l.k_unit + kk] + l.code_bias);
+          put_int8_code(l, nr, unit + s * cl.code_bytes, kk, j, col_codes.code[sub * l.k_unit + kk] + stored.bias);
       }
       const float neg_dmin = -f.dmin;
       std::memcpy(unit + cl.d + 4 * j, &f.d, sizeof f.d);

@@ -336,8 +336,14 @@ void split_block_factors(uint32_t type, const std::byte* block, GgmlBlockFactors
     for (int s = 0; s < 16; ++s) out->sc[s] = static_cast<int8_t>(q3 ? q3_k_scale(b3, s) : b6.scales[s]);
     return;
   }
+  if (type == static_cast<uint32_t>(GgmlType::kIQ4_XS)) {
+    const auto b = load_block<BlockIq4Xs>(block);
+    out->d = f16_to_float(b.d);
+    for (int ib = 0; ib < 8; ++ib) out->sc[ib] = static_cast<int8_t>(iq4_xs_scale(b, ib) - 32);
+    return;
+  }
   const bool q4 = type == static_cast<uint32_t>(GgmlType::kQ4_K), q5 = type == static_cast<uint32_t>(GgmlType::kQ5_K);
-  HYMOE_CHECK(q4 || q5, "split_block_factors: ggml type ", type, " is not Q3_K, Q4_K, Q5_K or Q6_K");
+  HYMOE_CHECK(q4 || q5, "split_block_factors: ggml type ", type, " is not Q3_K, Q4_K, Q5_K, Q6_K or IQ4_XS");
   // Q5_K's block begins as Q4_K's: d, dmin, scales.
   static_assert(offsetof(BlockQ4_K, dmin) == offsetof(BlockQ5_K, dmin) &&
                 offsetof(BlockQ4_K, scales) == offsetof(BlockQ5_K, scales));
