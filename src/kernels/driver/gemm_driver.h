@@ -46,8 +46,9 @@ struct GemmTile {
 constexpr int64_t kKc = 128;
 constexpr int64_t kNcColumns = 128;
 constexpr int64_t kMaxRowBlockTiles = 16;  // row block <= 16 * MR rows
-// The largest activation micro-panel (bytes over all of K) with which the few-rows calls skip the K blocks: half
-// of a 32 KiB L1, the other half for the weight lines streaming through.
+// The largest activation micro-panel (bytes over all of K) with which the few-rows calls of the f32 and bf16
+// formats skip the K blocks: half of a 32 KiB L1, the other half for the weight lines streaming through. (The
+// int8 formats skip them at any K: run_gemm_groups.)
 constexpr int64_t kFewWholeKActivationBytes = 16 * 1024;
 static_assert(kKc % k_unit(WeightFormat::kBf16Dot) == 0 && kKc % k_unit(WeightFormat::kQ8Block32) == 0 &&
                   kKc % k_unit(WeightFormat::kGgmlQ4_K) == 0 && kKc % k_unit(WeightFormat::kGgmlQ6_K) == 0,
@@ -168,13 +169,16 @@ void run_gemm_groups(const GemmFormat& f, const std::vector<GemmGroup>& groups, 
     const int64_t panel_bytes = units * f.b_unit_bytes();
     const int64_t micro_tiles = (tile.rows + f.mr - 1) / f.mr;
     const char* const weights = static_cast<const char*>(g.b);
-    // 1-3 rows whose activation micro-panel fits L1 whole (the int8 formats' quantized rows: 5 KiB at K = 2048)
-    // take their few-rows calls over all of K at once: each panel is then one contiguous stream the hardware
-    // prefetchers follow, where K blocks of kKc read an int8 panel in runs of 1-2 KiB (Q4_0: 1.25 KiB) and jump
-    // to the next panel (at T = 1 on DeepSeek-V2-Lite a few to 25% faster, measured on a shared machine). An f32
-    // row panel (kMr rows of K floats: 48 KiB at K = 2048) would not fit, so those keep the K blocks.
+    // 1-3 rows of an int8 format take their few-rows calls over all of K at once: each panel is then one
+    // contiguous stream the hardware prefetchers follow, where K blocks of kKc read an int8 panel in runs of 1-2
+    // KiB (Q4_0: 1.25 KiB) and jump to the next panel (T = 1: DeepSeek-V2-Lite a few to 25% faster, Mixtral's
+    // Q6_K, K = 4096 and 14336, 1.2x; docs/performance.md). Their activation micro-panel (about 1.25 bytes a k and
+    // row) is read again for every few panels, from L2 once the weights streaming through have evicted it: little
+    // beside the weights (128 columns of 0.5-1 byte a k). The f32 and bf16 formats do so only within
+    // kFewWholeKActivationBytes (an f32 row panel: kMr rows of K floats, 96 KiB at K = 2048 and 12 rows).
     int64_t p_done = 0;  // panels already finished over all of K
-    if (tile.rows <= f.few_rows_max && a_micro_panel <= kFewWholeKActivationBytes)
+    const bool whole_k = is_gguf_int8_format(f.format) || a_micro_panel <= kFewWholeKActivationBytes;
+    if (tile.rows <= f.few_rows_max && whole_k)
       for (const int per = kFewRowsPanels[tile.rows]; p_done + per <= tile.np; p_done += per)
         f.gemm_few(static_cast<int>(tile.rows), g.k, ap, weights + (tile.p0 + p_done) * panel_bytes, panel_bytes,
                    c + p_done * f.nr, ldc, false);
