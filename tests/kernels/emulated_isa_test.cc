@@ -235,7 +235,7 @@ struct V {
 
 constexpr int kMr = 12;
 constexpr int kQ8Mr = 6;
-constexpr int kIntMr = 4;
+constexpr int kIntMr = 6;
 constexpr int kFp8Mr = 10;
 
 #include "kernels/isa/gemm_microkernel-inl.h"
@@ -257,22 +257,23 @@ const GemmFormat kFp8Dot{WeightFormat::kFp8Block128Dot, "gemm_fp8w_bf16_10x32__m
 
 // The GGUF int8 formats as gemm_avx512vnni.cc builds them, one per registry line, and MXFP4's.
 #define HYMOE_GGUF_BLOCK(T, t, type, unit, bits, bias, int8_bias, offsets, act, values, int8_form) \
-  const GemmFormat gemm_##t##w_##act##_4x32__model{                                                             \
-      WeightFormat::kGgml##T##I8, "gemm_" #t "w_" #act "_4x32__model", kIntMr, kNr,                             \
+  const GemmFormat HYMOE_INT8_NAME(t, act, HYMOE_VNNI_ROWS_##int8_form, model){                                 \
+      WeightFormat::kGgml##T##I8, "gemm_" #t "w_" #act "_" HYMOE_STRING(HYMOE_VNNI_ROWS_##int8_form) "x32__model", \
+      kIntRows<WeightFormat::kGgml##T##I8>, kNr,                                                                \
       int8_pack_a<WeightFormat::kGgml##T##I8>(), gemm_format_gguf_int8<WeightFormat::kGgml##T##I8>,             \
       gemm_format_gguf_int8_few<WeightFormat::kGgml##T##I8>, 1};
 #include "kernels/formats/gguf_formats.inc"
 #undef HYMOE_GGUF_BLOCK
-const GemmFormat gemm_mxfp4w_q8_0_4x32__model{WeightFormat::kMxfp4Block32I8, "gemm_mxfp4w_q8_0_4x32__model", kIntMr, kNr,
+const GemmFormat gemm_mxfp4w_q8_0_6x32__model{WeightFormat::kMxfp4Block32I8, "gemm_mxfp4w_q8_0_6x32__model", kIntMr, kNr,
                                               int8_pack_a<WeightFormat::kMxfp4Block32I8>(),
                                               gemm_format_gguf_int8<WeightFormat::kMxfp4Block32I8>,
                                               gemm_format_gguf_int8_few<WeightFormat::kMxfp4Block32I8>, 1};
 constexpr const GemmFormat* kModelInt8Formats[] = {
 #define HYMOE_GGUF_BLOCK(T, t, type, unit, bits, bias, int8_bias, offsets, act, values, int8_form) \
-  &gemm_##t##w_##act##_4x32__model,
+  &HYMOE_INT8_NAME(t, act, HYMOE_VNNI_ROWS_##int8_form, model),
 #include "kernels/formats/gguf_formats.inc"
 #undef HYMOE_GGUF_BLOCK
-    &gemm_mxfp4w_q8_0_4x32__model};
+    &gemm_mxfp4w_q8_0_6x32__model};
 
 // The whole table, as an ISA unit builds it (this also instantiates every body of the header over the model).
 constexpr const GemmFormat* kModelFormats[] = {&kBf16Dot, &kQ8Vnni};
@@ -422,7 +423,7 @@ TEST(EmulatedIsaTest, VnniGgufInt8MicroKernelsMatchTheReference) {
 // MXFP4's int8 body over the model: one block gives llama.cpp's bits, subnormal scales included.
 TEST(EmulatedIsaTest, VnniMxfp4Int8BlockGivesLlamaCppBits) {
   Rng rng(24);
-  test::gguf::expect_mxfp4_int8_block_matches_llama_cpp(gemm_mxfp4w_q8_0_4x32__model, rng);
+  test::gguf::expect_mxfp4_int8_block_matches_llama_cpp(gemm_mxfp4w_q8_0_6x32__model, rng);
 }
 
 }  // namespace

@@ -556,15 +556,27 @@ void gemm_gguf_int8__ref(WeightFormat format, int m, int mr, int nr, int64_t kc,
 // Each GGUF format's kernels, named after their registry line (gguf_formats.inc):
 //   gemm_<t>w_<act>_2x16__avx2       AVX2 int8 kernels (vpmaddubsw; 2 x 16 tiles, one row over 4 panels for
 //                                    decode), which the AVX-512 table without VNNI shares;
-//   gemm_<t>w_<act>_4x32__avx512vnni their AVX512_VNNI versions (vpdpbusd; 4 x 32 tiles), which the AVX512_BF16
-//                                    table shares;
+//   gemm_<t>w_<act>_6x32__avx512vnni their AVX512_VNNI versions (vpdpbusd; 6 x 32 tiles, 4 x 32 for the super-block
+//                                    form: HYMOE_VNNI_INT8), which the AVX512_BF16 table shares;
 //   gemm_<t>w_f32_4x16__avx2         AVX2 exact kernels (4 x 16 tiles; one row over 4 panels for decode), which the
 //                                    AVX-512 tables share (gemm_avx512.cc says why).
+// The AVX512_VNNI int8 tiles' rows by int8 form, as gemm_gguf_int8-inl.h's kIntRows gives them there (the unit
+// checks they agree), and the kernel's name from them.
+#define HYMOE_VNNI_ROWS_units 6
+#define HYMOE_VNNI_ROWS_half 6
+#define HYMOE_VNNI_ROWS_compact 6
+#define HYMOE_VNNI_ROWS_super 4
+#define HYMOE_VNNI_ROWS_super1 4
+#define HYMOE_INT8_NAME_(t, act, rows, isa) gemm_##t##w_##act##_##rows##x32__##isa
+#define HYMOE_INT8_NAME(t, act, rows, isa) HYMOE_INT8_NAME_(t, act, rows, isa)
+#define HYMOE_VNNI_INT8(t, act, int8_form) HYMOE_INT8_NAME(t, act, HYMOE_VNNI_ROWS_##int8_form, avx512vnni)
+#define HYMOE_STRING_(x) #x
+#define HYMOE_STRING(x) HYMOE_STRING_(x)
 #define HYMOE_GGUF_BLOCK(T, t, type, unit, bits, bias, int8_bias, offsets, act, values, int8_form) \
-  extern const GemmFormat gemm_##t##w_##act##_2x16__avx2, gemm_##t##w_##act##_4x32__avx512vnni,  \
+  extern const GemmFormat gemm_##t##w_##act##_2x16__avx2, HYMOE_VNNI_INT8(t, act, int8_form),     \
       gemm_##t##w_f32_4x16__avx2;
 #include "kernels/formats/gguf_formats.inc"
 #undef HYMOE_GGUF_BLOCK
-extern const GemmFormat gemm_mxfp4w_q8_0_2x16__avx2, gemm_mxfp4w_q8_0_4x32__avx512vnni;
+extern const GemmFormat gemm_mxfp4w_q8_0_2x16__avx2, gemm_mxfp4w_q8_0_6x32__avx512vnni;
 
 }  // namespace hymoe::kernels

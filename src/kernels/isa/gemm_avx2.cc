@@ -177,7 +177,7 @@ const GemmFormat kQ8{WeightFormat::kQ8Block32, "gemm_q8w_q8_2x16__avx2", kQ8Mr, 
                                               gguf_expanded<WeightFormat::kGgml##T>(),                             \
                                               gguf_expanded_unit_bytes<WeightFormat::kGgml##T>()};                 \
   const GemmFormat gemm_##t##w_##act##_2x16__avx2{                                                               \
-      WeightFormat::kGgml##T##I8, "gemm_" #t "w_" #act "_2x16__avx2", kIntMr, kNr,                               \
+      WeightFormat::kGgml##T##I8, "gemm_" #t "w_" #act "_2x16__avx2", kIntRows<WeightFormat::kGgml##T##I8>, kNr,  \
       int8_pack_a<WeightFormat::kGgml##T##I8>(), gemm_format_gguf_int8<WeightFormat::kGgml##T##I8>,              \
       int8_few<WeightFormat::kGgml##T##I8>(), int8_few_rows<WeightFormat::kGgml##T##I8>(),                     \
       int8_expanding<WeightFormat::kGgml##T##I8>(),                                                               \

@@ -81,9 +81,9 @@ const GemmFormat kFp8Dot{WeightFormat::kFp8Block128Dot, "gemm_fp8w_bf16_10x32__a
 // The exact GGUF formats run the AVX2 kernels (see gemm_avx512.cc); their int8 twins the AVX512_VNNI ones.
 constexpr const GemmFormat* kFormats[] = {
     &kF32, &kBf16Widen, &kBf16Dot, &kQ8, &kGemmFp8wF32Avx512, &kGemmMxfp4wF32Avx2,
-    &gemm_mxfp4w_q8_0_4x32__avx512vnni, &kFp8Dot,
+    &gemm_mxfp4w_q8_0_6x32__avx512vnni, &kFp8Dot,
 #define HYMOE_GGUF_BLOCK(T, t, type, unit, bits, bias, int8_bias, offsets, act, values, int8_form) \
-  &gemm_##t##w_f32_4x16__avx2, &gemm_##t##w_##act##_4x32__avx512vnni,
+  &gemm_##t##w_f32_4x16__avx2, &HYMOE_VNNI_INT8(t, act, int8_form),
 #include "kernels/formats/gguf_formats.inc"
 #undef HYMOE_GGUF_BLOCK
 };

@@ -19,8 +19,8 @@
 // defines kIntMr.
 //
 // Register budget (AVX2, 2 rows): 4 f32 and 4 int32 accumulators, 2 weight vectors and their unpacking
-// temporaries (2-4), 1 broadcast, constants: 16 ymm. One row over 4 panels keeps 8 f32 accumulators and the int32
-// ones of one panel at a time.
+// temporaries (2-4), 1 broadcast, constants: 16 ymm; AVX-512, 6 rows: 12 and 12, the same beside them, up to 30
+// zmm. One row over 4 panels keeps 8 f32 accumulators and the int32 ones of one panel at a time.
 
 // MXFP4's stored nibble to u = kvalue + 12 (0..24), the unsigned operand of the dot products.
 struct Mxfp4Codes {
@@ -42,13 +42,19 @@ struct ValueCodes {
 template <WeightFormat F>
 inline constexpr ValueCodes<F> kValueCodes{};
 
+// Rows of format F's micro-panels and tiles (its GemmFormat's mr): kIntMr, but at most 4 for the super-block form,
+// whose isum and msum accumulators beside the C ones leave the registers 4 rows (6 spilled: 3-10% slower at 512
+// tokens).
+template <WeightFormat F>
+inline constexpr int kIntRows = gguf_int8_layout(F).super_block && kIntMr > 4 ? 4 : kIntMr;
+
 template <WeightFormat F>
 struct Int8Layout {
   static constexpr GgufPanelLayout kL = gguf_int8_layout(F);
   static constexpr int kGroups = kL.k_unit / 4;
   static constexpr int64_t kCodeBytes = int64_t{kL.k_unit} * kNr * kL.code_bits / 8;
   static constexpr int64_t kBUnit = gguf_layout_unit_bytes(kL, kNr);  // a grid type's expanded units
-  static constexpr int64_t kAUnit = (int64_t{kL.k_unit} + 8) * kIntMr;
+  static constexpr int64_t kAUnit = (int64_t{kL.k_unit} + 8) * kIntRows<F>;
 };
 
 // The two weight vectors of group g of a unit (columns 0..kWidth-1 and kWidth..2kWidth-1, four k each).
@@ -106,7 +112,7 @@ inline void int8_pair_chunk(const uint8_t* au, const uint8_t* bu, typename V::iv
     const auto w1 = int8_weights<F, G, 1>(bu);
 #pragma GCC unroll 8
     for (int i = 0; i < M; ++i) {
-      const typename V::ivec x = V::broadcast4(au + (G * kIntMr + i) * 4);
+      const typename V::ivec x = V::broadcast4(au + (G * kIntRows<F> + i) * 4);
       if constexpr (G % kPairChunk<F> == 0) {
         p[i][0] = V::pair_sums(w0, x);
         p[i][1] = V::pair_sums(w1, x);
@@ -136,7 +142,7 @@ inline void int8_groups(const uint8_t* au, const uint8_t* bu, typename V::ivec (
     const auto w1 = int8_weights<F, G, 1>(bu);
 #pragma GCC unroll 8
     for (int i = 0; i < M; ++i) {
-      const typename V::ivec x = V::broadcast4(au + (G * kIntMr + i) * 4);
+      const typename V::ivec x = V::broadcast4(au + (G * kIntRows<F> + i) * 4);
       s[i][0] = int8_dot<F>(s[i][0], w0, x);
       s[i][1] = int8_dot<F>(s[i][1], w1, x);
     }
@@ -209,8 +215,8 @@ void int8_tile(int64_t units, const uint8_t* a, const uint8_t* b, int64_t panel_
             for (int64_t o = sub * kUnitBytes / kSubs / 64 * 64; o < (sub + 1) * kUnitBytes / kSubs; o += 64)
               __builtin_prefetch(b + p * panel_stride + (u + 1) * kUnitBytes + o, 0, 3);
       const uint8_t* au = a + (u * kSubs + sub) * L::kAUnit;
-      const float* da = reinterpret_cast<const float*>(au + L::kL.k_unit * kIntMr);
-      const int32_t* sums = reinterpret_cast<const int32_t*>(au + (L::kL.k_unit + 4) * kIntMr);
+      const float* da = reinterpret_cast<const float*>(au + L::kL.k_unit * kIntRows<F>);
+      const int32_t* sums = reinterpret_cast<const int32_t*>(au + (L::kL.k_unit + 4) * kIntRows<F>);
 #pragma GCC unroll 4
       for (int p = 0; p < P; ++p) {
         const uint8_t* ub = b + p * panel_stride + u * kUnitBytes;  // the (256-k) unit
@@ -309,7 +315,7 @@ void super_int8_tile(int64_t units, const uint8_t* a, const uint8_t* b, int64_t 
   using ivec = typename V::ivec;
   constexpr int kSubs = kQ8KBlock / 16;
   constexpr GgufSuperLayout kL = gguf_super_layout(kNr);
-  constexpr int64_t kBUnit = kL.unit_bytes, kSubA = (16 + 8) * int64_t{kIntMr};
+  constexpr int64_t kBUnit = kL.unit_bytes, kSubA = (16 + 8) * int64_t{kIntRows<F>};
   // The ternary types' sc = m = 1 (gguf_super_unit_factors): isum is the plain sum of the sub-blocks' dots, so the
   // dots chain into it directly, and msum is the 256-block's sum of q, one integer a row for every column. The
   // same integers as the general form, so the same bits.
@@ -323,12 +329,12 @@ void super_int8_tile(int64_t units, const uint8_t* a, const uint8_t* b, int64_t 
     // (below) so the fetches spread over the unit's work.
     const bool fetch_next = P > 1 && u + 1 < units;
     const uint8_t* au = a + u * kSubs * kSubA;
-    const float* da = reinterpret_cast<const float*>(au + 16 * kIntMr);  // the 256-block's d, in every sub-unit
+    const float* da = reinterpret_cast<const float*>(au + 16 * kIntRows<F>);  // the 256-block's d, in every sub-unit
     [[maybe_unused]] int32_t block_sums[M] = {};
     if constexpr (kUnitFactors)
       for (int s = 0; s < kSubs; ++s)
         HYMOE_SUPER_UNROLL(8)
-        for (int i = 0; i < M; ++i) block_sums[i] += reinterpret_cast<const int32_t*>(au + s * kSubA + 20 * kIntMr)[i];
+        for (int i = 0; i < M; ++i) block_sums[i] += reinterpret_cast<const int32_t*>(au + s * kSubA + 20 * kIntRows<F>)[i];
     HYMOE_SUPER_UNROLL(4)
     for (int p = 0; p < P; ++p) {
       const uint8_t* bu = b + p * panel_stride + u * kBUnit;
@@ -354,8 +360,8 @@ void super_int8_tile(int64_t units, const uint8_t* a, const uint8_t* b, int64_t 
           if constexpr (V::kPairSums && !kUnitFactors) sc = V::or_bytes(sc, V::template shift_i32<16>(sc));
           HYMOE_SUPER_UNROLL(8)
           for (int i = 0; i < M; ++i) {
-            const ivec x0 = V::broadcast4(as + (0 * kIntMr + i) * 4), x1 = V::broadcast4(as + (1 * kIntMr + i) * 4);
-            const ivec x2 = V::broadcast4(as + (2 * kIntMr + i) * 4), x3 = V::broadcast4(as + (3 * kIntMr + i) * 4);
+            const ivec x0 = V::broadcast4(as + (0 * kIntRows<F> + i) * 4), x1 = V::broadcast4(as + (1 * kIntRows<F> + i) * 4);
+            const ivec x2 = V::broadcast4(as + (2 * kIntRows<F> + i) * 4), x3 = V::broadcast4(as + (3 * kIntRows<F> + i) * 4);
             if constexpr (V::kPairSums) {
               const ivec dot = V::add_i16(V::add_i16(V::pair_sums(w0, x0), V::pair_sums(w1, x1)),
                                           V::add_i16(V::pair_sums(w2, x2), V::pair_sums(w3, x3)));
@@ -376,7 +382,7 @@ void super_int8_tile(int64_t units, const uint8_t* a, const uint8_t* b, int64_t 
       } else {
         HYMOE_SUPER_UNROLL(16)
         for (int s = 0; s < kSubs; ++s) {
-          const int32_t* sums = reinterpret_cast<const int32_t*>(au + s * kSubA + 20 * kIntMr);
+          const int32_t* sums = reinterpret_cast<const int32_t*>(au + s * kSubA + 20 * kIntRows<F>);
           HYMOE_SUPER_UNROLL(2)
           for (int h = 0; h < 2; ++h) {
             const ivec m = V::template shift_i32<-4>(V::widen_u8(bu + kL.scales + s * kNr + h * V::kWidth));
@@ -405,7 +411,7 @@ void super_int8_tile(int64_t units, const uint8_t* a, const uint8_t* b, int64_t 
 #undef HYMOE_SUPER_UNROLL
 #undef HYMOE_SUPER_PRAGMA
 
-template <WeightFormat F, int M = kIntMr>
+template <WeightFormat F, int M = kIntRows<F>>
 void int8_rows(int m, int64_t units, const uint8_t* a, const uint8_t* b, float* c, int64_t ldc, bool accumulate,
                const char* prefetch, const char* prefetch_end) {
   if constexpr (M >= 1) {

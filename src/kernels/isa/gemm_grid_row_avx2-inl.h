@@ -266,7 +266,7 @@ void grid_int8_few_rows(int64_t kc, const uint8_t* ap, const uint8_t* bp, int64_
   constexpr uint32_t kType = L::kL.ggml_type;
   constexpr int kSub = L::kL.k_unit, kSubs = kQ8KBlock / kSub, kPanels = kFewRowsPanels[M];
   constexpr int64_t kBlockBytes = gguf_grid_block_bytes(kType);
-  static_assert(kNr % 8 == 0 && M <= kIntMr);
+  static_assert(kNr % 8 == 0 && M <= kIntRows<F>);
   if (!accumulate)
     for (int i = 0; i < M; ++i) std::fill(c + i * ldc, c + i * ldc + kPanels * kNr, 0.0f);
   const int64_t units = (kc + kQ8KBlock - 1) / kQ8KBlock;
@@ -279,9 +279,9 @@ void grid_int8_few_rows(int64_t kc, const uint8_t* ap, const uint8_t* bp, int64_
     for (int t = 0; t < kSubs; ++t) {
       const uint8_t* au = ap + (u * kSubs + t) * L::kAUnit;
       for (int i = 0; i < M; ++i) {
-        for (int g = 0; g < kSub / 4; ++g) std::memcpy(x[i] + t * kSub + 4 * g, au + (g * kIntMr + i) * 4, 4);
-        std::memcpy(&da[i][t], au + kSub * kIntMr + 4 * i, 4);
-        if constexpr (kType == 19) std::memcpy(&sum[i][t], au + (kSub + 4) * kIntMr + 4 * i, 4);
+        for (int g = 0; g < kSub / 4; ++g) std::memcpy(x[i] + t * kSub + 4 * g, au + (g * kIntRows<F> + i) * 4, 4);
+        std::memcpy(&da[i][t], au + kSub * kIntRows<F> + 4 * i, 4);
+        if constexpr (kType == 19) std::memcpy(&sum[i][t], au + (kSub + 4) * kIntRows<F> + 4 * i, 4);
       }
     }
     for (int p = 0; p < kPanels; ++p)
