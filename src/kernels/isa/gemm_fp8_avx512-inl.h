@@ -17,8 +17,8 @@
 
 static_assert(kNr == 32 && kMr == 12);
 constexpr int64_t kFp8UnitBytes = weight_unit_bytes(WeightFormat::kFp8Block128, kNr);
-// An expanded unit: the block's (128, kNr) exact f32 weights, the f32 format's panel layout.
 constexpr int64_t kFp8UnitLines = (kFp8UnitBytes + 63) / 64;
+// An expanded unit: the block's (128, kNr) exact f32 weights, the f32 format's panel layout.
 constexpr int64_t kFp8ExpandedUnitBytes = int64_t{kFp8PanelBlock} * kNr * 4;
 
 // 16 codes to f32 fp8(b) * 2^-8, exactly. Normal codes (exponent field e >= 1), integer ops only: the codes
@@ -76,9 +76,11 @@ inline void fp8_rows(const uint8_t* unit, int64_t panel_stride, int64_t k_begin,
   static_assert(P == 1 || !kExpanding);
 #pragma GCC unroll 2
   for (int64_t k = k_begin; k < k_end; ++k) {
-    if constexpr (P > 1)
-      for (int64_t line = k * kFp8UnitLines * P / kFp8PanelBlock; line < (k + 1) * kFp8UnitLines * P / kFp8PanelBlock; ++line)
+    if constexpr (P > 1) {
+      constexpr int64_t kLines = kFp8UnitLines * P;  // the next unit's, over the panels, kLines / 128 a k
+      for (int64_t line = k * kLines / kFp8PanelBlock; line < (k + 1) * kLines / kFp8PanelBlock; ++line)
         __builtin_prefetch(unit + kFp8UnitBytes + line % P * panel_stride + line / P * 64, 0, 2);
+    }
 #pragma GCC unroll 4
     for (int p = 0; p < P; ++p) {
       const uint8_t* row = unit + p * panel_stride + k * kNr;
