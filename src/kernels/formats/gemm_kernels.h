@@ -178,9 +178,9 @@ struct GgufPanelLayout {
   // codes as the units layout below has them, 256 / k_unit sub-units of k_unit k one after another per unit of 256
   // k (a GGUF block), then the factors once per unit as the block keeps them (gguf_compact_layout gives the
   // offsets): (subs, nr) i8 sc, and for the types with offsets (subs, nr) u8 m; nr f32 d, and -dmin. Sub-block s's
-  // scale d * sc and offset -dmin * m are exact in f32 (an f16 value times at most 8 bits), so the kernels, which
-  // form them from these, see the units layout's factors to the bit, from 0.594 bytes a weight (Q4_K) instead of
-  // 0.75.
+  // scale d * sc is exact in f32 (an f16 value times at most 8 bits), so the kernels, which form it from these, see
+  // the units layout's scales to the bit, from 0.594 bytes a weight (Q4_K) instead of 0.75; the mins m enter an
+  // integer sum per 256 k, times -dmin once (int8_tile).
   bool compact = false;
   // The f16 factors (int8 form half in gguf_formats.inc: the types whose sub-block scale, and offset, is the block's
   // own f16 d, and m: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL; int8 layouts only): the units layout below with its nr

@@ -2,9 +2,10 @@
 // gemm_microkernel-inl.h and included after it, in the same anonymous namespace, by an ISA's unit. Per unit of
 // k_unit k (32; Q6_K 16) and panel: integer accumulators start at -code_bias * sum(x) of the row's unit, take the
 // unit's groups of four k (u8 codes times int8 activations: vpdpbusd, or the vpmaddubsw idiom), then one f32 FMA
-// per C element with the product of the two scales, (and one with the offset times the activations' scale and
-// sum, or times q8_1's s). The integer part is exact (|dot| <= 32 * 255 * 127 < 2^24, so its conversion to f32 is too), and every C
-// element is one float chain over the units in increasing k: the bits do not depend on blocking or threads.
+// per C element with the product of the two scales (and one with the offset times the activations' scale and
+// sum, or times q8_1's s; Q4_K's and Q5_K's offsets once per 256 k, int8_tile). The integer part is exact (|dot| <=
+// 32 * 255 * 127 < 2^24, so its conversion to f32 is too), and every C element is one float chain over the units in
+// increasing k: the bits do not depend on blocking or threads.
 //
 // V provides, beyond gemm_microkernel-inl.h's: load_bytes(const uint8_t*) (4 * kWidth bytes), and_bytes(ivec,
 // int mask) (bytewise and), shift_bytes<S>(ivec) (16-bit lanes shifted left by S, right by -S: the bytewise shift
@@ -184,8 +185,8 @@ class HintPrefetch {
 };
 
 // M rows over P panels (panel p at b + p * panel_stride bytes, its C at c + p * kNr). A compact format
-// (GgufPanelLayout::compact) runs the same body per sub-unit of its 256-k units, its f32 factors formed from the
-// unit's integer ones (exact products: the units layout's factors to the bit).
+// (GgufPanelLayout::compact) runs the same body per sub-unit of its 256-k units, its f32 scales formed from the
+// unit's integer ones (exact products: the units layout's scales to the bit), and its offsets once per unit.
 template <WeightFormat F, int M, int P>
 void int8_tile(int64_t units, const uint8_t* a, const uint8_t* b, int64_t panel_stride, float* c, int64_t ldc,
                bool accumulate, const char* prefetch, const char* prefetch_end) {
@@ -194,6 +195,10 @@ void int8_tile(int64_t units, const uint8_t* a, const uint8_t* b, int64_t panel_
   constexpr GgufCompactLayout kC = gguf_compact_layout(L::kL, kNr);
   constexpr int kSubs = kCompact ? kC.subs : 1;
   constexpr int64_t kUnitBytes = kCompact ? kC.unit_bytes : L::kBUnit;
+  // The compact types with offsets (Q4_K, Q5_K) take theirs once per 256 k, as llama.cpp does: msum = sum over the
+  // sub-blocks of m * (the activations' sum of the sub-block), an exact integer (|msum| <= 8 * 63 * 32 * 127 < 2^24,
+  // so its conversion is too), then one FMA with -dmin * d_a, after the unit's scale terms.
+  constexpr bool kBlockOffsets = kCompact && L::kL.offsets;
   typename V::vec acc[M][2 * P];
   load_tile_acc<M, P>(acc, c, ldc, accumulate);
   HintPrefetch hint(prefetch, prefetch_end, units * kSubs);
@@ -245,12 +250,6 @@ void int8_tile(int64_t units, const uint8_t* a, const uint8_t* b, int64_t panel_
           const uint8_t* sc = ub + kC.scales + sub * kNr;
           d0 = V::mul(V::to_float(V::widen_i8(sc)), V::load(d));
           d1 = V::mul(V::to_float(V::widen_i8(sc + V::kWidth)), V::load(d + V::kWidth));
-          if constexpr (L::kL.offsets) {
-            const float* neg_dmin = reinterpret_cast<const float*>(ub + kC.neg_dmin);
-            const uint8_t* m = ub + kC.mins + sub * kNr;
-            o0 = V::mul(V::to_float(V::widen_u8(m)), V::load(neg_dmin));
-            o1 = V::mul(V::to_float(V::widen_u8(m + V::kWidth)), V::load(neg_dmin + V::kWidth));
-          }
         } else if constexpr (L::kL.half_factors) {
           const auto* half = reinterpret_cast<const uint16_t*>(factors);  // widened exactly
           d0 = V::load_f16(half);
@@ -279,11 +278,41 @@ void int8_tile(int64_t units, const uint8_t* a, const uint8_t* b, int64_t panel_
             const typename V::vec s_a = V::broadcast(reinterpret_cast<const float*>(sums) + i);
             acc[i][2 * p] = V::fma(o0, s_a, acc[i][2 * p]);
             acc[i][2 * p + 1] = V::fma(o1, s_a, acc[i][2 * p + 1]);
-          } else if constexpr (L::kL.offsets) {
+          } else if constexpr (L::kL.offsets && !kBlockOffsets) {
             const typename V::vec sum = V::set1(static_cast<float>(sums[i]));
             acc[i][2 * p] = V::fma(V::mul(o0, dav), sum, acc[i][2 * p]);
             acc[i][2 * p + 1] = V::fma(V::mul(o1, dav), sum, acc[i][2 * p + 1]);
           }
+        }
+      }
+    }
+    if constexpr (kBlockOffsets) {
+      const uint8_t* a256 = a + u * kSubs * L::kAUnit;
+      const float* da = reinterpret_cast<const float*>(a256 + L::kL.k_unit * kIntRows<F>);  // q8_K's d, per 256 k
+#pragma GCC unroll 4
+      for (int p = 0; p < P; ++p) {
+        const uint8_t* ub = b + p * panel_stride + u * kUnitBytes;
+        typename V::ivec msum[M][2];
+#pragma GCC unroll 8
+        for (int i = 0; i < M; ++i) msum[i][0] = msum[i][1] = V::set1_i32(0);
+#pragma GCC unroll 8
+        for (int sub = 0; sub < kSubs; ++sub) {
+          const int32_t* sums = reinterpret_cast<const int32_t*>(a256 + sub * L::kAUnit + (L::kL.k_unit + 4) * kIntRows<F>);
+#pragma GCC unroll 2
+          for (int h = 0; h < 2; ++h) {
+            // m (6 bits) in each lane's low half, the sum (|sum| <= 32 * 127) in the other's: one product a lane.
+            const typename V::ivec m = V::widen_u8(ub + kC.mins + sub * kNr + h * V::kWidth);
+#pragma GCC unroll 8
+            for (int i = 0; i < M; ++i) msum[i][h] = V::madd_i16(msum[i][h], m, V::set1_i32(sums[i]));
+          }
+        }
+        const float* neg_dmin = reinterpret_cast<const float*>(ub + kC.neg_dmin);
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; ++h) {
+          const typename V::vec nd = V::load(neg_dmin + h * V::kWidth);
+#pragma GCC unroll 8
+          for (int i = 0; i < M; ++i)
+            acc[i][2 * p + h] = V::fma(V::to_float(msum[i][h]), V::mul(nd, V::broadcast(da + i)), acc[i][2 * p + h]);
         }
       }
     }
