@@ -129,6 +129,37 @@ void BM_DotFormatKernel(benchmark::State& state, WeightFormat format) {
 BENCHMARK_CAPTURE(BM_DotFormatKernel, bf16_dot, WeightFormat::kBf16Dot)->Arg(0);
 BENCHMARK_CAPTURE(BM_DotFormatKernel, fp8_dot, WeightFormat::kFp8Block128Dot)->Arg(0)->Arg(1);
 
+// An int8 format's full micro-tile (MR rows, one panel) over K = 512, operands hot in L1, on the best ISA this CPU
+// runs: the kernel's own rate, to read against the int8-dot probe beside the layer's (docs/performance.md, "Where
+// the misses come from"). The activations are packed from real values; every weight byte is 0x3c, so each f32,
+// f16 or E8M0 factor the panels hold is a normal number (subnormal operands would cost microcode assists real
+// weights never do) and the codes are valid: the rate of these formats does not depend on the values.
+void BM_Int8Tile(benchmark::State& state, WeightFormat format) {
+  const IsaKernels* ik = isa_kernels(supported_isas().back());
+  const GemmFormat& f = *ik->format(format);
+  const int64_t kc = 512;
+  std::vector<uint8_t> a(static_cast<size_t>(f.units(kc) * f.a_unit_bytes())),
+      b(static_cast<size_t>(f.units(kc) * f.b_unit_bytes()), 0x3c);
+  std::vector<float> x(static_cast<size_t>(f.mr * kc));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(static_cast<int>(i * 37 % 201) - 100) / 64.0f;
+  f.pack_a(x.data(), kc, nullptr, f.mr, kc, f.mr, a.data());
+  std::vector<float> c(static_cast<size_t>(f.mr * f.nr));
+  for (auto _ : state) {
+    f.gemm(f.mr, kc, a.data(), b.data(), c.data(), f.nr, false, nullptr, 0);
+    benchmark::DoNotOptimize(c.data());
+  }
+  state.counters["OPS"] = benchmark::Counter(2.0 * f.mr * f.nr * kc, benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(f.name);
+}
+BENCHMARK_CAPTURE(BM_Int8Tile, q8_0, WeightFormat::kGgmlQ8_0I8);
+BENCHMARK_CAPTURE(BM_Int8Tile, q4_0, WeightFormat::kGgmlQ4_0I8);
+BENCHMARK_CAPTURE(BM_Int8Tile, q5_0, WeightFormat::kGgmlQ5_0I8);
+BENCHMARK_CAPTURE(BM_Int8Tile, q4_k, WeightFormat::kGgmlQ4_KI8);
+BENCHMARK_CAPTURE(BM_Int8Tile, q5_k, WeightFormat::kGgmlQ5_KI8);
+BENCHMARK_CAPTURE(BM_Int8Tile, q6_k, WeightFormat::kGgmlQ6_KI8);
+BENCHMARK_CAPTURE(BM_Int8Tile, q2_k, WeightFormat::kGgmlQ2_KI8);
+BENCHMARK_CAPTURE(BM_Int8Tile, mxfp4, WeightFormat::kMxfp4Block32I8);
+
 // Packing one expert's gate/up pair (dim 2048, hidden 1408) from nn.Linear layout.
 void BM_PackGateUp(benchmark::State& state) {
   const int64_t D = 2048, H = 1408;
