@@ -108,6 +108,21 @@ struct V {
       return shift(x & 0xffffu) | shift(x >> 16) << 16;
     });
   }
+  // vptestmb then a masked vpaddb: byte b gets + Add (mod 256) where byte b of high has bit B set.
+  template <int B, int Add>
+  static ivec add_where_bit(ivec u, ivec high) {
+    ivec r;
+    for (int l = 0; l < kWidth; ++l) {
+      uint32_t out = 0;
+      for (int b = 0; b < 4; ++b) {
+        const uint32_t byte = static_cast<uint32_t>(u.i[l]) >> (8 * b) & 255u;
+        const bool set = (static_cast<uint32_t>(high.i[l]) >> (8 * b) >> B & 1u) != 0;
+        out |= ((set ? byte + Add : byte) & 255u) << (8 * b);
+      }
+      r.i[l] = static_cast<int32_t>(out);
+    }
+    return r;
+  }
   static ivec u_dot4(ivec acc, ivec u, ivec x) { return q8_dot4(acc, u, x); }
   static ivec set1_i32(int v) {
     ivec r;

@@ -16,8 +16,9 @@
 // q8_start and q8_dot4 (the sign idiom where VNNI is missing), and so do the IQ4 types, with q8_weights_of(ivec)
 // on their looked-up codes. MXFP4 uses table16(const uint8_t*) (16 bytes in
 // every 128-bit lane), lookup16(table, ivec) (vpshufb: each byte, 0..15, replaced by its table entry) and
-// e8m0_scales(const uint8_t*) (kWidth u8 exponents e to f32 2^(e - 127), e = 0 to 2^-127). The including unit
-// defines kIntMr.
+// e8m0_scales(const uint8_t*) (kWidth u8 exponents e to f32 2^(e - 127), e = 0 to 2^-127). Optionally
+// add_where_bit<B, Add>(u, high) (bytewise u + Add where the high byte has bit B set), which the 5-bit codes then
+// take for their fifth bit. The including unit defines kIntMr.
 //
 // Register budget (AVX2, 2 rows): 4 f32 and 4 int32 accumulators, 2 weight vectors and their unpacking
 // temporaries (2-4), 1 broadcast, constants: 16 ymm; AVX-512, 6 rows: 12 and 12, the same beside them, up to 30
@@ -59,7 +60,7 @@ struct Int8Layout {
 };
 
 // The two weight vectors of group g of a unit (columns 0..kWidth-1 and kWidth..2kWidth-1, four k each).
-template <WeightFormat F, int G, int Half>
+template <WeightFormat F, int G, int Half, typename Vt = V>  // Vt: V, dependent, for the requires-expression
 inline auto int8_weights(const uint8_t* bu) {
   using L = Int8Layout<F>;
   if constexpr (L::kL.code_bits == 8) {
@@ -71,7 +72,13 @@ inline auto int8_weights(const uint8_t* bu) {
     if constexpr (L::kL.code_bits > 4) {
       constexpr int kHigh = L::kL.code_bits - 4;  // group G's bits at G * kHigh, moved to bit 4
       const typename V::ivec high = V::load_bytes(bu + (kBlocks * kNr + Half * V::kWidth) * 4);
-      u = V::or_bytes(u, V::and_bytes(V::template shift_bytes<4 - G * kHigh>(high), ((1 << kHigh) - 1) << 4));
+      // The fifth bit by V's add_where_bit where it has one (AVX-512: a vptestmb and a masked vpaddb, beside the
+      // vpdpbusds' ports; the 16-bit shift runs on one of them). Q6_K's two bits keep the shift: two tests and adds
+      // measured slower.
+      if constexpr (kHigh == 1 && requires { Vt::template add_where_bit<G, 16>(u, high); })
+        u = Vt::template add_where_bit<G, 16>(u, high);
+      else
+        u = V::or_bytes(u, V::and_bytes(V::template shift_bytes<4 - G * kHigh>(high), ((1 << kHigh) - 1) << 4));
     }
     if constexpr (L::kL.mxfp4) u = V::lookup16(V::table16(kMxfp4Codes.u), u);
     if constexpr (L::kL.values != nullptr) {
