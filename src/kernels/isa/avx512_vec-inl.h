@@ -95,7 +95,8 @@ struct V512 {
   static ivec madd_i16(ivec acc, ivec a, ivec b) { return _mm512_add_epi32(acc, _mm512_madd_epi16(a, b)); }
   // The 5-bit codes' fifth bit: u + Add in the bytes whose high-plane byte has bit B set (u < 16, Add = 16: an or):
   // a vptestmb and a masked vpaddb where the portable form takes a 16-bit shift, a mask and an or; the shift
-  // issues on one port only, one of the two vpdpbusd takes (docs/performance.md, "The fifth bit").
+  // issues on one port only, one of the two vpdpbusd takes (docs/performance.md, "Q4_K's and Q5_K's offsets
+  // per 256 k, and the fifth bit").
   template <int B, int Add>
   static ivec add_where_bit(ivec u, ivec high) {
     const __mmask64 set = _mm512_test_epi8_mask(high, _mm512_set1_epi8(static_cast<char>(1 << B)));
