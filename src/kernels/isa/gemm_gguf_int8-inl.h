@@ -191,6 +191,18 @@ class HintPrefetch {
   int64_t per_unit_;
 };
 
+// The super-block form's loops and int8_tile's offsets per 256 k are unrolled in the ISA units. The software model
+// (tests/kernels/emulated_isa_test.cc) defines HYMOE_MODEL_NO_UNROLL: unrolled over the model's vector type, the
+// super-block form's three formats' bodies took clang with the sanitizers over half an hour to compile (3 minutes
+// not unrolled), the offsets' loops of Q4_K and Q5_K past a quarter of an hour more, and the model checks the
+// arithmetic, not the schedule.
+#define HYMOE_INT8_PRAGMA(x) _Pragma(#x)
+#ifdef HYMOE_MODEL_NO_UNROLL
+#define HYMOE_INT8_UNROLL(n)
+#else
+#define HYMOE_INT8_UNROLL(n) HYMOE_INT8_PRAGMA(GCC unroll n)
+#endif
+
 // M rows over P panels (panel p at b + p * panel_stride bytes, its C at c + p * kNr). A compact format
 // (GgufPanelLayout::compact) runs the same body per sub-unit of its 256-k units, its f32 scales formed from the
 // unit's integer ones (exact products: the units layout's scales to the bit), and its offsets once per unit.
@@ -296,28 +308,28 @@ void int8_tile(int64_t units, const uint8_t* a, const uint8_t* b, int64_t panel_
     if constexpr (kBlockOffsets) {
       const uint8_t* a256 = a + u * kSubs * L::kAUnit;
       const float* da = reinterpret_cast<const float*>(a256 + L::kL.k_unit * kIntRows<F>);  // q8_K's d, per 256 k
-#pragma GCC unroll 4
+HYMOE_INT8_UNROLL(4)
       for (int p = 0; p < P; ++p) {
         const uint8_t* ub = b + p * panel_stride + u * kUnitBytes;
         typename V::ivec msum[M][2];
-#pragma GCC unroll 8
+HYMOE_INT8_UNROLL(8)
         for (int i = 0; i < M; ++i) msum[i][0] = msum[i][1] = V::set1_i32(0);
-#pragma GCC unroll 8
+HYMOE_INT8_UNROLL(8)
         for (int sub = 0; sub < kSubs; ++sub) {
           const int32_t* sums = reinterpret_cast<const int32_t*>(a256 + sub * L::kAUnit + (L::kL.k_unit + 4) * kIntRows<F>);
-#pragma GCC unroll 2
+HYMOE_INT8_UNROLL(2)
           for (int h = 0; h < 2; ++h) {
             // m (6 bits) in each lane's low half, the sum (|sum| <= 32 * 127) in the other's: one product a lane.
             const typename V::ivec m = V::widen_u8(ub + kC.mins + sub * kNr + h * V::kWidth);
-#pragma GCC unroll 8
+HYMOE_INT8_UNROLL(8)
             for (int i = 0; i < M; ++i) msum[i][h] = V::madd_i16(msum[i][h], m, V::set1_i32(sums[i]));
           }
         }
         const float* neg_dmin = reinterpret_cast<const float*>(ub + kC.neg_dmin);
-#pragma GCC unroll 2
+HYMOE_INT8_UNROLL(2)
         for (int h = 0; h < 2; ++h) {
           const typename V::vec nd = V::load(neg_dmin + h * V::kWidth);
-#pragma GCC unroll 8
+HYMOE_INT8_UNROLL(8)
           for (int i = 0; i < M; ++i)
             acc[i][2 * p + h] = V::fma(V::to_float(msum[i][h]), V::mul(nd, V::broadcast(da + i)), acc[i][2 * p + h]);
         }
@@ -327,16 +339,6 @@ void int8_tile(int64_t units, const uint8_t* a, const uint8_t* b, int64_t panel_
   store_tile_acc<M, P>(acc, c, ldc);
 }
 
-// The super-block form's loops are unrolled in the ISA units. The software model (tests/kernels/emulated_isa_test.cc)
-// defines HYMOE_MODEL_NO_UNROLL: unrolled over the model's vector type, its three formats' bodies took clang with
-// the sanitizers over half an hour to compile (3 minutes not unrolled), and the model checks the arithmetic, not
-// the schedule.
-#define HYMOE_SUPER_PRAGMA(x) _Pragma(#x)
-#ifdef HYMOE_MODEL_NO_UNROLL
-#define HYMOE_SUPER_UNROLL(n)
-#else
-#define HYMOE_SUPER_UNROLL(n) HYMOE_SUPER_PRAGMA(GCC unroll n)
-#endif
 // The super-block form (GgufPanelLayout::super_block), M rows over P panels as int8_tile. Per unit of 256 k,
 // panel and sub-block s: the four groups' 2-bit codes come out of one byte plane by a shift and a mask each, dot =
 // the sub-block's sum of u * q (int32 by vpdpbusd, or the int16 pair sums of vpmaddubsw added over the four groups:
@@ -369,22 +371,22 @@ void super_int8_tile(int64_t units, const uint8_t* a, const uint8_t* b, int64_t 
     [[maybe_unused]] int32_t block_sums[M] = {};
     if constexpr (kUnitFactors)
       for (int s = 0; s < kSubs; ++s)
-        HYMOE_SUPER_UNROLL(8)
+        HYMOE_INT8_UNROLL(8)
         for (int i = 0; i < M; ++i) block_sums[i] += reinterpret_cast<const int32_t*>(au + s * kSubA + 20 * kIntRows<F>)[i];
-    HYMOE_SUPER_UNROLL(4)
+    HYMOE_INT8_UNROLL(4)
     for (int p = 0; p < P; ++p) {
       const uint8_t* bu = b + p * panel_stride + u * kBUnit;
       ivec isum[M][2], msum[M][2];
-      HYMOE_SUPER_UNROLL(8)
+      HYMOE_INT8_UNROLL(8)
       for (int i = 0; i < M; ++i) isum[i][0] = isum[i][1] = msum[i][0] = msum[i][1] = V::set1_i32(0);
-      HYMOE_SUPER_UNROLL(16)
+      HYMOE_INT8_UNROLL(16)
       for (int s = 0; s < kSubs; ++s) {
         const uint8_t* as = au + s * kSubA;
         if constexpr (P > 1)
           if (fetch_next)
             for (int64_t o = s * kBUnit / kSubs / 64 * 64; o < (s + 1) * kBUnit / kSubs; o += 64)
               __builtin_prefetch(bu + kBUnit + o, 0, 3);
-        HYMOE_SUPER_UNROLL(2)
+        HYMOE_INT8_UNROLL(2)
         for (int h = 0; h < 2; ++h) {
           const ivec raw = V::load_bytes(bu + (s * kNr + h * V::kWidth) * 4);
           const ivec w0 = V::and_bytes(raw, 3), w1 = V::and_bytes(V::template shift_bytes<-2>(raw), 3);
@@ -394,7 +396,7 @@ void super_int8_tile(int64_t units, const uint8_t* a, const uint8_t* b, int64_t 
           if constexpr (kUnitFactors) sc = V::set1_i32(V::kPairSums ? 0x00010001 : 1);
           else sc = V::and_i32(V::widen_u8(bu + kL.scales + s * kNr + h * V::kWidth), 15);
           if constexpr (V::kPairSums && !kUnitFactors) sc = V::or_bytes(sc, V::template shift_i32<16>(sc));
-          HYMOE_SUPER_UNROLL(8)
+          HYMOE_INT8_UNROLL(8)
           for (int i = 0; i < M; ++i) {
             const ivec x0 = V::broadcast4(as + (0 * kIntRows<F> + i) * 4), x1 = V::broadcast4(as + (1 * kIntRows<F> + i) * 4);
             const ivec x2 = V::broadcast4(as + (2 * kIntRows<F> + i) * 4), x3 = V::broadcast4(as + (3 * kIntRows<F> + i) * 4);
@@ -413,27 +415,27 @@ void super_int8_tile(int64_t units, const uint8_t* a, const uint8_t* b, int64_t 
         }
       }
       if constexpr (kUnitFactors) {
-        HYMOE_SUPER_UNROLL(8)
+        HYMOE_INT8_UNROLL(8)
         for (int i = 0; i < M; ++i) msum[i][0] = msum[i][1] = V::set1_i32(block_sums[i]);
       } else {
-        HYMOE_SUPER_UNROLL(16)
+        HYMOE_INT8_UNROLL(16)
         for (int s = 0; s < kSubs; ++s) {
           const int32_t* sums = reinterpret_cast<const int32_t*>(au + s * kSubA + 20 * kIntRows<F>);
-          HYMOE_SUPER_UNROLL(2)
+          HYMOE_INT8_UNROLL(2)
           for (int h = 0; h < 2; ++h) {
             const ivec m = V::template shift_i32<-4>(V::widen_u8(bu + kL.scales + s * kNr + h * V::kWidth));
-            HYMOE_SUPER_UNROLL(8)
+            HYMOE_INT8_UNROLL(8)
             for (int i = 0; i < M; ++i) msum[i][h] = V::madd_i16(msum[i][h], m, V::set1_i32(sums[i]));
           }
         }
       }
       const float* d_factors = reinterpret_cast<const float*>(bu + kL.d);
       const float* neg_dmin_factors = reinterpret_cast<const float*>(bu + kL.neg_dmin);
-      HYMOE_SUPER_UNROLL(2)
+      HYMOE_INT8_UNROLL(2)
       for (int h = 0; h < 2; ++h) {
         const typename V::vec d = V::load(d_factors + h * V::kWidth);
         const typename V::vec neg_dmin = V::load(neg_dmin_factors + h * V::kWidth);
-        HYMOE_SUPER_UNROLL(8)
+        HYMOE_INT8_UNROLL(8)
         for (int i = 0; i < M; ++i) {
           const typename V::vec dav = V::broadcast(da + i);
           acc[i][2 * p + h] = V::fma(V::to_float(isum[i][h]), V::mul(d, dav), acc[i][2 * p + h]);
@@ -444,8 +446,8 @@ void super_int8_tile(int64_t units, const uint8_t* a, const uint8_t* b, int64_t 
   }
   store_tile_acc<M, P>(acc, c, ldc);
 }
-#undef HYMOE_SUPER_UNROLL
-#undef HYMOE_SUPER_PRAGMA
+#undef HYMOE_INT8_UNROLL
+#undef HYMOE_INT8_PRAGMA
 
 template <WeightFormat F, int M = kIntRows<F>>
 void int8_rows(int m, int64_t units, const uint8_t* a, const uint8_t* b, float* c, int64_t ldc, bool accumulate,
