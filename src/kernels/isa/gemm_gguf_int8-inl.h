@@ -308,28 +308,29 @@ void int8_tile(int64_t units, const uint8_t* a, const uint8_t* b, int64_t panel_
     if constexpr (kBlockOffsets) {
       const uint8_t* a256 = a + u * kSubs * L::kAUnit;
       const float* da = reinterpret_cast<const float*>(a256 + L::kL.k_unit * kIntRows<F>);  // q8_K's d, per 256 k
-HYMOE_INT8_UNROLL(4)
+      HYMOE_INT8_UNROLL(4)
       for (int p = 0; p < P; ++p) {
         const uint8_t* ub = b + p * panel_stride + u * kUnitBytes;
         typename V::ivec msum[M][2];
-HYMOE_INT8_UNROLL(8)
+        HYMOE_INT8_UNROLL(8)
         for (int i = 0; i < M; ++i) msum[i][0] = msum[i][1] = V::set1_i32(0);
-HYMOE_INT8_UNROLL(8)
+        HYMOE_INT8_UNROLL(8)
         for (int sub = 0; sub < kSubs; ++sub) {
-          const int32_t* sums = reinterpret_cast<const int32_t*>(a256 + sub * L::kAUnit + (L::kL.k_unit + 4) * kIntRows<F>);
-HYMOE_INT8_UNROLL(2)
+          const int32_t* sums =
+              reinterpret_cast<const int32_t*>(a256 + sub * L::kAUnit + (L::kL.k_unit + 4) * kIntRows<F>);
+          HYMOE_INT8_UNROLL(2)
           for (int h = 0; h < 2; ++h) {
             // m (6 bits) in each lane's low half, the sum (|sum| <= 32 * 127) in the other's: one product a lane.
             const typename V::ivec m = V::widen_u8(ub + kC.mins + sub * kNr + h * V::kWidth);
-HYMOE_INT8_UNROLL(8)
+            HYMOE_INT8_UNROLL(8)
             for (int i = 0; i < M; ++i) msum[i][h] = V::madd_i16(msum[i][h], m, V::set1_i32(sums[i]));
           }
         }
         const float* neg_dmin = reinterpret_cast<const float*>(ub + kC.neg_dmin);
-HYMOE_INT8_UNROLL(2)
+        HYMOE_INT8_UNROLL(2)
         for (int h = 0; h < 2; ++h) {
           const typename V::vec nd = V::load(neg_dmin + h * V::kWidth);
-HYMOE_INT8_UNROLL(8)
+          HYMOE_INT8_UNROLL(8)
           for (int i = 0; i < M; ++i)
             acc[i][2 * p + h] = V::fma(V::to_float(msum[i][h]), V::mul(nd, V::broadcast(da + i)), acc[i][2 * p + h]);
         }
