@@ -16,6 +16,7 @@
 #include "gguf_test_util.h"
 #include "hymoe/compute.h"
 #include "hymoe/threads.h"
+#include "kernels/driver/gemm_driver.h"
 #include "kernels/formats/gemm_kernels.h"
 #include "kernels/formats/iq_blocks.h"
 #include "kernels/ffn/grouped_ffn_impl.h"
@@ -185,6 +186,38 @@ TEST(GgmlActivationQuant, Avx2PackingsGiveTheReferenceBytes) {
                                    << (index ? " gathered" : "") << " from row " << first_row;
             }
           }
+}
+
+// Rows quantized once on their own (mr = 1) and their units copied into a micro-panel (gather_activation_units,
+// the driver's form for rows gathered more than once) are the bytes each packing writes from the gathered rows:
+// every activation type, 1..mr rows, k ending inside a block, a row taken twice.
+TEST(GgmlActivationQuant, RowsQuantizedOnceGatherToThePackedBytes) {
+  struct Packing {
+    PackActivationsFn pack;
+    int unit;
+  };
+  const Packing packings[] = {{pack_activations_ggml_q8_0, 32}, {pack_activations_ggml_q8_1, 32},
+                              {pack_activations_ggml_q8_k32, 32}, {pack_activations_ggml_q8_k16, 16},
+                              {pack_activations_q8, 32}};
+  Rng rng(22);
+  const int64_t rows_total = 5;
+  for (const Packing& p : packings)
+    for (int64_t k : {int64_t{32}, int64_t{33}, int64_t{256}, int64_t{2 * 256 + 17}}) {
+      const std::vector<float> x = hymoe::test::random_values(rng, rows_total * k);
+      const int64_t units = (k + p.unit - 1) / p.unit, row_bytes = units * (p.unit + 8);
+      std::vector<uint8_t> quantized(static_cast<size_t>(rows_total * row_bytes));
+      for (int64_t r = 0; r < rows_total; ++r)
+        p.pack(x.data() + r * k, k, nullptr, 1, k, 1, quantized.data() + r * row_bytes);
+      const int64_t index[] = {3, 0, 3, 4, 1, 2};
+      for (int mr : {1, 4, 6})
+        for (int rows = 1; rows <= mr; ++rows) {
+          const size_t bytes = static_cast<size_t>(units * (p.unit + 8) * mr);
+          std::vector<uint8_t> want(bytes, 0xAB), got(bytes, 0xCD);
+          p.pack(x.data(), k, index, rows, k, mr, want.data());
+          gather_activation_units(quantized.data(), row_bytes, index, rows, p.unit, mr, got.data());
+          ASSERT_EQ(want, got) << "unit " << p.unit << " k " << k << " mr " << mr << " rows " << rows;
+        }
+    }
 }
 
 // Panels hold every weight exactly (padding columns zero) in the same bytes per weight as the exact formats
@@ -371,6 +404,25 @@ void expect_int8_ffn_matches_ref(Isa isa, const Int8FfnCase& c) {
   EXPECT_GT(worst_exact, 10 * tol) << "the rounding model makes no difference";
 
   expect_same_bits_on_1_and_2_threads(*ffn, args, y.size());
+
+  // Rows read through x_rows, each token's row by about three groups (its top-k experts): the driver then
+  // quantizes a token's row once and copies its units into every micro-panel that takes it. The same bits as the
+  // rows copied out.
+  const int64_t tokens = std::max<int64_t>(1, R / 3);
+  std::vector<int64_t> x_rows(static_cast<size_t>(R));
+  for (int64_t r = 0; r < R; ++r) x_rows[static_cast<size_t>(r)] = (7 * r + 3) % tokens;
+  const std::vector<float> token_x = hymoe::test::random_values(rng, tokens * c.D);
+  std::vector<float> x_copied(static_cast<size_t>(R * c.D));
+  for (int64_t r = 0; r < R; ++r)
+    std::copy_n(token_x.data() + x_rows[static_cast<size_t>(r)] * c.D, c.D, x_copied.data() + r * c.D);
+  std::vector<float> y_copied(y.size()), y_rows(y.size(), -7.0f);
+  GroupedFfnArgs rows_args{offsets.data(), x_copied.data(), scale.data(), y_copied.data()};
+  ffn->run(rows_args);
+  rows_args.x = token_x.data();
+  rows_args.x_rows = x_rows.data();
+  rows_args.y = y_rows.data();
+  ffn->run(rows_args);
+  EXPECT_EQ(0, std::memcmp(y_rows.data(), y_copied.data(), y.size() * sizeof(float))) << ffn->name();
 }
 
 TEST_P(GgufInt8KernelTest, GroupedFfnMatchesTheReference) {

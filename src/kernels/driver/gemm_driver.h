@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -75,6 +76,25 @@ struct MicroTile {
 inline MicroTile micro_tile(int64_t n, int mr, int64_t i) {
   const int64_t tiles = (n + mr - 1) / mr, base = n / tiles, extra = n % tiles;
   return {i * base + std::min(i, extra), static_cast<int>(base + (i < extra ? 1 : 0))};
+}
+
+// The activation units (activation_units-inl.h) of `rows` rows laid out for mr-row micro-tiles, copied from rows
+// quantized on their own (mr = 1: each unit's sub_unit codes, then its f32 scale and int32 sum), row i of the
+// micro-panel from row index[i]: the bytes the format's pack_a writes from those rows, as each unit's quantization
+// depends on its row alone. Rows past `rows` are zeros, as pack_a leaves them.
+inline void gather_activation_units(const uint8_t* quantized, int64_t row_bytes, const int64_t* index, int rows,
+                                    int sub_unit, int mr, uint8_t* out) {
+  const int64_t one = sub_unit + 8, unit = one * mr, units = row_bytes / one;
+  std::memset(out, 0, static_cast<size_t>(units * unit));
+  for (int i = 0; i < rows; ++i) {
+    const uint8_t* src = quantized + index[i] * row_bytes;
+    for (int64_t u = 0; u < units; ++u, src += one) {
+      uint8_t* dst = out + u * unit;
+      for (int g = 0; g < sub_unit / 4; ++g) std::memcpy(dst + (g * mr + i) * 4, src + 4 * g, 4);
+      std::memcpy(dst + sub_unit * mr + 4 * i, src + sub_unit, 4);        // the scale
+      std::memcpy(dst + (sub_unit + 4) * mr + 4 * i, src + sub_unit + 4, 4);  // the sum (q8_1: s)
+    }
+  }
 }
 
 // Splits every group into tiles; shrinks the column block when there would be too few tiles for the threads.
@@ -147,6 +167,34 @@ void run_gemm_groups(const GemmFormat& f, const std::vector<GemmGroup>& groups, 
     for (int64_t r0 = 0; r0 < groups[g].m; r0 += per) pack_tasks.emplace_back(static_cast<int64_t>(g), r0);
   }
   char* const a_packed = reinterpret_cast<char*>(ws.floats((a_off.back() + 3) / 4));
+  // Groups that all gather their rows from one matrix, some rows more than once (each token's rows of its top-k
+  // experts): a format that quantizes its activations into units quantizes each source row once, and the
+  // micro-panels copy their rows' units (gather_activation_units: the same bytes). A 512-token prefill over the
+  // top 8 of Qwen3-30B-A3B's experts quantizes 512 rows of the gate/up input instead of 4096.
+  const int sub_unit = activation_sub_unit(f.format);
+  const GemmGroup* source = nullptr;
+  int64_t source_rows = 0, gathered = 0;
+  for (const GemmGroup& g : groups) {
+    if (g.m == 0 || sub_unit == 0) continue;
+    if (!g.a_rows || (source && (g.a != source->a || g.lda != source->lda || g.k != source->k))) {
+      source = nullptr;
+      break;
+    }
+    source = &g;
+    for (int64_t i = 0; i < g.m; ++i) source_rows = std::max(source_rows, g.a_rows[i] + 1);
+    gathered += g.m;
+  }
+  const bool quantize_once = source && gathered > source_rows;
+  const int64_t row_bytes = quantize_once ? f.units(source->k) * activation_unit_bytes(f.format, 1) : 0;
+  uint8_t* const quantized = quantize_once ? reinterpret_cast<uint8_t*>(ws.floats((source_rows * row_bytes + 3) / 4))
+                                           : nullptr;
+  if (quantize_once) {
+    constexpr int64_t kRowsPerTask = 16;
+    parallel_for((source_rows + kRowsPerTask - 1) / kRowsPerTask, [&](int64_t t, int) {
+      for (int64_t r = t * kRowsPerTask; r < std::min(source_rows, (t + 1) * kRowsPerTask); ++r)
+        f.pack_a(source->a + r * source->lda, source->lda, nullptr, 1, source->k, 1, quantized + r * row_bytes);
+    });
+  }
   parallel_for(static_cast<int64_t>(pack_tasks.size()), [&](int64_t t, int) {
     const auto [g, r0] = pack_tasks[static_cast<size_t>(t)];
     const GemmGroup& gr = groups[static_cast<size_t>(g)];
@@ -155,7 +203,10 @@ void run_gemm_groups(const GemmFormat& f, const std::vector<GemmGroup>& groups, 
     for (int64_t i = 0; i * f.mr < rows; ++i) {
       const MicroTile mt = micro_tile(rows, f.mr, i);
       char* out = a_packed + a_off[static_cast<size_t>(g)] + (r0 / f.mr + i) * micro_panel;
-      if (gr.a_rows) f.pack_a(gr.a, gr.lda, gr.a_rows + r0 + mt.start, mt.rows, gr.k, f.mr, out);
+      if (quantize_once)
+        gather_activation_units(quantized, row_bytes, gr.a_rows + r0 + mt.start, mt.rows, sub_unit, f.mr,
+                                reinterpret_cast<uint8_t*>(out));
+      else if (gr.a_rows) f.pack_a(gr.a, gr.lda, gr.a_rows + r0 + mt.start, mt.rows, gr.k, f.mr, out);
       else f.pack_a(gr.a + (r0 + mt.start) * gr.lda, gr.lda, nullptr, mt.rows, gr.k, f.mr, out);
     }
   });

@@ -309,6 +309,12 @@ constexpr int64_t activation_unit_bytes(WeightFormat format, int mr) {
        : 4 * k_unit(format) * mr;  // f32 activations, k_unit of them per row (f32, bf16 widen, GGUF, fp8, mxfp4)
 }
 constexpr int kQ8Block = 32;
+// k of one activation unit where a format's activations are quantized into units (activation_units-inl.h: (k / 4,
+// mr, 4) int8 codes, mr f32 scales, mr int32 sums): the GGUF int8 formats' sub-block (16 or 32; 256-k units hold
+// several) and hymoe's q8 blocks' 32; 0 for the formats whose activations are packed otherwise.
+constexpr int activation_sub_unit(WeightFormat format) {
+  return is_gguf_int8_format(format) ? gguf_int8_layout(format).k_unit : format == WeightFormat::kQ8Block32 ? 32 : 0;
+}
 
 struct PackedMatrix {
   WeightFormat format = WeightFormat::kF32;
