@@ -203,6 +203,27 @@ class HintPrefetch {
 #define HYMOE_INT8_UNROLL(n) HYMOE_INT8_PRAGMA(GCC unroll n)
 #endif
 
+// The offsets' integer sums of one panel over a 256-k unit, shared by int8_tile's compact types with offsets and the
+// super-block form: msum[i][h] (zeroed by the caller) += the sum over the unit's sub-blocks s of m * (row i's
+// activation sum of s), exact in int32 (madd_i16: m in each lane's low half, the sum, |sum| <= 32 * 127, in the
+// other's). The panel's m bytes are (Subs, kNr) u8 at `mins`, m itself (compact) or in each byte's high nibble (the
+// super-block form's scale bytes); sub-block s's int32 sums of the rows at sums + s * sums_stride.
+template <int M, int Subs, bool kHighNibble>
+[[gnu::always_inline]] inline void add_offset_sums(typename V::ivec (&msum)[M][2], const uint8_t* mins, const uint8_t* sums,
+                            int64_t sums_stride) {
+  HYMOE_INT8_UNROLL(16)
+  for (int s = 0; s < Subs; ++s) {
+    const int32_t* sum = reinterpret_cast<const int32_t*>(sums + s * sums_stride);
+    HYMOE_INT8_UNROLL(2)
+    for (int h = 0; h < 2; ++h) {
+      typename V::ivec m = V::widen_u8(mins + s * kNr + h * V::kWidth);
+      if constexpr (kHighNibble) m = V::template shift_i32<-4>(m);
+      HYMOE_INT8_UNROLL(8)
+      for (int i = 0; i < M; ++i) msum[i][h] = V::madd_i16(msum[i][h], m, V::set1_i32(sum[i]));
+    }
+  }
+}
+
 // M rows over P panels (panel p at b + p * panel_stride bytes, its C at c + p * kNr). A compact format
 // (GgufPanelLayout::compact) runs the same body per sub-unit of its 256-k units, its f32 scales formed from the
 // unit's integer ones (exact products: the units layout's scales to the bit), and its offsets once per unit.
@@ -314,18 +335,7 @@ void int8_tile(int64_t units, const uint8_t* a, const uint8_t* b, int64_t panel_
         typename V::ivec msum[M][2];
         HYMOE_INT8_UNROLL(8)
         for (int i = 0; i < M; ++i) msum[i][0] = msum[i][1] = V::set1_i32(0);
-        HYMOE_INT8_UNROLL(8)
-        for (int sub = 0; sub < kSubs; ++sub) {
-          const int32_t* sums =
-              reinterpret_cast<const int32_t*>(a256 + sub * L::kAUnit + (L::kL.k_unit + 4) * kIntRows<F>);
-          HYMOE_INT8_UNROLL(2)
-          for (int h = 0; h < 2; ++h) {
-            // m (6 bits) in each lane's low half, the sum (|sum| <= 32 * 127) in the other's: one product a lane.
-            const typename V::ivec m = V::widen_u8(ub + kC.mins + sub * kNr + h * V::kWidth);
-            HYMOE_INT8_UNROLL(8)
-            for (int i = 0; i < M; ++i) msum[i][h] = V::madd_i16(msum[i][h], m, V::set1_i32(sums[i]));
-          }
-        }
+        add_offset_sums<M, kSubs, false>(msum, ub + kC.mins, a256 + (L::kL.k_unit + 4) * kIntRows<F>, L::kAUnit);
         const float* neg_dmin = reinterpret_cast<const float*>(ub + kC.neg_dmin);
         HYMOE_INT8_UNROLL(2)
         for (int h = 0; h < 2; ++h) {
@@ -419,16 +429,7 @@ void super_int8_tile(int64_t units, const uint8_t* a, const uint8_t* b, int64_t 
         HYMOE_INT8_UNROLL(8)
         for (int i = 0; i < M; ++i) msum[i][0] = msum[i][1] = V::set1_i32(block_sums[i]);
       } else {
-        HYMOE_INT8_UNROLL(16)
-        for (int s = 0; s < kSubs; ++s) {
-          const int32_t* sums = reinterpret_cast<const int32_t*>(au + s * kSubA + 20 * kIntRows<F>);
-          HYMOE_INT8_UNROLL(2)
-          for (int h = 0; h < 2; ++h) {
-            const ivec m = V::template shift_i32<-4>(V::widen_u8(bu + kL.scales + s * kNr + h * V::kWidth));
-            HYMOE_INT8_UNROLL(8)
-            for (int i = 0; i < M; ++i) msum[i][h] = V::madd_i16(msum[i][h], m, V::set1_i32(sums[i]));
-          }
-        }
+        add_offset_sums<M, kSubs, true>(msum, bu + kL.scales, au + 20 * kIntRows<F>, kSubA);  // m: the high nibble
       }
       const float* d_factors = reinterpret_cast<const float*>(bu + kL.d);
       const float* neg_dmin_factors = reinterpret_cast<const float*>(bu + kL.neg_dmin);
