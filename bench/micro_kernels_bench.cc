@@ -103,6 +103,19 @@ BENCHMARK_CAPTURE(BM_QuantizedKernel, fp8, WeightFormat::kFp8Block128)
 BENCHMARK_CAPTURE(BM_QuantizedKernel, mxfp4, WeightFormat::kMxfp4Block32)
     ->Args({1, 0})->Args({2, 0})->Args({3, 0})->Args({4, 0})->Args({1, 1});
 
+// Times fn over one micro-tile of format f (MR rows, one panel, kc k) on operands hot in L1, and reports the rate as
+// `counter` (two operations a multiply-add) beside the kernel's name.
+void time_hot_tile(benchmark::State& state, const GemmFormat& f, GemmFn fn, int64_t kc, const void* a, const void* b,
+                   const char* counter) {
+  std::vector<float> c(static_cast<size_t>(f.mr * f.nr));
+  for (auto _ : state) {
+    fn(f.mr, kc, a, b, c.data(), f.nr, false, nullptr, 0);
+    benchmark::DoNotOptimize(c.data());
+  }
+  state.counters[counter] = benchmark::Counter(2.0 * f.mr * f.nr * kc, benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(f.name);
+}
+
 // A format's full micro-tile (MR rows, one panel) over one K block of 128, operands hot, on the AVX512_BF16 table:
 // bf16 dot against fp8 dot on its codes and on its expanded block (range(0) = 1; the form later micro-tiles of a
 // tile run). Bytes are all zero: the rate does not depend on the values.
@@ -118,13 +131,7 @@ void BM_DotFormatKernel(benchmark::State& state, WeightFormat format) {
   // Weights as real ones are: codes of normal e4m3 values, rarely the zeros and subnormals the fp8 decode looks up
   // on a slower path (bytes 0x20-0x6f, also finite positive multipliers and bf16 values).
   for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<uint8_t>(0x20 + i * 37 % 0x50);
-  std::vector<float> c(static_cast<size_t>(f.mr * f.nr));
-  for (auto _ : state) {
-    (expanded ? f.gemm_expanded : f.gemm)(f.mr, kc, a.data(), b.data(), c.data(), f.nr, false, nullptr, 0);
-    benchmark::DoNotOptimize(c.data());
-  }
-  state.counters["FLOPS"] = benchmark::Counter(2.0 * f.mr * f.nr * kc, benchmark::Counter::kIsIterationInvariantRate);
-  state.SetLabel(f.name);
+  time_hot_tile(state, f, expanded ? f.gemm_expanded : f.gemm, kc, a.data(), b.data(), "FLOPS");
 }
 BENCHMARK_CAPTURE(BM_DotFormatKernel, bf16_dot, WeightFormat::kBf16Dot)->Arg(0);
 BENCHMARK_CAPTURE(BM_DotFormatKernel, fp8_dot, WeightFormat::kFp8Block128Dot)->Arg(0)->Arg(1);
@@ -143,13 +150,7 @@ void BM_Int8Tile(benchmark::State& state, WeightFormat format) {
   std::vector<float> x(static_cast<size_t>(f.mr * kc));
   for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(static_cast<int>(i * 37 % 201) - 100) / 64.0f;
   f.pack_a(x.data(), kc, nullptr, f.mr, kc, f.mr, a.data());
-  std::vector<float> c(static_cast<size_t>(f.mr * f.nr));
-  for (auto _ : state) {
-    f.gemm(f.mr, kc, a.data(), b.data(), c.data(), f.nr, false, nullptr, 0);
-    benchmark::DoNotOptimize(c.data());
-  }
-  state.counters["OPS"] = benchmark::Counter(2.0 * f.mr * f.nr * kc, benchmark::Counter::kIsIterationInvariantRate);
-  state.SetLabel(f.name);
+  time_hot_tile(state, f, f.gemm, kc, a.data(), b.data(), "OPS");
 }
 BENCHMARK_CAPTURE(BM_Int8Tile, q8_0, WeightFormat::kGgmlQ8_0I8);
 BENCHMARK_CAPTURE(BM_Int8Tile, q4_0, WeightFormat::kGgmlQ4_0I8);
