@@ -78,21 +78,22 @@ inline MicroTile micro_tile(int64_t n, int mr, int64_t i) {
   return {i * base + std::min(i, extra), static_cast<int>(base + (i < extra ? 1 : 0))};
 }
 
-// The activation units (activation_units-inl.h) of `rows` rows laid out for mr-row micro-tiles, copied from rows
-// quantized on their own (mr = 1: each unit's sub_unit codes, then its f32 scale and int32 sum), row i of the
-// micro-panel from row index[i]: the bytes the format's pack_a writes from those rows, as each unit's quantization
-// depends on its row alone. Rows past `rows` are zeros, as pack_a leaves them.
+// The activation units (ActivationUnitLayout) of `rows` rows laid out for mr-row micro-tiles, copied from rows
+// quantized on their own (micro-panels of one row), row i of the micro-panel from row index[i]: the bytes the
+// format's pack_a writes from those rows, as each unit's quantization depends on its row alone. Rows past `rows`
+// are zeros, as pack_a leaves them.
 inline void gather_activation_units(const uint8_t* quantized, int64_t row_bytes, const int64_t* index, int rows,
                                     int sub_unit, int mr, uint8_t* out) {
-  const int64_t one = sub_unit + 8, unit = one * mr, units = row_bytes / one;
-  std::memset(out, 0, static_cast<size_t>(units * unit));
+  const ActivationUnitLayout from{sub_unit, 1}, to{sub_unit, mr};
+  const int64_t units = row_bytes / from.bytes();
+  std::memset(out, 0, static_cast<size_t>(units * to.bytes()));
   for (int i = 0; i < rows; ++i) {
     const uint8_t* src = quantized + index[i] * row_bytes;
-    for (int64_t u = 0; u < units; ++u, src += one) {
-      uint8_t* dst = out + u * unit;
-      for (int g = 0; g < sub_unit / 4; ++g) std::memcpy(dst + (g * mr + i) * 4, src + 4 * g, 4);
-      std::memcpy(dst + sub_unit * mr + 4 * i, src + sub_unit, 4);        // the scale
-      std::memcpy(dst + (sub_unit + 4) * mr + 4 * i, src + sub_unit + 4, 4);  // the sum (q8_1: s)
+    for (int64_t u = 0; u < units; ++u, src += from.bytes()) {
+      uint8_t* dst = out + u * to.bytes();
+      for (int g = 0; g < sub_unit / 4; ++g) std::memcpy(dst + to.codes(g, i), src + from.codes(g, 0), 4);
+      std::memcpy(dst + to.scale(i), src + from.scale(0), 4);
+      std::memcpy(dst + to.sum(i), src + from.sum(0), 4);
     }
   }
 }

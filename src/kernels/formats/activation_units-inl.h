@@ -1,4 +1,4 @@
-// The packing of activations into the integer kernels' units (gemm_kernels.h, activation_unit_bytes): the GGUF
+// The packing of activations into the integer kernels' units (gemm_kernels.h, ActivationUnitLayout): the GGUF
 // int8 formats (q8_0, q8_1, q8_K) and hymoe's q8 blocks, written once over the block quantizer so the ISA-free references
 // (gemm_gguf_int8.cc, gemm_formats.cc) and the AVX2 packers (activation_quantize_avx2.cc) lay out the same bytes:
 // per unit of kUnit k, (kUnit / 4, mr, 4) int8 codes, mr f32 scales of the units' blocks, mr int32 of kSumFactor
@@ -14,7 +14,9 @@ void pack_activation_units(const float* a, int64_t lda, const int64_t* row_index
                            void* out, Quantize&& quantize) {
   static_assert(kBlock % kUnit == 0 && kUnit % 4 == 0 && (!kStoreS || kUnit == kBlock));
   uint8_t* dst = static_cast<uint8_t*>(out);
-  const int64_t units = (k + kUnit - 1) / kUnit, unit_bytes = int64_t{kUnit + 8} * mr;
+  constexpr int kGroups = kUnit / 4;
+  const ActivationUnitLayout layout{kUnit, mr};
+  const int64_t units = (k + kUnit - 1) / kUnit, unit_bytes = layout.bytes();
   std::memset(dst, 0, static_cast<size_t>(units * unit_bytes));
   alignas(64) int8_t q[kBlock];
   for (int i = 0; i < rows; ++i) {
@@ -30,10 +32,10 @@ void pack_activation_units(const float* a, int64_t lda, const int64_t* row_index
         int32_t sum = 0;
         for (int kk = 0; kk < kUnit; ++kk) sum += qu[kk];
         sum *= kSumFactor;
-        for (int g = 0; g < kUnit / 4; ++g) std::memcpy(unit + (g * mr + i) * 4, qu + 4 * g, 4);
-        std::memcpy(unit + kUnit * mr + 4 * i, &d, sizeof d);
-        if constexpr (kStoreS) std::memcpy(unit + (kUnit + 4) * mr + 4 * i, &s, sizeof s);
-        else std::memcpy(unit + (kUnit + 4) * mr + 4 * i, &sum, sizeof sum);
+        for (int g = 0; g < kGroups; ++g) std::memcpy(unit + layout.codes(g, i), qu + 4 * g, 4);
+        std::memcpy(unit + layout.scale(i), &d, sizeof d);
+        if constexpr (kStoreS) std::memcpy(unit + layout.sum(i), &s, sizeof s);
+        else std::memcpy(unit + layout.sum(i), &sum, sizeof sum);
       }
     }
   }

@@ -299,19 +299,34 @@ constexpr int64_t weight_unit_bytes(WeightFormat format, int nr) {
        : format == WeightFormat::kFp8Block128 || format == WeightFormat::kFp8Block128Dot ? 132 * nr : format == WeightFormat::kMxfp4Block32 ? 17 * nr
        : 2 * k_unit(format) * nr;
 }
+// An integer activation unit of sub_unit k (activation_sub_unit) in an mr-row micro-panel: where row i puts the 4
+// codes of its k group g, the f32 scale of the unit's block and the int32 sum (q8_1: the block's s). The one
+// statement of the layout that the packers (activation_units-inl.h) and the driver's gather of rows quantized once
+// (gemm_driver.h) both write.
+struct ActivationUnitLayout {
+  int sub_unit;
+  int mr;
+  constexpr int64_t bytes() const { return int64_t{sub_unit + 8} * mr; }
+  constexpr int64_t codes(int g, int i) const { return (int64_t{g} * mr + i) * 4; }
+  constexpr int64_t scale(int i) const { return int64_t{sub_unit} * mr + 4 * i; }
+  constexpr int64_t sum(int i) const { return int64_t{sub_unit + 4} * mr + 4 * i; }
+};
 constexpr int64_t activation_unit_bytes(WeightFormat format, int mr) {
-  // GGUF int8: per unit (k_unit / 4, mr, 4) int8 codes, mr f32 scales, mr int32 sums of the unit's codes.
-  // The grid types and the super-block form: a unit of 256 k is 256 / k_unit such units.
-  if (is_gguf_int8_format(format))
-    return (int64_t{gguf_int8_layout(format).k_unit} + 8) * mr * k_unit(format) / gguf_int8_layout(format).k_unit;
-  return format == WeightFormat::kBf16Dot ? 4 * mr : format == WeightFormat::kQ8Block32 ? 40 * mr
+  // GGUF int8 and q8 blocks: integer units (ActivationUnitLayout). The grid types and the super-block form: a
+  // unit of 256 k is 256 / k_unit such units.
+  if (is_gguf_int8_format(format)) {
+    const int sub = gguf_int8_layout(format).k_unit;
+    return ActivationUnitLayout{sub, mr}.bytes() * (k_unit(format) / sub);
+  }
+  return format == WeightFormat::kBf16Dot ? 4 * mr
+       : format == WeightFormat::kQ8Block32 ? ActivationUnitLayout{32, mr}.bytes()
        : format == WeightFormat::kFp8Block128Dot ? 2 * 128 * mr  // (64, mr) bf16 pairs
        : 4 * k_unit(format) * mr;  // f32 activations, k_unit of them per row (f32, bf16 widen, GGUF, fp8, mxfp4)
 }
 constexpr int kQ8Block = 32;
-// k of one activation unit where a format's activations are quantized into units (activation_units-inl.h: (k / 4,
-// mr, 4) int8 codes, mr f32 scales, mr int32 sums): the GGUF int8 formats' sub-block (16 or 32; 256-k units hold
-// several) and hymoe's q8 blocks' 32; 0 for the formats whose activations are packed otherwise.
+// k of one activation unit where a format's activations are quantized into integer units (ActivationUnitLayout):
+// the GGUF int8 formats' sub-block (16 or 32; 256-k units hold several) and hymoe's q8 blocks' 32; 0 for the
+// formats whose activations are packed otherwise.
 constexpr int activation_sub_unit(WeightFormat format) {
   return is_gguf_int8_format(format) ? gguf_int8_layout(format).k_unit : format == WeightFormat::kQ8Block32 ? 32 : 0;
 }
