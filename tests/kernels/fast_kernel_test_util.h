@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -70,6 +71,32 @@ inline FfnOutputs run_ffn_saving(const kernels::GroupedFfn& ffn, const std::vect
   args.saved_up = o.up.data();
   ffn.run(args);
   return o;
+}
+
+// How a layer hands each token to its top-k experts: row r of the batch read through x_rows as token
+// (7 r + 3) mod `tokens` of a fresh (tokens, dim) matrix, so most tokens are read by several groups. Expects the
+// bits of the same rows copied out into a plain batch.
+inline void expect_x_rows_give_the_copied_bits(const kernels::GroupedFfn& ffn, const std::vector<int64_t>& offsets,
+                                               const std::vector<float>& scale, int64_t tokens, Rng& rng) {
+  const int64_t R = offsets.back(), D = ffn.shape().dim;
+  std::vector<int64_t> x_rows(static_cast<size_t>(R));
+  for (int64_t r = 0; r < R; ++r) x_rows[static_cast<size_t>(r)] = (7 * r + 3) % tokens;
+  const std::vector<float> token_x = random_values(rng, tokens * D);
+  std::vector<float> copied(static_cast<size_t>(R * D));
+  for (int64_t r = 0; r < R; ++r)
+    std::copy_n(token_x.data() + x_rows[static_cast<size_t>(r)] * D, D, copied.data() + r * D);
+  std::vector<float> want(copied.size(), -7.0f), y(copied.size(), -7.0f);
+  kernels::GroupedFfnArgs args;
+  args.offsets = offsets.data();
+  args.x = copied.data();
+  args.scale = scale.data();
+  args.y = want.data();
+  ffn.run(args);
+  args.x = token_x.data();
+  args.x_rows = x_rows.data();
+  args.y = y.data();
+  ffn.run(args);
+  EXPECT_EQ(0, std::memcmp(y.data(), want.data(), y.size() * sizeof(float))) << ffn.name();
 }
 
 // A suite run once per ISA (instantiated over kernels::Isa): skipped where the CPU lacks the ISA; ik_ holds its

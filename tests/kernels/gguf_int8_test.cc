@@ -405,24 +405,9 @@ void expect_int8_ffn_matches_ref(Isa isa, const Int8FfnCase& c) {
 
   expect_same_bits_on_1_and_2_threads(*ffn, args, y.size());
 
-  // Rows read through x_rows, each token's row by about three groups (its top-k experts): the driver then
-  // quantizes a token's row once and copies its units into every micro-panel that takes it. The same bits as the
-  // rows copied out.
-  const int64_t tokens = std::max<int64_t>(1, R / 3);
-  std::vector<int64_t> x_rows(static_cast<size_t>(R));
-  for (int64_t r = 0; r < R; ++r) x_rows[static_cast<size_t>(r)] = (7 * r + 3) % tokens;
-  const std::vector<float> token_x = hymoe::test::random_values(rng, tokens * c.D);
-  std::vector<float> x_copied(static_cast<size_t>(R * c.D));
-  for (int64_t r = 0; r < R; ++r)
-    std::copy_n(token_x.data() + x_rows[static_cast<size_t>(r)] * c.D, c.D, x_copied.data() + r * c.D);
-  std::vector<float> y_copied(y.size()), y_rows(y.size(), -7.0f);
-  GroupedFfnArgs rows_args{offsets.data(), x_copied.data(), scale.data(), y_copied.data()};
-  ffn->run(rows_args);
-  rows_args.x = token_x.data();
-  rows_args.x_rows = x_rows.data();
-  rows_args.y = y_rows.data();
-  ffn->run(rows_args);
-  EXPECT_EQ(0, std::memcmp(y_rows.data(), y_copied.data(), y.size() * sizeof(float))) << ffn->name();
+  // Each token's row read by about three groups (its top-k experts): the driver then quantizes a token's row once
+  // and copies its units into every micro-panel that takes it.
+  hymoe::test::expect_x_rows_give_the_copied_bits(*ffn, offsets, scale, std::max<int64_t>(1, R / 3), rng);
 }
 
 TEST_P(GgufInt8KernelTest, GroupedFfnMatchesTheReference) {

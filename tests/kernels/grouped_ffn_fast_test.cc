@@ -178,31 +178,12 @@ TEST_P(GroupedFfnFastTest, MatchesReferenceOnRaggedBatches) {
 TEST_P(GroupedFfnFastTest, IndexedRowsGiveTheSameBitsAsGatheredRows) {
   for (DType dt : {DType::kF32, DType::kBF16}) {
     const Problem p(Activation::kSwiGLU, dt, 19, 23, {2, 0, 2 * mr_ + 3, 1}, 77);
-    const int64_t R = p.rows(), D = p.shape.dim, tokens = 5;
-    // Tokens in their own order; the batch reads them through x_rows, some tokens more than once.
-    std::vector<int64_t> x_rows(static_cast<size_t>(R));
-    for (int64_t r = 0; r < R; ++r) x_rows[static_cast<size_t>(r)] = (7 * r + 3) % tokens;
-    Rng rng(78);
-    const auto token_x = random_values(rng, tokens * D);
-    Problem gathered = p;
-    for (int64_t r = 0; r < R; ++r)
-      std::copy_n(token_x.data() + x_rows[static_cast<size_t>(r)] * D, D, gathered.x.data() + r * D);
     std::vector<std::unique_ptr<GroupedFfn>> impls;
     impls.push_back(make_grouped_ffn_packed(p.shape, p.views, GetParam()));
     impls.push_back(make_grouped_ffn_portable(p.shape, p.views));
     impls.push_back(make_grouped_ffn_ref(p.shape, p.views));
-    for (const auto& ffn : impls) {
-      const Outputs want = run(*ffn, gathered);
-      std::vector<float> y(want.y.size(), -7.0f);
-      GroupedFfnArgs args;
-      args.offsets = p.offsets.data();
-      args.x = token_x.data();
-      args.x_rows = x_rows.data();
-      args.scale = p.scale.data();
-      args.y = y.data();
-      ffn->run(args);
-      EXPECT_EQ(0, std::memcmp(y.data(), want.y.data(), y.size() * sizeof(float))) << ffn->name();
-    }
+    Rng rng(78);
+    for (const auto& ffn : impls) test::expect_x_rows_give_the_copied_bits(*ffn, p.offsets, p.scale, 5, rng);
   }
 }
 
