@@ -1,10 +1,10 @@
 // The packing of activations into the integer kernels' units (gemm_kernels.h, ActivationUnitLayout): the GGUF
-// int8 formats (q8_0, q8_1, q8_K) and hymoe's q8 blocks, written once over the block quantizer so the ISA-free references
-// (gemm_gguf_int8.cc, gemm_formats.cc) and the AVX2 packers (activation_quantize_avx2.cc) lay out the same bytes:
-// per unit of kUnit k, (kUnit / 4, mr, 4) int8 codes, mr f32 scales of the units' blocks, mr int32 of kSumFactor
-// times the sum of the unit's codes (GGUF: the sum; q8: -128 times it, the correction of its u8 weights); rows past
-// `rows` and k past `k` zero. Included inside namespace hymoe::kernels by exactly those units; it depends on
-// nothing but the quantizer it is given.
+// int8 formats (q8_0, q8_1, q8_K) and hymoe's q8 blocks, written once over the block quantizer so the ISA-free
+// references (gemm_gguf_int8.cc, gemm_formats.cc) and the AVX2 packers (activation_quantize_avx2.cc) lay out the
+// same bytes. Per unit of kUnit k and row: its int8 codes, the f32 scale of its block, and kSumFactor times the sum
+// of its codes (GGUF: the sum; q8: -128 times it, the correction of its u8 weights); rows past `rows` and k past `k`
+// zero. Included inside namespace hymoe::kernels by exactly those units; it depends on nothing but
+// ActivationUnitLayout and the quantizer it is given.
 
 // Quantize(x, n, q, d): one block (kBlock values, x[n..) taken as 0), e.g. quantize_ggml_q8_0_block; with
 // kStoreS, Quantize(x, n, q, d, s) (quantize_ggml_q8_1_block) and the block's s in place of the sum (kUnit ==
