@@ -244,22 +244,17 @@ void int8_tile(int64_t units, const uint8_t* a, const uint8_t* b, int64_t panel_
   load_tile_acc<M, P>(acc, c, ldc, accumulate);
   HintPrefetch hint(prefetch, prefetch_end, units * kSubs);
   for (int64_t u = 0; u < units; ++u) {
-    const bool fetch_next = u + 1 < units;
     for (int sub = 0; sub < kSubs; ++sub) {
       hint.unit();
-      // The decode form (one row over P panels, which the driver gives no hint) fetches each panel's next unit
-      // into L1 itself (a compact unit in kSubs shares, one per sub-unit): with the hardware prefetchers alone the
-      // core waits on a unit's lines, then computes, and the two barely overlap. Measured cold in
-      // hymoe_decode_stream_bench (docs/performance.md): Q4_0 and MXFP4 15% faster, Q5_K and Q6_K 40-60%, Q4_K
-      // within noise; Q8_0 12% slower (9 lines a unit and panel, twice the others': the prefetches then crowd the
-      // core's outstanding misses), so its codes go without.
-      if constexpr (P > 1 && L::kL.code_bits < 8)
-        if (fetch_next)
+      // The decode form (one row over P panels) prefetches each panel kDecodePrefetchBytes ahead of the lines it
+      // reads, toward L2, a unit's share per (sub-)unit: with the hardware prefetchers alone the core waits on a
+      // unit's lines, then computes, and the two barely overlap (docs/performance.md, "The decode form's prefetch").
+      if constexpr (P > 1)
 #pragma GCC unroll 4
-          for (int p = 0; p < P; ++p)
+        for (int p = 0; p < P; ++p)
 #pragma GCC unroll 16
-            for (int64_t o = sub * kUnitBytes / kSubs / 64 * 64; o < (sub + 1) * kUnitBytes / kSubs; o += 64)
-              __builtin_prefetch(b + p * panel_stride + (u + 1) * kUnitBytes + o, 0, 3);
+          for (int64_t o = sub * kUnitBytes / kSubs / 64 * 64; o < (sub + 1) * kUnitBytes / kSubs; o += 64)
+            __builtin_prefetch(b + p * panel_stride + u * kUnitBytes + o + kDecodePrefetchBytes, 0, 2);
       const uint8_t* au = a + (u * kSubs + sub) * L::kAUnit;
       const float* da = reinterpret_cast<const float*>(au + L::kL.k_unit * kIntRows<F>);
       const int32_t* sums = reinterpret_cast<const int32_t*>(au + (L::kL.k_unit + 4) * kIntRows<F>);
@@ -375,9 +370,8 @@ void super_int8_tile(int64_t units, const uint8_t* a, const uint8_t* b, int64_t 
   HintPrefetch hint(prefetch, prefetch_end, units);
   for (int64_t u = 0; u < units; ++u) {
     hint.unit();
-    // The decode form fetches each panel's next unit itself, as int8_tile's does, a sixteenth of it per sub-block
+    // The decode form prefetches each panel ahead itself, as int8_tile's does, a sixteenth of a unit per sub-block
     // (below) so the fetches spread over the unit's work.
-    const bool fetch_next = P > 1 && u + 1 < units;
     const uint8_t* au = a + u * kSubs * kSubA;
     const float* da = reinterpret_cast<const float*>(au + 16 * kIntRows<F>);  // the 256-block's d, in every sub-unit
     [[maybe_unused]] int32_t block_sums[M] = {};
@@ -395,9 +389,8 @@ void super_int8_tile(int64_t units, const uint8_t* a, const uint8_t* b, int64_t 
       for (int s = 0; s < kSubs; ++s) {
         const uint8_t* as = au + s * kSubA;
         if constexpr (P > 1)
-          if (fetch_next)
-            for (int64_t o = s * kBUnit / kSubs / 64 * 64; o < (s + 1) * kBUnit / kSubs; o += 64)
-              __builtin_prefetch(bu + kBUnit + o, 0, 3);
+          for (int64_t o = s * kBUnit / kSubs / 64 * 64; o < (s + 1) * kBUnit / kSubs; o += 64)
+            __builtin_prefetch(bu + o + kDecodePrefetchBytes, 0, 2);
         HYMOE_INT8_UNROLL(2)
         for (int h = 0; h < 2; ++h) {
           const ivec raw = V::load_bytes(bu + (s * kNr + h * V::kWidth) * 4);

@@ -155,6 +155,11 @@ void gemm_rows_panels(int64_t kc, const Act<W>* a, const W* b, int64_t panel_str
 #pragma GCC unroll 8
     for (int j = 0; j < 2 * P; ++j) {
       const W* bj = b + (j / 2) * panel_stride + k * kNr + (j % 2) * V::kWidth;
+      // One row (the decode form) prefetches each panel kDecodePrefetchBytes ahead toward L2: per vector where a
+      // vector is a line, else per k row's first half (a line, or twice per line for AVX2's bf16 rows of 32 bytes).
+      if constexpr (M == 1)
+        if (V::kWidth * sizeof(W) >= 64 || j % 2 == 0)
+          __builtin_prefetch(reinterpret_cast<const char*>(bj) + kDecodePrefetchBytes, 0, 2);
       if constexpr (__is_same(W, Bf16Pair)) {
         using VV = typename VFor<W>::type;
         const auto bv = VV::load_pairs(bj);
