@@ -209,6 +209,12 @@ void dot_block(int64_t k0, int64_t k1, const float* x, int64_t ldx, const float*
     typename V::vec wv[NN];
 #pragma GCC unroll 4
     for (int j = 0; j < NN; ++j) wv[j] = V::load(w + j * ldw + i);
+    // One token (the router at decode) streams its rows: each is prefetched ahead toward L2, as the decode forms
+    // do (kDecodePrefetchBytes; past a row's end it reaches the next rows). Qwen3-30B-A3B's router at T = 1 on Zen
+    // 4, interleaved call by call: 38 against 42 us, DeepSeek-V2-Lite's 27 against 33.
+    if constexpr (TT == 1)
+#pragma GCC unroll 4
+      for (int j = 0; j < NN; ++j) __builtin_prefetch(w + j * ldw + i + kDecodePrefetchBytes / 4, 0, 2);
 #pragma GCC unroll 4
     for (int t = 0; t < TT; ++t) {
       const typename V::vec xv = V::load(x + t * ldx + i);
