@@ -138,8 +138,8 @@ inline std::vector<GemmTile> plan_tiles(const GemmFormat& f, const std::vector<G
 // at 512 tokens on Qwen3-30B-A3B f32, 12-18% faster than the hardware prefetchers alone, and another 4-8% for
 // spreading each share evenly rather than in a burst; at 32 tokens 6-37% faster with the lone micro-tile's
 // prefetch. A prefetch of the whole next block at once (256 lines in a burst) was 5-10% slower. The decode path
-// (one row over several panels per call) streams without any: the hardware prefetchers follow it (the fp8
-// decode form measured faster prefetching for itself: gemm_quantized_avx2.cc).
+// (one row over several panels per call) gets no hint: its forms prefetch for themselves, each panel a fixed
+// distance ahead (kDecodePrefetchBytes; fp8's their own, gemm_fp8_dot-inl.h and gemm_quantized_avx2.cc).
 template <typename Epilogue>
 void run_gemm_groups(const GemmFormat& f, const std::vector<GemmGroup>& groups, Workspace& ws, Epilogue&& epilogue) {
   const int threads = num_threads();
