@@ -426,8 +426,9 @@ constexpr int kFewRowsPanels[4] = {0, 4, 3, 2};
 // each panel, toward L2 (prefetcht1), bytes. The driver gives the decode form no hint, and what the core fetches
 // itself reaches past the end of a panel into the next, and past the call's last panel into the tile the same
 // thread is likely to take next. Measured in the whole layer at T = 1 on Zen 4 (docs/performance.md, "The decode
-// form's prefetch"): 2-4 KB ahead all within noise of each other and 5-20% faster than a unit ahead into L1 (the
-// int8 forms) or none (f32, bf16); 512 bytes slower.
+// form's prefetch"): 2-4 KB ahead within noise of each other; against a unit ahead into L1 (the int8 forms) or
+// none (f32, bf16), the tile loops 5-18% faster in most formats (Q6_K's and Q3_K's gate/up level to 10% slower,
+// their down faster); 512 bytes ahead slower.
 constexpr int64_t kDecodePrefetchBytes = 3072;
 using GemmFewF32wFn = void (*)(int m, int64_t kc, const float* a, const float* b, int64_t panel_stride, float* c,
                                int64_t ldc, bool accumulate);

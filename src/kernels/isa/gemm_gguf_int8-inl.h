@@ -203,6 +203,17 @@ class HintPrefetch {
 #define HYMOE_INT8_UNROLL(n) HYMOE_INT8_PRAGMA(GCC unroll n)
 #endif
 
+// The decode form's own prefetch (the driver gives it no hint): share `share` of kShares of the kUnitBytes unit at
+// `unit`, kDecodePrefetchBytes ahead of those lines, toward L2, a line at a time. With the hardware prefetchers
+// alone the core waits on a unit's lines, then computes, and the two barely overlap (docs/performance.md, "The
+// decode form's prefetch"). Spread over a unit's kShares steps of work, the fetches keep pace with it.
+template <int64_t kUnitBytes, int kShares>
+inline void prefetch_decode_share(const uint8_t* unit, int share) {
+  HYMOE_INT8_UNROLL(16)
+  for (int64_t o = share * kUnitBytes / kShares / 64 * 64; o < (share + 1) * kUnitBytes / kShares; o += 64)
+    __builtin_prefetch(unit + o + kDecodePrefetchBytes, 0, 2);
+}
+
 // The offsets' integer sums of one panel over a 256-k unit, shared by int8_tile's compact types with offsets and the
 // super-block form: msum[i][h] (zeroed by the caller) += the sum over the unit's sub-blocks s of m * (row i's
 // activation sum of s), exact in int32 (madd_i16: m in each lane's low half, the sum, |sum| <= 32 * 127, in the
@@ -246,15 +257,11 @@ void int8_tile(int64_t units, const uint8_t* a, const uint8_t* b, int64_t panel_
   for (int64_t u = 0; u < units; ++u) {
     for (int sub = 0; sub < kSubs; ++sub) {
       hint.unit();
-      // The decode form (one row over P panels) prefetches each panel kDecodePrefetchBytes ahead of the lines it
-      // reads, toward L2, a unit's share per (sub-)unit: with the hardware prefetchers alone the core waits on a
-      // unit's lines, then computes, and the two barely overlap (docs/performance.md, "The decode form's prefetch").
+      // The decode form (one row over P panels) prefetches each panel ahead, a unit's share per (sub-)unit.
       if constexpr (P > 1)
 #pragma GCC unroll 4
         for (int p = 0; p < P; ++p)
-#pragma GCC unroll 16
-          for (int64_t o = sub * kUnitBytes / kSubs / 64 * 64; o < (sub + 1) * kUnitBytes / kSubs; o += 64)
-            __builtin_prefetch(b + p * panel_stride + u * kUnitBytes + o + kDecodePrefetchBytes, 0, 2);
+          prefetch_decode_share<kUnitBytes, kSubs>(b + p * panel_stride + u * kUnitBytes, sub);
       const uint8_t* au = a + (u * kSubs + sub) * L::kAUnit;
       const float* da = reinterpret_cast<const float*>(au + L::kL.k_unit * kIntRows<F>);
       const int32_t* sums = reinterpret_cast<const int32_t*>(au + (L::kL.k_unit + 4) * kIntRows<F>);
@@ -388,9 +395,7 @@ void super_int8_tile(int64_t units, const uint8_t* a, const uint8_t* b, int64_t 
       HYMOE_INT8_UNROLL(16)
       for (int s = 0; s < kSubs; ++s) {
         const uint8_t* as = au + s * kSubA;
-        if constexpr (P > 1)
-          for (int64_t o = s * kBUnit / kSubs / 64 * 64; o < (s + 1) * kBUnit / kSubs; o += 64)
-            __builtin_prefetch(bu + o + kDecodePrefetchBytes, 0, 2);
+        if constexpr (P > 1) prefetch_decode_share<kBUnit, kSubs>(bu, s);
         HYMOE_INT8_UNROLL(2)
         for (int h = 0; h < 2; ++h) {
           const ivec raw = V::load_bytes(bu + (s * kNr + h * V::kWidth) * 4);
