@@ -195,8 +195,9 @@ void decode_form(benchmark::State& state, WeightFormat format, DecodePass pass) 
   std::vector<float> out(static_cast<size_t>(num_threads() * 8 * nr));
   // Hot: each thread runs one tile's 8 panels (320 KiB in Q4_0) kHotRepeats times.
   constexpr int64_t kHotRepeats = 64;
-  // As the driver: whole K per call where one row's packed activations fit half of L1, else K blocks.
-  const bool whole_k = f.units(kK) * f.a_unit_bytes() <= kFewWholeKActivationBytes;
+  // As the driver (gemm_driver.h): whole K per call for the GGUF int8 forms and where one row's packed activations
+  // fit half of L1, else K blocks.
+  const bool whole_k = is_gguf_int8_format(f.format) || f.units(kK) * f.a_unit_bytes() <= kFewWholeKActivationBytes;
   const int64_t tiles = pass == DecodePass::kHot ? num_threads() : kExperts * kPanels / 8;
   for (auto _ : state) {
     const int64_t set = w.next_set;
