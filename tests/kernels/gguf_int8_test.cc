@@ -266,12 +266,12 @@ TEST(GgufInt8Pack, PanelsHoldTheExactWeightsInTheDocumentedBytes) {
                                                     // The compact factors: a byte of scale (and of min) per
                                                     // sub-block, f32 d (and -dmin) per 256.
                                                     {"Q4_K", 152 / 256.0}, {"Q5_K", 184 / 256.0},
-                                                    {"Q6_K", 212 / 256.0}, {"Q3_K", 148 / 256.0},
-                                                    {"IQ4_XS", 140 / 256.0},
+                                                    {"Q6_K", 212 / 256.0}, {"IQ4_XS", 140 / 256.0},
                                                     // The super-block form: 2-bit codes, a scale byte per 16,
-                                                    // f32 d and -dmin per 256.
+                                                    // f32 d and -dmin per 256; Q3_K a third bit a code and
+                                                    // no -dmin.
                                                     {"Q2_K", 88 / 256.0}, {"TQ1_0", 88 / 256.0},
-                                                    {"TQ2_0", 88 / 256.0},
+                                                    {"TQ2_0", 88 / 256.0}, {"Q3_K", 116 / 256.0},
                                                     // The grid types keep their blocks: the file's bytes.
                                                     {"IQ2_XXS", 66 / 256.0}, {"IQ2_XS", 74 / 256.0},
                                                     {"IQ2_S", 82 / 256.0},   {"IQ3_XXS", 98 / 256.0},

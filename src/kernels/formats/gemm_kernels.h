@@ -19,10 +19,11 @@
 //   GGUF int8  the same types repacked for integer dot products (GgufPanelLayout, gguf_int8_layout): per panel
 //              and sub-block, groups of four consecutive k of a column (the (k/4, NR, 4) operand vpdpbusd /
 //              vpmaddubsw consume), codes unsigned with a bias, two 4-bit codes per byte (5 and 6 bits: a plane of
-//              the high bits), then the columns' f32 scales (and offsets). The super-block form (Q2_K, TQ1_0,
-//              TQ2_0) keeps 2-bit codes and integer sub-block scales per 256 k under f32 d and -dmin
-//              (gguf_super_layout); the grid types as above. Activations quantized per block as ggml's CPU backend
-//              does (q8_0, q8_1 or q8_K) when packed; per unit an exact integer dot, then float FMAs per C element.
+//              the high bits), then the columns' f32 scales (and offsets). The super-block form (Q2_K, Q3_K,
+//              TQ1_0, TQ2_0) keeps 2-bit codes (Q3_K: and a plane of third bits) and integer sub-block scales per
+//              256 k under f32 d (and -dmin) (gguf_super_layout); the grid types as above. Activations quantized
+//              per block as ggml's CPU backend does (q8_0, q8_1 or q8_K) when packed; per unit an exact integer
+//              dot, then float FMAs per C element.
 //              MXFP4 runs the same way against q8_0 activations (as llama.cpp runs gpt-oss): its E2M1 nibbles in
 //              Q4_0's nibble layout, looked up in registers as 2x their value plus 12, then NR u8 E8M0 scales.
 //   fp8 block  per panel, per k block of 128: (128, NR) u8 float8 e4m3fn codes, then NR f32 multipliers (the
@@ -83,8 +84,9 @@ constexpr int kNumWeightFormats = static_cast<int>(WeightFormat::kFp8Block128Dot
 // q8_K (256 values, f32 d).
 enum class GgmlActivation { kQ8_0, kQ8_1, kQ8_K };
 // The int8 form column of gguf_formats.inc: the layout of a type's integer-dot panels (gguf_int8_layout;
-// GgufPanelLayout's half_factors, compact and super_block, and gguf_super_unit_factors for kSuper1).
-enum class GgufInt8Form { kUnits, kHalf, kCompact, kSuper, kSuper1 };
+// GgufPanelLayout's half_factors, compact and super_block, gguf_super_unit_factors for kSuper1, and the super-block
+// layout's 3-bit codes for kSuper3).
+enum class GgufInt8Form { kUnits, kHalf, kCompact, kSuper, kSuper1, kSuper3 };
 
 // One line of gguf_formats.inc.
 struct GgufBlockFormat {
@@ -116,6 +118,7 @@ struct GgufBlockFormat {
 #define HYMOE_GGUF_INT8_FORM_compact GgufInt8Form::kCompact
 #define HYMOE_GGUF_INT8_FORM_super GgufInt8Form::kSuper
 #define HYMOE_GGUF_INT8_FORM_super1 GgufInt8Form::kSuper1
+#define HYMOE_GGUF_INT8_FORM_super3 GgufInt8Form::kSuper3
 inline constexpr GgufBlockFormat kGgufBlockFormats[] = {
 #define HYMOE_GGUF_BLOCK(T, t, type, unit, bits, bias, int8_bias, offsets, act, values, int8_form) \
   {#T, type, WeightFormat::kGgml##T, WeightFormat::kGgml##T##I8, #t "w_f32", #t "w_" #act, unit, bits, bias,   \
@@ -162,19 +165,22 @@ struct GgufPanelLayout {
   // per unit of 256 k the nr columns' blocks one after another (ggml's block bytes each), and the kernels expand a
   // unit at a time, in L1, into this layout's 8-bit codes (k_unit, code_bits ... describe that expansion).
   bool grid = false;
-  // The super-block int8 form (int8 form super or super1 in gguf_formats.inc: Q2_K, TQ1_0, TQ2_0; int8 layouts only),
-  // whatever the type's line says: k_unit 16 (the sub-block, q8_K's sums per 16), code bias 0, offsets. Per unit of 256
-  // k (a GGUF super-block; gguf_super_layout gives the offsets) the codes u (0..3), 2 bits each: 16 blocks (nr, 4) u8,
-  // block s's byte (j, t) holding k 16 s + 4 g + t of column j at bits 2 g, 2 g + 1 (g = 0..3: sub-block s's four
-  // groups); then (16, nr) u8, the scale byte of sub-block s and column j (sc in the low nibble, m in the high); then
-  // nr f32 d and nr f32 -dmin. Q2_K keeps the file's codes, scale bytes and f16 factors; the ternary types store u = q,
-  // sc = m = 1, dmin = d. Weight (k, j) = fmaf(d * sc, u, -(dmin * m)), the exact layout's value. The kernels take per
-  // super-block and C element isum = sum over s of sc * (sum of u * q) and msum = sum over s of m * (sum of q), exact
-  // integers, then c = fma(float(isum), d * d_a, c) and c = fma(float(msum), -dmin * d_a, c): llama.cpp's arithmetic
-  // for Q2_K, one float step per 256 k (for TQ1_0 and TQ2_0 llama.cpp takes float(isum - msum) * d * d_a, one rounding
-  // fewer).
+  // The super-block int8 form (int8 form super, super1 or super3 in gguf_formats.inc: Q2_K, TQ1_0, TQ2_0, Q3_K; int8
+  // layouts only), whatever the type's line says: k_unit 16 (the sub-block, q8_K's sums per 16); super and super1
+  // code bits 2, code bias 0 and offsets, super3 code bits 3, code bias 4 and none. Per unit of 256 k (a GGUF
+  // super-block; gguf_super_layout gives the offsets) the codes' low two bits: 16 blocks (nr, 4) u8, block s's byte
+  // (j, t) holding k 16 s + 4 g + t of column j at bits 2 g, 2 g + 1 (g = 0..3: sub-block s's four groups); then
+  // (3-bit codes) 16 blocks (nr / 2, 4) u8 of the third bits, block s's byte (j, t) holding those of k 16 s + 4 g + t
+  // at bit g for column j and at bit 4 + g for column j + nr / 2; then (16, nr) u8, the scale byte of sub-block s and
+  // column j (2 bits: sc in the low nibble, m in the high; 3 bits: sc as int8); then nr f32 d, and (offsets) nr f32
+  // -dmin. Q2_K keeps the file's codes, scale bytes and f16 factors; the ternary types store u = q, sc = m = 1,
+  // dmin = d; Q3_K u = q + 4 and the file's sc - 32. Weight (k, j) = fmaf(d * sc, u, -(dmin * m)), or d * sc * (u - 4)
+  // for 3 bits: the exact layout's value. The kernels take per super-block and C element isum = sum over s of sc *
+  // (sum of (u - code bias) * q) and msum = sum over s of m * (sum of q), exact integers, then c = fma(float(isum), d *
+  // d_a, c) and (offsets) c = fma(float(msum), -dmin * d_a, c): llama.cpp's arithmetic for Q2_K and Q3_K, one float
+  // step per 256 k (for TQ1_0 and TQ2_0 llama.cpp takes float(isum - msum) * d * d_a, one rounding fewer).
   bool super_block = false;
-  // The compact factors (int8 form compact in gguf_formats.inc: Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS; int8 layouts only): the
+  // The compact factors (int8 form compact in gguf_formats.inc: Q4_K, Q5_K, Q6_K, IQ4_XS; int8 layouts only): the
   // codes as the units layout below has them, 256 / k_unit sub-units of k_unit k one after another per unit of 256
   // k (a GGUF block), then the factors once per unit as the block keeps them (gguf_compact_layout gives the
   // offsets): (subs, nr) i8 sc, and for the types with offsets (subs, nr) u8 m; nr f32 d, and -dmin. Sub-block s's
@@ -212,6 +218,7 @@ constexpr GgufPanelLayout gguf_int8_layout(WeightFormat format) {
   if (!b || b->int8 != format) return {0, 0, 0, 0, false};
   if (b->int8_form == GgufInt8Form::kSuper || b->int8_form == GgufInt8Form::kSuper1)
     return {b->ggml_type, 16, 2, 0, true, false, nullptr, false, true};
+  if (b->int8_form == GgufInt8Form::kSuper3) return {b->ggml_type, 16, 3, 4, false, false, nullptr, false, true};
   return {b->ggml_type, b->k_unit, b->code_bits, b->int8_code_bias, b->offsets, false, b->values, b->grid, false,
           b->int8_form == GgufInt8Form::kCompact, b->int8_form == GgufInt8Form::kHalf};
 }
@@ -268,14 +275,16 @@ constexpr bool gguf_super_unit_factors(WeightFormat format) {
   const GgufBlockFormat* b = gguf_block_format(format);
   return b && b->int8 == format && b->int8_form == GgufInt8Form::kSuper1;
 }
-// Where the parts of one 256-k unit of a super-block int8 panel of nr columns start (GgufPanelLayout::super_block):
-// the 2-bit codes at 0, then the scale bytes, nr f32 d, nr f32 -dmin; and the unit's bytes.
+// Where the parts of one 256-k unit of a super-block int8 panel (layout l) of nr columns start
+// (GgufPanelLayout::super_block): the codes' low two bits at 0, then (3-bit codes) the third bits, the scale bytes,
+// nr f32 d, (offsets) nr f32 -dmin; and the unit's bytes.
 struct GgufSuperLayout {
-  int64_t scales, d, neg_dmin, unit_bytes;
+  int64_t high, scales, d, neg_dmin, unit_bytes;
 };
-constexpr GgufSuperLayout gguf_super_layout(int nr) {
-  const int64_t scales = int64_t{kQ8KBlock} / 4 * nr, d = scales + 16 * int64_t{nr};
-  return {scales, d, d + 4 * int64_t{nr}, d + 8 * int64_t{nr}};
+constexpr GgufSuperLayout gguf_super_layout(const GgufPanelLayout& l, int nr) {
+  const int64_t high = int64_t{kQ8KBlock} / 4 * nr, scales = high + (l.code_bits == 3 ? kQ8KBlock / 8 * nr : 0);
+  const int64_t d = scales + 16 * int64_t{nr}, neg_dmin = d + 4 * int64_t{nr};
+  return {high, scales, d, neg_dmin, neg_dmin + (l.offsets ? 4 * int64_t{nr} : 0)};
 }
 // k granularity of the format's packed panels: K is padded with zeros to a multiple of it.
 constexpr int k_unit(WeightFormat format) {
@@ -291,7 +300,7 @@ constexpr int k_unit(WeightFormat format) {
 // Bytes of one k unit of a packed weight panel of nr columns, and of a packed activation micro-panel of mr rows.
 constexpr int64_t weight_unit_bytes(WeightFormat format, int nr) {
   if (is_gguf_grid_format(format)) return nr * gguf_grid_block_bytes(gguf_block_format(format)->ggml_type);
-  if (is_gguf_super_format(format)) return gguf_super_layout(nr).unit_bytes;
+  if (is_gguf_super_format(format)) return gguf_super_layout(gguf_int8_layout(format), nr).unit_bytes;
   if (is_gguf_compact_format(format)) return gguf_compact_layout(gguf_int8_layout(format), nr).unit_bytes;
   if (is_gguf_format(format) || is_gguf_int8_format(format))
     return gguf_layout_unit_bytes(is_gguf_format(format) ? gguf_panel_layout(format) : gguf_int8_layout(format), nr);
@@ -427,8 +436,8 @@ constexpr int kFewRowsPanels[4] = {0, 4, 3, 2};
 // itself reaches past the end of a panel into the next, and past the call's last panel into the tile the same
 // thread is likely to take next. Measured in the whole layer at T = 1 on Zen 4 (docs/performance.md, "The decode
 // form's prefetch"): 2-4 KB ahead within noise of each other; against a unit ahead into L1 (the int8 forms) or
-// none (f32, bf16), the tile loops 5-18% faster in most formats (Q6_K's and Q3_K's gate/up level to 10% slower,
-// their down faster); 512 bytes ahead slower.
+// none (f32, bf16), the tile loops 5-18% faster in most formats (Q6_K's and the 4-bit Q3_K's gate/up level to 10%
+// slower, their down faster); 512 bytes ahead slower.
 constexpr int64_t kDecodePrefetchBytes = 3072;
 using GemmFewF32wFn = void (*)(int m, int64_t kc, const float* a, const float* b, int64_t panel_stride, float* c,
                                int64_t ldc, bool accumulate);
@@ -596,6 +605,7 @@ void gemm_gguf_int8__ref(WeightFormat format, int m, int mr, int nr, int64_t kc,
 #define HYMOE_VNNI_ROWS_compact 6
 #define HYMOE_VNNI_ROWS_super 4
 #define HYMOE_VNNI_ROWS_super1 4
+#define HYMOE_VNNI_ROWS_super3 4
 #define HYMOE_INT8_NAME_(t, act, rows, isa) gemm_##t##w_##act##_##rows##x32__##isa
 #define HYMOE_INT8_NAME(t, act, rows, isa) HYMOE_INT8_NAME_(t, act, rows, isa)
 #define HYMOE_VNNI_INT8(t, act, int8_form) HYMOE_INT8_NAME(t, act, HYMOE_VNNI_ROWS_##int8_form, avx512vnni)

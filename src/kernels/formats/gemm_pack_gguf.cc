@@ -182,11 +182,13 @@ void fill_grid_panel(const GgufPanelLayout& l, int64_t k, int nr, uint8_t* panel
   }
 }
 
-// One block of a super-block type as the form stores it (GgufPanelLayout::super_block): the 2-bit code u of each
-// value, the scale byte of each sub-block of 16 (sc in the low nibble, m in the high one), d and -dmin, such that
-// value i = fmaf(d * sc, u, -(dmin * m)), the block's value to the bit. Int8 form super (Q2_K): the file's codes,
-// scale bytes and f16 factors. Super1 (TQ1_0, TQ2_0: x = d * code, one d a block): u = code + code bias, sc = m =
-// 1 and dmin = code bias * d, which for the ternary types (bias 1) makes fmaf(d, u, -d) -d, 0 or d exactly.
+// One block of a super-block type as the form stores it (GgufPanelLayout::super_block): the code u of each value,
+// the scale byte of each sub-block of 16, d and -dmin, such that value i = fmaf(d * sc, u, -(dmin * m)) (2-bit
+// codes: sc in the low nibble, m in the high one), or d * sc * (u - 4) (3-bit codes: sc as int8, no m), the block's
+// value to the bit. Int8 form super (Q2_K): the file's codes, scale bytes and f16 factors. Super1 (TQ1_0, TQ2_0:
+// x = d * code, one d a block): u = code + code bias, sc = m = 1 and dmin = code bias * d, which for the ternary
+// types (bias 1) makes fmaf(d, u, -d) -d, 0 or d exactly. Super3 (Q3_K): u = code + 4, the file's signed scales
+// (sc - 32) and f16 d, each sub-block's d * sc checked to be the decoder's scale.
 struct SuperBlock {
   uint8_t u[kQ8KBlock];
   uint8_t scale_byte[16];
@@ -203,6 +205,20 @@ void split_super_block(const GgufBlockFormat& b, const std::byte* block, SuperBl
     out->neg_dmin = -out->d;
     return;
   }
+  if (b.int8_form == GgufInt8Form::kSuper3) {
+    HYMOE_CHECK(b.ggml_type == static_cast<uint32_t>(GgmlType::kQ3_K), b.type_name, " has no 3-bit super-block form");
+    GgmlBlockFactors f;
+    split_block_factors(b.ggml_type, block, &f);
+    for (int i = 0; i < kQ8KBlock; ++i) out->u[i] = static_cast<uint8_t>(parts.code[i] + 4);
+    for (int s = 0; s < 16; ++s) {
+      HYMOE_CHECK(std::bit_cast<uint32_t>(f.d * static_cast<float>(f.sc[s])) == std::bit_cast<uint32_t>(parts.scale[s]),
+                  "Q3_K's super-block factors differ from its decoder's");
+      out->scale_byte[s] = static_cast<uint8_t>(f.sc[s]);
+    }
+    out->d = f.d;
+    out->neg_dmin = 0.0f;
+    return;
+  }
   // Form super keeps the file's scale bytes, which only Q2_K's block has.
   HYMOE_CHECK(b.ggml_type == static_cast<uint32_t>(GgmlType::kQ2_K), b.type_name, " has no super-block form");
   BlockQ2_K raw;
@@ -214,7 +230,8 @@ void split_super_block(const GgufBlockFormat& b, const std::byte* block, SuperBl
 }
 
 // A super-block int8 panel (GgufPanelLayout::super_block): per unit of 256 k, the nr columns' 2-bit codes by
-// sub-block and group, their scale bytes, then f32 d and -dmin (gguf_super_layout). Padding columns are zeros.
+// sub-block and group, (3-bit codes) their third bits, their scale bytes, then f32 d and -dmin (gguf_super_layout).
+// Padding columns are zeros (3-bit codes: u = 0 under sc = 0, which is zero as well).
 void fill_super_panel(const GgufPanelLayout& l, int64_t k, int nr, uint8_t* panel,
                       const std::function<std::pair<int, int64_t>(int)>& column_of, const MatrixView& gate,
                       const MatrixView& up) {
@@ -222,26 +239,33 @@ void fill_super_panel(const GgufPanelLayout& l, int64_t k, int nr, uint8_t* pane
   const GgufBlockFormat* b = gguf_block_format_of_type(l.ggml_type);
   HYMOE_CHECK(t && b && t->block_values == kQ8KBlock && k % kQ8KBlock == 0, "the super-block form packs rows of ",
               "whole 256-value blocks, not type ", l.ggml_type, " of ", k);
-  const GgufSuperLayout sl = gguf_super_layout(nr);
+  const GgufSuperLayout sl = gguf_super_layout(l, nr);
   const int64_t units = k / kQ8KBlock;
   std::memset(panel, 0, static_cast<size_t>(units * sl.unit_bytes));
+  // A padding column's block: code 0 (u = code bias) under zero factors, so +0 as the other layouts' padding.
+  SuperBlock padding{};
+  std::memset(padding.u, l.code_bias, sizeof padding.u);
   SuperBlock sb;
   for (int j = 0; j < nr; ++j) {
     const auto [which, col] = column_of(j);
-    if (col < 0) continue;
     const MatrixView& src = which == 0 ? gate : up;
-    HYMOE_CHECK(src.quant.scheme == QuantScheme::kGgml && src.quant.ggml_type == l.ggml_type && src.k == k);
-    const auto* row = static_cast<const std::byte*>(src.data) + col * units * t->block_bytes;
+    HYMOE_CHECK(col < 0 ||
+                (src.quant.scheme == QuantScheme::kGgml && src.quant.ggml_type == l.ggml_type && src.k == k));
+    const auto* row = static_cast<const std::byte*>(src.data) + std::max<int64_t>(col, 0) * units * t->block_bytes;
     for (int64_t u = 0; u < units; ++u) {
-      split_super_block(*b, row + u * t->block_bytes, &sb);
+      if (col >= 0) split_super_block(*b, row + u * t->block_bytes, &sb);
+      const SuperBlock& block = col >= 0 ? sb : padding;
       uint8_t* unit = panel + u * sl.unit_bytes;
       for (int kk = 0; kk < kQ8KBlock; ++kk) {
         const int s = kk / 16, g = kk % 16 / 4, q = kk % 4;
-        unit[(s * nr + j) * 4 + q] |= static_cast<uint8_t>(sb.u[kk] << (2 * g));
+        unit[(s * nr + j) * 4 + q] |= static_cast<uint8_t>((block.u[kk] & 3) << (2 * g));
+        if (l.code_bits == 3)  // bit g of column j's byte, or bit 4 + g of column j - nr / 2's
+          unit[sl.high + (s * nr / 2 + j % (nr / 2)) * 4 + q] |=
+              static_cast<uint8_t>((block.u[kk] >> 2) << (g + j / (nr / 2) * 4));
       }
-      for (int s = 0; s < 16; ++s) unit[sl.scales + s * nr + j] = sb.scale_byte[s];
-      std::memcpy(unit + sl.d + 4 * j, &sb.d, sizeof sb.d);
-      std::memcpy(unit + sl.neg_dmin + 4 * j, &sb.neg_dmin, sizeof sb.neg_dmin);
+      for (int s = 0; s < 16; ++s) unit[sl.scales + s * nr + j] = block.scale_byte[s];
+      std::memcpy(unit + sl.d + 4 * j, &block.d, sizeof block.d);
+      if (l.offsets) std::memcpy(unit + sl.neg_dmin + 4 * j, &block.neg_dmin, sizeof block.neg_dmin);
     }
   }
 }
@@ -251,10 +275,11 @@ struct SuperFactors {
   int sc, m;
   float d, neg_dmin;
 };
-SuperFactors super_factors(const uint8_t* panel, int nr, int64_t kk, int j) {
-  const GgufSuperLayout sl = gguf_super_layout(nr);
+SuperFactors super_factors(const GgufPanelLayout& l, const uint8_t* panel, int nr, int64_t kk, int j) {
+  const GgufSuperLayout sl = gguf_super_layout(l, nr);
   const uint8_t* unit = panel + kk / kQ8KBlock * sl.unit_bytes;
   const int byte = unit[sl.scales + kk % kQ8KBlock / 16 * nr + j];
+  if (!l.offsets) return {static_cast<int8_t>(byte), 0, load_f32(unit + sl.d + 4 * j), 0.0f};
   return {byte & 15, byte >> 4, load_f32(unit + sl.d + 4 * j), load_f32(unit + sl.neg_dmin + 4 * j)};
 }
 
@@ -294,8 +319,8 @@ float gguf_panel_sub_scale(WeightFormat format, const uint8_t* panel, int nr, in
   const GgufPanelLayout l = is_gguf_format(format) ? gguf_panel_layout(format) : gguf_int8_layout(format);
   if (l.grid) return grid_block_codes(l, panel, nr, kk, j).scale[kk % kQ8KBlock / l.k_unit];
   if (l.super_block) {
-    const SuperFactors f = super_factors(panel, nr, kk, j);
-    return f.d * static_cast<float>(f.sc);  // exact: an f16 value times 4 bits
+    const SuperFactors f = super_factors(l, panel, nr, kk, j);
+    return f.d * static_cast<float>(f.sc);  // exact: an f16 value times 4 bits (3-bit codes: 6)
   }
   if (l.compact) {
     const CompactFactors f = compact_factors(l, panel, nr, kk, j);
@@ -413,9 +438,12 @@ int gguf_int8_panel_code(WeightFormat format, const uint8_t* panel, int nr, int6
   const GgufPanelLayout l = gguf_int8_layout(format);
   if (l.grid) return grid_block_codes(l, panel, nr, kk, j).code[kk % kQ8KBlock] + l.code_bias;
   if (l.super_block) {
-    const uint8_t* unit = panel + kk / kQ8KBlock * gguf_super_layout(nr).unit_bytes;
+    const GgufSuperLayout sl = gguf_super_layout(l, nr);
+    const uint8_t* unit = panel + kk / kQ8KBlock * sl.unit_bytes;
     const int in_unit = static_cast<int>(kk % kQ8KBlock), s = in_unit / 16, g = in_unit % 16 / 4, t = in_unit % 4;
-    return unit[(s * nr + j) * 4 + t] >> (2 * g) & 3;
+    const int low = unit[(s * nr + j) * 4 + t] >> (2 * g) & 3;
+    if (l.code_bits == 2) return low;
+    return low | (unit[sl.high + (s * nr / 2 + j % (nr / 2)) * 4 + t] >> (g + j / (nr / 2) * 4) & 1) << 2;
   }
   const uint8_t* unit = int8_code_unit(format, l, panel, nr, kk);
   const int in_unit = static_cast<int>(kk % l.k_unit), g = in_unit / 4, t = in_unit % 4;
@@ -441,7 +469,7 @@ float gguf_int8_panel_offset(WeightFormat format, const uint8_t* panel, int nr, 
   HYMOE_CHECK(l.ggml_type != 0);
   if (!l.offsets) return 0.0f;  // the grid types among them
   if (l.super_block) {
-    const SuperFactors f = super_factors(panel, nr, kk, j);
+    const SuperFactors f = super_factors(l, panel, nr, kk, j);
     return f.neg_dmin * static_cast<float>(f.m);  // -(dmin * m), exactly
   }
   if (l.compact) {

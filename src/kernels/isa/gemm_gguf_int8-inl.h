@@ -46,7 +46,7 @@ inline constexpr ValueCodes<F> kValueCodes{};
 
 // Rows of format F's micro-panels and tiles (its GemmFormat's mr): kIntMr, but at most 4 for the super-block form,
 // whose isum and msum accumulators beside the C ones leave the registers 4 rows (6 spilled: 3-10% slower at 512
-// tokens).
+// tokens; Q3_K's 3-bit form at 6 rows measured no faster than at 4 either).
 template <WeightFormat F>
 inline constexpr int kIntRows = gguf_int8_layout(F).super_block && kIntMr > 4 ? 4 : kIntMr;
 
@@ -236,6 +236,21 @@ template <int M, int Subs, bool kHighNibble>
   }
 }
 
+// The offsets' float step of panel p, both halves: C += float(msum) * (-dmin * d_a), after the scale terms (int8_tile's
+// compact types with offsets and the super-block form, once per 256 k).
+template <int M, int P>
+[[gnu::always_inline]] inline void add_offset_step(typename V::vec (&acc)[M][2 * P], int p,
+                                                   const typename V::ivec (&msum)[M][2], const float* neg_dmin,
+                                                   const float* da) {
+  HYMOE_INT8_UNROLL(2)
+  for (int h = 0; h < 2; ++h) {
+    const typename V::vec nd = V::load(neg_dmin + h * V::kWidth);
+    HYMOE_INT8_UNROLL(8)
+    for (int i = 0; i < M; ++i)
+      acc[i][2 * p + h] = V::fma(V::to_float(msum[i][h]), V::mul(nd, V::broadcast(da + i)), acc[i][2 * p + h]);
+  }
+}
+
 // M rows over P panels (panel p at b + p * panel_stride bytes, its C at c + p * kNr). A compact format
 // (GgufPanelLayout::compact) runs the same body per sub-unit of its 256-k units, its f32 scales formed from the
 // unit's integer ones (exact products: the units layout's scales to the bit), and its offsets once per unit.
@@ -339,35 +354,44 @@ void int8_tile(int64_t units, const uint8_t* a, const uint8_t* b, int64_t panel_
         HYMOE_INT8_UNROLL(8)
         for (int i = 0; i < M; ++i) msum[i][0] = msum[i][1] = V::set1_i32(0);
         add_offset_sums<M, kSubs, false>(msum, ub + kC.mins, a256 + (L::kL.k_unit + 4) * kIntRows<F>, L::kAUnit);
-        const float* neg_dmin = reinterpret_cast<const float*>(ub + kC.neg_dmin);
-        HYMOE_INT8_UNROLL(2)
-        for (int h = 0; h < 2; ++h) {
-          const typename V::vec nd = V::load(neg_dmin + h * V::kWidth);
-          HYMOE_INT8_UNROLL(8)
-          for (int i = 0; i < M; ++i)
-            acc[i][2 * p + h] = V::fma(V::to_float(msum[i][h]), V::mul(nd, V::broadcast(da + i)), acc[i][2 * p + h]);
-        }
+        add_offset_step<M, P>(acc, p, msum, reinterpret_cast<const float*>(ub + kC.neg_dmin), da);
       }
     }
   }
   store_tile_acc<M, P>(acc, c, ldc);
 }
 
+// Code u + 4 in the bytes whose third-bit plane byte (`high`) has bit B set: V's add_where_bit where it has one
+// (AVX-512: a vptestmb and a masked vpaddb), else the bit shifted to bit 2 and or-ed in (u < 4).
+template <int B, typename Vt = V>
+inline typename V::ivec add_third_bit(typename V::ivec u, typename V::ivec high) {
+  if constexpr (requires { Vt::template add_where_bit<B, 4>(u, high); })
+    return Vt::template add_where_bit<B, 4>(u, high);
+  else
+    return V::or_bytes(u, V::and_bytes(V::template shift_bytes<2 - B>(high), 4));
+}
+
 // The super-block form (GgufPanelLayout::super_block), M rows over P panels as int8_tile. Per unit of 256 k,
-// panel and sub-block s: the four groups' 2-bit codes come out of one byte plane by a shift and a mask each, dot =
-// the sub-block's sum of u * q (int32 by vpdpbusd, or the int16 pair sums of vpmaddubsw added over the four groups:
-// at most 4 * 2 * 3 * 127), then isum += dot * sc by vpmaddwd / vpdpwssd (|dot| <= 16 * 3 * 127 fits int16; sc sits
-// in the low half of each lane, and in both halves against pair sums). A second pass over the scale bytes takes
-// msum += m * (the activations' sum of sub-block s), |sum| <= 16 * 127. Both are exact integers, so every kernel
-// reaches the same ones; then per C element c = fma(float(isum), d * d_a, c) and c = fma(float(msum), -dmin * d_a,
-// c): one chain over the super-blocks in increasing k, the bits independent of blocking, rows and threads.
+// panel and sub-block s: the four groups' 2-bit codes come out of one byte plane by a shift and a mask each (3-bit
+// codes: plus 4 where the group's bit of the third-bit plane is set, bit g for the first nr / 2 columns and 4 + g
+// for the others), dot = the sub-block's sum of (u - code bias) * q (int32 by vpdpbusd, or the int16 pair sums of
+// vpmaddubsw added over the four groups: at most 4 * 2 * 7 * 127; the code bias enters as -4 * the activations' sum
+// of the sub-block, |sum| <= 16 * 127, the start of the chain, in the low half against pair sums), then isum += dot *
+// sc by vpmaddwd / vpdpwssd (|dot| <= 16 * 4 * 127 fits int16; sc sits in the low half of each lane, and in both
+// halves against pair sums). For the types with offsets, a second pass over the scale bytes takes msum += m * (the
+// activations' sum of sub-block s). Both are exact integers (|isum| <= 16 * 32 * 16 * 4 * 127 < 2^24), so every
+// kernel reaches the same ones; then per C element c = fma(float(isum), d * d_a, c) and c = fma(float(msum), -dmin
+// * d_a, c): one chain over the super-blocks in increasing k, the bits independent of blocking, rows and threads.
 template <WeightFormat F, int M, int P>
 void super_int8_tile(int64_t units, const uint8_t* a, const uint8_t* b, int64_t panel_stride, float* c, int64_t ldc,
                      bool accumulate, const char* prefetch, const char* prefetch_end) {
   using ivec = typename V::ivec;
   constexpr int kSubs = kQ8KBlock / 16;
-  constexpr GgufSuperLayout kL = gguf_super_layout(kNr);
+  constexpr GgufSuperLayout kL = gguf_super_layout(gguf_int8_layout(F), kNr);
   constexpr int64_t kBUnit = kL.unit_bytes, kSubA = (16 + 8) * int64_t{kIntRows<F>};
+  // Q3_K's 3-bit codes (u = q + 4), signed scales and no offsets.
+  constexpr bool kThreeBit = gguf_int8_layout(F).code_bits == 3;
+  static_assert(!kThreeBit || (gguf_int8_layout(F).code_bias == 4 && !gguf_int8_layout(F).offsets));
   // The ternary types' sc = m = 1 (gguf_super_unit_factors): isum is the plain sum of the sub-blocks' dots, so the
   // dots chain into it directly, and msum is the 256-block's sum of q, one integer a row for every column. The
   // same integers as the general form, so the same bits.
@@ -377,8 +401,8 @@ void super_int8_tile(int64_t units, const uint8_t* a, const uint8_t* b, int64_t 
   HintPrefetch hint(prefetch, prefetch_end, units);
   for (int64_t u = 0; u < units; ++u) {
     hint.unit();
-    // The decode form prefetches each panel ahead itself, as int8_tile's does, a sixteenth of a unit per sub-block
-    // (below) so the fetches spread over the unit's work.
+    // The decode form prefetches each panel ahead itself, as int8_tile's does, a thirty-second of a unit per
+    // sub-block and half (below) so the fetches spread over the unit's work.
     const uint8_t* au = a + u * kSubs * kSubA;
     const float* da = reinterpret_cast<const float*>(au + 16 * kIntRows<F>);  // the 256-block's d, in every sub-unit
     [[maybe_unused]] int32_t block_sums[M] = {};
@@ -389,60 +413,77 @@ void super_int8_tile(int64_t units, const uint8_t* a, const uint8_t* b, int64_t 
     HYMOE_INT8_UNROLL(4)
     for (int p = 0; p < P; ++p) {
       const uint8_t* bu = b + p * panel_stride + u * kBUnit;
+      const float* d_factors = reinterpret_cast<const float*>(bu + kL.d);
       ivec isum[M][2], msum[M][2];
       HYMOE_INT8_UNROLL(8)
       for (int i = 0; i < M; ++i) isum[i][0] = isum[i][1] = msum[i][0] = msum[i][1] = V::set1_i32(0);
-      HYMOE_INT8_UNROLL(16)
-      for (int s = 0; s < kSubs; ++s) {
-        const uint8_t* as = au + s * kSubA;
-        if constexpr (P > 1) prefetch_decode_share<kBUnit, kSubs>(bu, s);
+      // The halves in the outer loop: a half's chains then hold M int32 accumulators, not 2M, and the broadcasts
+      // of the activations stay memory operands (both in the 4-row tiles' registers), where the halves inside each
+      // sub-block spilled both. The integers do not depend on the order.
+      HYMOE_INT8_UNROLL(2)
+      for (int h = 0; h < 2; ++h) {
         HYMOE_INT8_UNROLL(2)
-        for (int h = 0; h < 2; ++h) {
+        for (int s = 0; s < kSubs; ++s) {
+          const uint8_t* as = au + s * kSubA;
+          if constexpr (P > 1) prefetch_decode_share<kBUnit, 2 * kSubs>(bu, h * kSubs + s);
           const ivec raw = V::load_bytes(bu + (s * kNr + h * V::kWidth) * 4);
-          const ivec w0 = V::and_bytes(raw, 3), w1 = V::and_bytes(V::template shift_bytes<-2>(raw), 3);
-          const ivec w2 = V::and_bytes(V::template shift_bytes<-4>(raw), 3);
-          const ivec w3 = V::and_bytes(V::template shift_bytes<-6>(raw), 3);
+          ivec w0 = V::and_bytes(raw, 3), w1 = V::and_bytes(V::template shift_bytes<-2>(raw), 3);
+          ivec w2 = V::and_bytes(V::template shift_bytes<-4>(raw), 3);
+          ivec w3 = V::and_bytes(V::template shift_bytes<-6>(raw), 3);
+          if constexpr (kThreeBit) {  // h is a constant once the loop is unrolled: one form a half
+            const ivec high = V::load_bytes(bu + kL.high + s * kNr / 2 * 4);
+            w0 = h == 0 ? add_third_bit<0>(w0, high) : add_third_bit<4>(w0, high);
+            w1 = h == 0 ? add_third_bit<1>(w1, high) : add_third_bit<5>(w1, high);
+            w2 = h == 0 ? add_third_bit<2>(w2, high) : add_third_bit<6>(w2, high);
+            w3 = h == 0 ? add_third_bit<3>(w3, high) : add_third_bit<7>(w3, high);
+          }
           ivec sc;
           if constexpr (kUnitFactors) sc = V::set1_i32(V::kPairSums ? 0x00010001 : 1);
+          else if constexpr (kThreeBit) sc = V::and_i32(V::widen_i8(bu + kL.scales + s * kNr + h * V::kWidth), 0xffff);
           else sc = V::and_i32(V::widen_u8(bu + kL.scales + s * kNr + h * V::kWidth), 15);
           if constexpr (V::kPairSums && !kUnitFactors) sc = V::or_bytes(sc, V::template shift_i32<16>(sc));
           HYMOE_INT8_UNROLL(8)
           for (int i = 0; i < M; ++i) {
-            const ivec x0 = V::broadcast4(as + (0 * kIntRows<F> + i) * 4), x1 = V::broadcast4(as + (1 * kIntRows<F> + i) * 4);
-            const ivec x2 = V::broadcast4(as + (2 * kIntRows<F> + i) * 4), x3 = V::broadcast4(as + (3 * kIntRows<F> + i) * 4);
+            const ivec x0 = V::broadcast4(as + (0 * kIntRows<F> + i) * 4);
+            const ivec x1 = V::broadcast4(as + (1 * kIntRows<F> + i) * 4);
+            const ivec x2 = V::broadcast4(as + (2 * kIntRows<F> + i) * 4);
+            const ivec x3 = V::broadcast4(as + (3 * kIntRows<F> + i) * 4);
+            // 3-bit codes: the chain starts at -4 * the row's sum of the sub-block (the code bias; int16, in the low
+            // half, against pair sums).
+            [[maybe_unused]] ivec start;
+            if constexpr (kThreeBit) {
+              const int32_t bias = -4 * reinterpret_cast<const int32_t*>(as + 20 * kIntRows<F>)[i];
+              start = V::set1_i32(V::kPairSums ? bias & 0xffff : bias);
+            }
             if constexpr (V::kPairSums) {
-              const ivec dot = V::add_i16(V::add_i16(V::pair_sums(w0, x0), V::pair_sums(w1, x1)),
-                                          V::add_i16(V::pair_sums(w2, x2), V::pair_sums(w3, x3)));
+              ivec dot = V::add_i16(V::add_i16(V::pair_sums(w0, x0), V::pair_sums(w1, x1)),
+                                    V::add_i16(V::pair_sums(w2, x2), V::pair_sums(w3, x3)));
+              if constexpr (kThreeBit) dot = V::add_i16(dot, start);
               isum[i][h] = V::madd_i16(isum[i][h], dot, sc);
             } else if constexpr (kUnitFactors) {
               isum[i][h] = V::u_dot4(V::u_dot4(V::u_dot4(V::u_dot4(isum[i][h], w0, x0), w1, x1), w2, x2), w3, x3);
             } else {
-              const ivec dot =
-                  V::u_dot4(V::u_dot4(V::u_dot4(V::u_dot4(V::set1_i32(0), w0, x0), w1, x1), w2, x2), w3, x3);
+              const ivec dot = V::u_dot4(
+                  V::u_dot4(V::u_dot4(V::u_dot4(kThreeBit ? start : V::set1_i32(0), w0, x0), w1, x1), w2, x2), w3, x3);
               isum[i][h] = V::madd_i16(isum[i][h], dot, sc);
             }
           }
         }
+        // The half's scale step at once, which frees its accumulators for the other half (each C element still
+        // takes it before its offsets' step).
+        const typename V::vec d = V::load(d_factors + h * V::kWidth);
+        HYMOE_INT8_UNROLL(8)
+        for (int i = 0; i < M; ++i)
+          acc[i][2 * p + h] = V::fma(V::to_float(isum[i][h]), V::mul(d, V::broadcast(da + i)), acc[i][2 * p + h]);
       }
       if constexpr (kUnitFactors) {
         HYMOE_INT8_UNROLL(8)
         for (int i = 0; i < M; ++i) msum[i][0] = msum[i][1] = V::set1_i32(block_sums[i]);
-      } else {
+      } else if constexpr (!kThreeBit) {  // 3-bit codes have no offsets: msum stays unused
         add_offset_sums<M, kSubs, true>(msum, bu + kL.scales, au + 20 * kIntRows<F>, kSubA);  // m: the high nibble
       }
-      const float* d_factors = reinterpret_cast<const float*>(bu + kL.d);
-      const float* neg_dmin_factors = reinterpret_cast<const float*>(bu + kL.neg_dmin);
-      HYMOE_INT8_UNROLL(2)
-      for (int h = 0; h < 2; ++h) {
-        const typename V::vec d = V::load(d_factors + h * V::kWidth);
-        const typename V::vec neg_dmin = V::load(neg_dmin_factors + h * V::kWidth);
-        HYMOE_INT8_UNROLL(8)
-        for (int i = 0; i < M; ++i) {
-          const typename V::vec dav = V::broadcast(da + i);
-          acc[i][2 * p + h] = V::fma(V::to_float(isum[i][h]), V::mul(d, dav), acc[i][2 * p + h]);
-          acc[i][2 * p + h] = V::fma(V::to_float(msum[i][h]), V::mul(neg_dmin, dav), acc[i][2 * p + h]);
-        }
-      }
+      if constexpr (!kThreeBit)
+        add_offset_step<M, P>(acc, p, msum, reinterpret_cast<const float*>(bu + kL.neg_dmin), da);
     }
   }
   store_tile_acc<M, P>(acc, c, ldc);
