@@ -182,6 +182,13 @@ void fill_grid_panel(const GgufPanelLayout& l, int64_t k, int nr, uint8_t* panel
   }
 }
 
+// Where the third bit of k index `in_unit` (0..255) of column j lies in a 3-bit super-block unit (gguf_super_layout):
+// the byte's offset from the unit's start and the bit, g for the first nr / 2 columns and 4 + g for the others.
+std::pair<int64_t, int> third_bit_at(const GgufSuperLayout& sl, int nr, int in_unit, int j) {
+  const int s = in_unit / 16, g = in_unit % 16 / 4, t = in_unit % 4;
+  return {sl.high + (int64_t{s} * nr / 2 + j % (nr / 2)) * 4 + t, g + j / (nr / 2) * 4};
+}
+
 // One block of a super-block type as the form stores it (GgufPanelLayout::super_block): the code u of each value,
 // the scale byte of each sub-block of 16, d and -dmin, such that value i = fmaf(d * sc, u, -(dmin * m)) (2-bit
 // codes: sc in the low nibble, m in the high one), or d * sc * (u - 4) (3-bit codes: sc as int8, no m), the block's
@@ -231,7 +238,7 @@ void split_super_block(const GgufBlockFormat& b, const std::byte* block, SuperBl
 
 // A super-block int8 panel (GgufPanelLayout::super_block): per unit of 256 k, the nr columns' 2-bit codes by
 // sub-block and group, (3-bit codes) their third bits, their scale bytes, then f32 d and -dmin (gguf_super_layout).
-// Padding columns are zeros (3-bit codes: u = 0 under sc = 0, which is zero as well).
+// Padding columns hold code 0 (u = code bias) under zero factors.
 void fill_super_panel(const GgufPanelLayout& l, int64_t k, int nr, uint8_t* panel,
                       const std::function<std::pair<int, int64_t>(int)>& column_of, const MatrixView& gate,
                       const MatrixView& up) {
@@ -259,9 +266,10 @@ void fill_super_panel(const GgufPanelLayout& l, int64_t k, int nr, uint8_t* pane
       for (int kk = 0; kk < kQ8KBlock; ++kk) {
         const int s = kk / 16, g = kk % 16 / 4, q = kk % 4;
         unit[(s * nr + j) * 4 + q] |= static_cast<uint8_t>((block.u[kk] & 3) << (2 * g));
-        if (l.code_bits == 3)  // bit g of column j's byte, or bit 4 + g of column j - nr / 2's
-          unit[sl.high + (s * nr / 2 + j % (nr / 2)) * 4 + q] |=
-              static_cast<uint8_t>((block.u[kk] >> 2) << (g + j / (nr / 2) * 4));
+        if (l.code_bits == 3) {
+          const auto [byte, bit] = third_bit_at(sl, nr, kk, j);
+          unit[byte] |= static_cast<uint8_t>((block.u[kk] >> 2) << bit);
+        }
       }
       for (int s = 0; s < 16; ++s) unit[sl.scales + s * nr + j] = block.scale_byte[s];
       std::memcpy(unit + sl.d + 4 * j, &block.d, sizeof block.d);
@@ -443,7 +451,8 @@ int gguf_int8_panel_code(WeightFormat format, const uint8_t* panel, int nr, int6
     const int in_unit = static_cast<int>(kk % kQ8KBlock), s = in_unit / 16, g = in_unit % 16 / 4, t = in_unit % 4;
     const int low = unit[(s * nr + j) * 4 + t] >> (2 * g) & 3;
     if (l.code_bits == 2) return low;
-    return low | (unit[sl.high + (s * nr / 2 + j % (nr / 2)) * 4 + t] >> (g + j / (nr / 2) * 4) & 1) << 2;
+    const auto [byte, bit] = third_bit_at(sl, nr, in_unit, j);
+    return low | (unit[byte] >> bit & 1) << 2;
   }
   const uint8_t* unit = int8_code_unit(format, l, panel, nr, kk);
   const int in_unit = static_cast<int>(kk % l.k_unit), g = in_unit / 4, t = in_unit % 4;
