@@ -158,6 +158,7 @@ BENCHMARK_CAPTURE(BM_Int8Tile, q5_0, WeightFormat::kGgmlQ5_0I8);
 BENCHMARK_CAPTURE(BM_Int8Tile, q4_k, WeightFormat::kGgmlQ4_KI8);
 BENCHMARK_CAPTURE(BM_Int8Tile, q5_k, WeightFormat::kGgmlQ5_KI8);
 BENCHMARK_CAPTURE(BM_Int8Tile, q6_k, WeightFormat::kGgmlQ6_KI8);
+BENCHMARK_CAPTURE(BM_Int8Tile, iq4_xs, WeightFormat::kGgmlIQ4_XSI8);
 BENCHMARK_CAPTURE(BM_Int8Tile, q2_k, WeightFormat::kGgmlQ2_KI8);
 BENCHMARK_CAPTURE(BM_Int8Tile, mxfp4, WeightFormat::kMxfp4Block32I8);
 

@@ -154,10 +154,6 @@ struct V {
                                     static_cast<uint32_t>(static_cast<uint16_t>(half(a.i[l], 1) + half(b.i[l], 1))) << 16);
     return r;
   }
-  static ivec add_pairs(ivec acc, ivec pairs) {
-    for (int l = 0; l < kWidth; ++l) acc.i[l] += half(pairs.i[l], 0) + half(pairs.i[l], 1);
-    return acc;
-  }
   // The super-block form: vpmovzxbd, int32 masks and shifts, and vpdpwssd (each lane adds the products of its two
   // signed 16-bit halves).
   static ivec widen_u8(const uint8_t* p) {
@@ -179,6 +175,13 @@ struct V {
   template <int S>
   static ivec shift_i32(ivec v) {
     return map_bits(v, [](uint32_t x) { return S > 0 ? x << (S & 31) : x >> (-S & 31); });
+  }
+  // vpmulld (the low 32 bits of each product, as unsigned wrap-around) and vpaddd.
+  static ivec mul_add_i32(ivec acc, ivec a, ivec b) {
+    for (int l = 0; l < kWidth; ++l)
+      acc.i[l] = static_cast<int32_t>(static_cast<uint32_t>(acc.i[l]) +
+                                      static_cast<uint32_t>(a.i[l]) * static_cast<uint32_t>(b.i[l]));
+    return acc;
   }
   static ivec madd_i16(ivec acc, ivec a, ivec b) {
     for (int l = 0; l < kWidth; ++l) acc.i[l] += half(a.i[l], 0) * half(b.i[l], 0) + half(a.i[l], 1) * half(b.i[l], 1);
@@ -432,6 +435,7 @@ TEST(EmulatedIsaTest, VnniGgufInt8MicroKernelsMatchTheReference) {
   for (const GemmFormat* f : kModelInt8Formats) {
     SCOPED_TRACE(f->name);
     test::gguf::expect_int8_kernel_matches_reference(*f, rng);
+    test::gguf::expect_k_quant_float_steps(*f, rng);
   }
 }
 

@@ -326,6 +326,16 @@ TEST_P(GgufInt8KernelTest, MicroKernelsMatchTheReference) {
   }
 }
 
+// The K-quant forms' float steps to the bit (expect_k_quant_float_steps), on every ISA this CPU has.
+TEST_P(GgufInt8KernelTest, KQuantFormsTakeLlamaCppsFloatSteps) {
+  Rng rng(31);
+  for (WeightFormat fmt : kInt8Formats) {
+    const GemmFormat* f = ik_->format(fmt);
+    ASSERT_NE(f, nullptr) << weight_format_operands(fmt);
+    expect_k_quant_float_steps(*f, rng);
+  }
+}
+
 struct Int8FfnCase {
   WeightFormat first, down;  // exact formats of the GGUF types
   int64_t D, H;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -321,6 +322,78 @@ void expect_int8_kernel_matches_reference_on(const kernels::GemmFormat& gemm_for
     expect_few_rows_equal_one_row_calls(*f, p, k, rng);
   }
 }
+// The K-quant forms (compact factors: Q4_K, Q5_K, Q6_K, IQ4_XS; super-block: Q2_K, Q3_K, TQ1_0, TQ2_0) take
+// llama.cpp's float steps: per 256 k and C element c = fmaf(float(isum), d * d_a, c), then (offsets) c =
+// fmaf(float(msum), -dmin * d_a, c), where isum = sum over the sub-blocks of sc * (sum of (u - code bias) * q) and
+// msum = sum of m * (the sub-block's sum of q) are integers. Computed here in scalar f32 from the panel's bytes and
+// the packed activations, the kernel's C must have these bits (a float step per sub-block rounds elsewhere and
+// fails this). Other formats: nothing to check.
+inline void expect_k_quant_float_steps(const kernels::GemmFormat& f, Rng& rng) {
+  using namespace kernels;
+  const WeightFormat fmt = f.format;
+  const GgufPanelLayout l = gguf_int8_layout(fmt);
+  if (!l.compact && !l.super_block) return;
+  const int nr = f.nr, mr = f.mr, subs = kQ8KBlock / l.k_unit;
+  const int64_t blocks = 3, k = blocks * kQ8KBlock, a_unit = (int64_t{l.k_unit} + 8) * mr;
+  const int64_t unit_bytes = weight_unit_bytes(fmt, nr);
+  const GgufMatrix m(rng, gguf_exact_twin(fmt), k, nr - 3);
+  const PackedMatrix p = pack_matrix(m.view, nr, fmt);
+  auto f32_at = [](const uint8_t* at) {
+    float v;
+    std::memcpy(&v, at, sizeof v);
+    return v;
+  };
+  for (int rows = 1; rows <= mr; ++rows) {
+    const std::vector<float> x = random_values(rng, rows * k);
+    std::vector<uint8_t> a(static_cast<size_t>(f.units(k) * f.a_unit_bytes()));
+    f.pack_a(x.data(), k, nullptr, rows, k, mr, a.data());
+    std::vector<float> got(static_cast<size_t>(rows * nr));
+    f.gemm(rows, k, a.data(), p.data(), got.data(), nr, false, nullptr, 0);
+    for (int i = 0; i < rows; ++i)
+      for (int j = 0; j < nr; ++j) {
+        float c = 0.0f;
+        for (int64_t b = 0; b < blocks; ++b) {
+          const uint8_t* unit = p.buffer.data() + b * unit_bytes;
+          int64_t isum = 0, msum = 0;
+          float d, neg_dmin = 0.0f;
+          for (int s = 0; s < subs; ++s) {
+            const uint8_t* au = a.data() + (b * subs + s) * a_unit;
+            int64_t dot = 0, sum = 0;
+            for (int kk = 0; kk < l.k_unit; ++kk) {
+              const int q = static_cast<int8_t>(au[(kk / 4 * mr + i) * 4 + kk % 4]);
+              const int64_t at = b * kQ8KBlock + s * l.k_unit + kk;
+              dot += int64_t{q} * (gguf_int8_panel_code(fmt, p.buffer.data(), nr, at, j) - l.code_bias);
+              sum += q;
+            }
+            int sc, mn = 0;
+            if (l.compact) {
+              const GgufCompactLayout cl = gguf_compact_layout(l, nr);
+              sc = static_cast<int8_t>(unit[cl.scales + s * nr + j]);
+              if (l.offsets) mn = unit[cl.mins + s * nr + j];
+              d = f32_at(unit + cl.d + 4 * j);
+              if (l.offsets) neg_dmin = f32_at(unit + cl.neg_dmin + 4 * j);
+            } else {
+              const GgufSuperLayout sl = gguf_super_layout(l, nr);
+              const uint8_t byte = unit[sl.scales + s * nr + j];
+              sc = l.code_bits == 3 ? static_cast<int8_t>(byte) : byte & 15;
+              if (l.offsets) mn = byte >> 4;
+              d = f32_at(unit + sl.d + 4 * j);
+              if (l.offsets) neg_dmin = f32_at(unit + sl.neg_dmin + 4 * j);
+            }
+            isum += sc * dot;
+            msum += mn * sum;
+          }
+          ASSERT_LT(std::abs(isum), int64_t{1} << 31) << f.name;
+          const float da = f32_at(a.data() + b * subs * a_unit + int64_t{l.k_unit} * mr + 4 * i);
+          c = std::fmaf(static_cast<float>(isum), d * da, c);
+          if (l.offsets) c = std::fmaf(static_cast<float>(msum), neg_dmin * da, c);
+        }
+        ASSERT_EQ(std::bit_cast<uint32_t>(got[static_cast<size_t>(i * nr + j)]), std::bit_cast<uint32_t>(c))
+            << f.name << " rows " << rows << " row " << i << " col " << j;
+      }
+  }
+}
+
 inline void expect_int8_kernel_matches_reference(const kernels::GemmFormat& f, Rng& rng) {
   if (kernels::gguf_int8_layout(f.format).mxfp4) expect_int8_kernel_matches_reference_on<Mxfp4Matrix>(f, rng);
   else expect_int8_kernel_matches_reference_on<GgufMatrix>(f, rng);

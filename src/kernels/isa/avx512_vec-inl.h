@@ -70,9 +70,6 @@ struct V512 {
   static constexpr bool kPairSums = true;
   static ivec pair_sums(ivec u, ivec x) { return _mm512_maddubs_epi16(u, x); }
   static ivec add_i16(ivec a, ivec b) { return _mm512_add_epi16(a, b); }
-  static ivec add_pairs(ivec acc, ivec pairs) {
-    return _mm512_add_epi32(acc, _mm512_madd_epi16(pairs, _mm512_set1_epi16(1)));
-  }
   // The super-block form (Q2_K, TQ1_0, TQ2_0): kWidth bytes zero-extended to int32 lanes, int32 masks and
   // shifts, and acc plus vpmaddwd's sums of adjacent int16 products (vpdpwssd with VNNI).
   static ivec widen_u8(const uint8_t* p) {
@@ -87,6 +84,8 @@ struct V512 {
     return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   }
   static ivec and_i32(ivec v, int mask) { return _mm512_and_si512(v, _mm512_set1_epi32(mask)); }
+  // The compact factors' integer scale step: acc + a * b, int32 lanes (vpmulld, vpaddd).
+  static ivec mul_add_i32(ivec acc, ivec a, ivec b) { return _mm512_add_epi32(acc, _mm512_mullo_epi32(a, b)); }
   template <int S>
   static ivec shift_i32(ivec v) {
     if constexpr (S > 0) return _mm512_slli_epi32(v, S);

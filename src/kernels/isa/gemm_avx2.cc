@@ -112,9 +112,6 @@ struct V {
   static constexpr bool kPairSums = true;
   static ivec pair_sums(ivec u, ivec x) { return _mm256_maddubs_epi16(u, x); }
   static ivec add_i16(ivec a, ivec b) { return _mm256_add_epi16(a, b); }
-  static ivec add_pairs(ivec acc, ivec pairs) {
-    return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
-  }
   // The super-block form (Q2_K, TQ1_0, TQ2_0): kWidth bytes zero-extended to int32 lanes, int32 masks and
   // shifts, and acc plus vpmaddwd's sums of adjacent int16 products.
   static ivec widen_u8(const uint8_t* p) {
@@ -129,6 +126,8 @@ struct V {
     return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
   }
   static ivec and_i32(ivec v, int mask) { return _mm256_and_si256(v, _mm256_set1_epi32(mask)); }
+  // The compact factors' integer scale step: acc + a * b, int32 lanes (vpmulld, vpaddd).
+  static ivec mul_add_i32(ivec acc, ivec a, ivec b) { return _mm256_add_epi32(acc, _mm256_mullo_epi32(a, b)); }
   template <int S>
   static ivec shift_i32(ivec v) {
     if constexpr (S > 0) return _mm256_slli_epi32(v, S);

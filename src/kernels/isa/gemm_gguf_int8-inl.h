@@ -1,18 +1,20 @@
 // The GGUF int8 micro-kernels (gemm_kernels.h, gguf_int8_layout), written over a vector-traits type V like
 // gemm_microkernel-inl.h and included after it, in the same anonymous namespace, by an ISA's unit. Per unit of
-// k_unit k (32; Q6_K 16) and panel: integer accumulators start at -code_bias * sum(x) of the row's unit, take the
-// unit's groups of four k (u8 codes times int8 activations: vpdpbusd, or the vpmaddubsw idiom), then one f32 FMA
-// per C element with the product of the two scales (and one with the offset times the activations' scale and
-// sum, or times q8_1's s; Q4_K's and Q5_K's offsets once per 256 k, int8_tile). The integer part is exact (|dot| <=
-// 32 * 255 * 127 < 2^24, so its conversion to f32 is too), and every C element is one float chain over the units in
-// increasing k: the bits do not depend on blocking or threads.
+// k_unit k (32) and panel of a units layout: integer accumulators start at -code_bias * sum(x) of the row's unit,
+// take the unit's groups of four k (u8 codes times int8 activations: vpdpbusd, or the vpmaddubsw idiom), then one
+// f32 FMA per C element with the product of the two scales (and one with the offset times the activations' scale
+// and sum, or times q8_1's s). The integer part is exact (|dot| <= 32 * 255 * 127 < 2^24, so its conversion to f32
+// is too), and every C element is one float chain over the units in increasing k: the bits do not depend on
+// blocking or threads. The compact factors' and the super-block forms take their sub-blocks' integer scales into an
+// int32 sum per 256 k first, as llama.cpp's K-quant dot products do (compact_int8_tile, super_int8_tile).
 //
 // V provides, beyond gemm_microkernel-inl.h's: load_bytes(const uint8_t*) (4 * kWidth bytes), and_bytes(ivec,
 // int mask) (bytewise and), shift_bytes<S>(ivec) (16-bit lanes shifted left by S, right by -S: the bytewise shift
 // for the bits a mask then keeps), or_bytes, u_dot4(ivec acc, ivec u, ivec x) (acc + the lane's four u * x, u
 // unsigned: exact for u <= 63 with vpmaddubsw, for any u with vpdpbusd), set1_i32(int), kPairSums (true where
-// u_dot4 is the vpmaddubsw idiom) and its parts pair_sums(u, x) (int16 sums of pairs), add_i16, add_pairs(acc,
-// pairs) (acc + the int32 sums of adjacent pairs). Q8_0 uses q8_weights,
+// u_dot4 is the vpmaddubsw idiom) and its parts pair_sums(u, x) (int16 sums of pairs), add_i16, madd_i16(acc, a,
+// b) (acc + vpmaddwd's sums of adjacent int16 products), mul_add_i32(acc, a, b) (acc + a * b in int32 lanes),
+// widen_u8 / widen_i8 (kWidth bytes to int32 lanes), and_i32 and shift_i32<S>. Q8_0 uses q8_weights,
 // q8_start and q8_dot4 (the sign idiom where VNNI is missing), and so do the IQ4 types, with q8_weights_of(ivec)
 // on their looked-up codes. MXFP4 uses table16(const uint8_t*) (16 bytes in
 // every 128-bit lane), lookup16(table, ivec) (vpshufb: each byte, 0..15, replaced by its table entry) and
@@ -112,49 +114,53 @@ constexpr int kPairChunk = !V::kPairSums || kQ8Codes<F> ? 1 : gguf_int8_layout(F
                                              : gguf_int8_layout(F).code_bits == 6 ? 2
                                                                                   : 1;
 
-// Groups [G, End) of a chunk into the int16 pair sums p.
-template <WeightFormat F, int M, int G, int End>
+// Groups [G, End) of a chunk into the int16 pair sums p, of the halves [H0, H0 + NH) of the panel's columns.
+template <WeightFormat F, int M, int G, int End, int H0, int NH>
 inline void int8_pair_chunk(const uint8_t* au, const uint8_t* bu, typename V::ivec (&p)[M][2]) {
   if constexpr (G < End) {
-    const auto w0 = int8_weights<F, G, 0>(bu);
-    const auto w1 = int8_weights<F, G, 1>(bu);
+    const auto w0 = int8_weights<F, G, H0>(bu);
+    const auto w1 = int8_weights<F, G, H0 + NH - 1>(bu);  // w0 again when NH is 1, and unused
 #pragma GCC unroll 8
     for (int i = 0; i < M; ++i) {
       const typename V::ivec x = V::broadcast4(au + (G * kIntRows<F> + i) * 4);
       if constexpr (G % kPairChunk<F> == 0) {
-        p[i][0] = V::pair_sums(w0, x);
-        p[i][1] = V::pair_sums(w1, x);
+        p[i][H0] = V::pair_sums(w0, x);
+        if constexpr (NH == 2) p[i][1] = V::pair_sums(w1, x);
       } else {
-        p[i][0] = V::add_i16(p[i][0], V::pair_sums(w0, x));
-        p[i][1] = V::add_i16(p[i][1], V::pair_sums(w1, x));
+        p[i][H0] = V::add_i16(p[i][H0], V::pair_sums(w0, x));
+        if constexpr (NH == 2) p[i][1] = V::add_i16(p[i][1], V::pair_sums(w1, x));
       }
     }
-    int8_pair_chunk<F, M, G + 1, End>(au, bu, p);
+    int8_pair_chunk<F, M, G + 1, End, H0, NH>(au, bu, p);
   }
 }
 
-template <WeightFormat F, int M, int G>
-inline void int8_groups(const uint8_t* au, const uint8_t* bu, typename V::ivec (&s)[M][2]) {
+// The unit's groups from G on into s, for the halves [H0, H0 + NH) of the panel's columns (both, or one: the
+// compact form's loops). The vpmaddubsw idiom widens each chunk's pair sums of half h by a vpmaddwd with
+// pair_factor[h] (each int16 half of a lane; 1 gives the plain sums, a sub-block scale the scaled ones).
+template <WeightFormat F, int M, int G, int H0 = 0, int NH = 2>
+inline void int8_groups(const uint8_t* au, const uint8_t* bu, typename V::ivec (&s)[M][2],
+                        [[maybe_unused]] const typename V::ivec (&pair_factor)[2]) {
   if constexpr (G < Int8Layout<F>::kGroups && kPairChunk<F> > 1) {
     typename V::ivec p[M][2];
-    int8_pair_chunk<F, M, G, (G + kPairChunk<F> < Int8Layout<F>::kGroups ? G + kPairChunk<F> : Int8Layout<F>::kGroups)>(
-        au, bu, p);
+    int8_pair_chunk<F, M, G, (G + kPairChunk<F> < Int8Layout<F>::kGroups ? G + kPairChunk<F> : Int8Layout<F>::kGroups),
+                    H0, NH>(au, bu, p);
 #pragma GCC unroll 8
     for (int i = 0; i < M; ++i) {
-      s[i][0] = V::add_pairs(s[i][0], p[i][0]);
-      s[i][1] = V::add_pairs(s[i][1], p[i][1]);
+      s[i][H0] = V::madd_i16(s[i][H0], p[i][H0], pair_factor[H0]);
+      if constexpr (NH == 2) s[i][1] = V::madd_i16(s[i][1], p[i][1], pair_factor[1]);
     }
-    int8_groups<F, M, G + kPairChunk<F>>(au, bu, s);
+    int8_groups<F, M, G + kPairChunk<F>, H0, NH>(au, bu, s, pair_factor);
   } else if constexpr (G < Int8Layout<F>::kGroups) {
-    const auto w0 = int8_weights<F, G, 0>(bu);
-    const auto w1 = int8_weights<F, G, 1>(bu);
+    const auto w0 = int8_weights<F, G, H0>(bu);
+    const auto w1 = int8_weights<F, G, H0 + NH - 1>(bu);
 #pragma GCC unroll 8
     for (int i = 0; i < M; ++i) {
       const typename V::ivec x = V::broadcast4(au + (G * kIntRows<F> + i) * 4);
-      s[i][0] = int8_dot<F>(s[i][0], w0, x);
-      s[i][1] = int8_dot<F>(s[i][1], w1, x);
+      s[i][H0] = int8_dot<F>(s[i][H0], w0, x);
+      if constexpr (NH == 2) s[i][1] = int8_dot<F>(s[i][1], w1, x);
     }
-    int8_groups<F, M, G + 1>(au, bu, s);
+    int8_groups<F, M, G + 1, H0, NH>(au, bu, s, pair_factor);
   }
 }
 
@@ -191,7 +197,7 @@ class HintPrefetch {
   int64_t per_unit_;
 };
 
-// The super-block form's loops and int8_tile's offsets per 256 k are unrolled in the ISA units. The software model
+// The compact and super-block forms' loops and their offsets per 256 k are unrolled in the ISA units. The software model
 // (tests/kernels/emulated_isa_test.cc) defines HYMOE_MODEL_NO_UNROLL: unrolled over the model's vector type, the
 // super-block form's three formats' bodies took clang with the sanitizers over half an hour to compile (3 minutes
 // not unrolled), the offsets' loops of Q4_K and Q5_K past a quarter of an hour more, and the model checks the
@@ -251,110 +257,205 @@ template <int M, int P>
   }
 }
 
-// M rows over P panels (panel p at b + p * panel_stride bytes, its C at c + p * kNr). A compact format
-// (GgufPanelLayout::compact) runs the same body per sub-unit of its 256-k units, its f32 scales formed from the
-// unit's integer ones (exact products: the units layout's scales to the bit), and its offsets once per unit.
+// M rows over P panels (panel p at b + p * panel_stride bytes, its C at c + p * kNr) of a units layout: per unit
+// and C element, the integer dot, then its f32 step (and the offset's).
 template <WeightFormat F, int M, int P>
 void int8_tile(int64_t units, const uint8_t* a, const uint8_t* b, int64_t panel_stride, float* c, int64_t ldc,
                bool accumulate, const char* prefetch, const char* prefetch_end) {
   using L = Int8Layout<F>;
-  constexpr bool kCompact = L::kL.compact;
-  constexpr GgufCompactLayout kC = gguf_compact_layout(L::kL, kNr);
-  constexpr int kSubs = kCompact ? kC.subs : 1;
-  constexpr int64_t kUnitBytes = kCompact ? kC.unit_bytes : L::kBUnit;
-  // The compact types with offsets (Q4_K, Q5_K) take theirs once per 256 k, as llama.cpp does: msum = sum over the
-  // sub-blocks of m * (the activations' sum of the sub-block), an exact integer (|msum| <= 8 * 63 * 32 * 127 < 2^24,
-  // so its conversion is too), then one FMA with -dmin * d_a, after the unit's scale terms.
-  constexpr bool kBlockOffsets = kCompact && L::kL.offsets;
+  static_assert(!L::kL.compact && !L::kL.super_block);
   typename V::vec acc[M][2 * P];
   load_tile_acc<M, P>(acc, c, ldc, accumulate);
-  HintPrefetch hint(prefetch, prefetch_end, units * kSubs);
+  HintPrefetch hint(prefetch, prefetch_end, units);
   for (int64_t u = 0; u < units; ++u) {
-    for (int sub = 0; sub < kSubs; ++sub) {
-      hint.unit();
-      // The decode form (one row over P panels) prefetches each panel ahead, a unit's share per (sub-)unit.
-      if constexpr (P > 1)
+    hint.unit();
+    // The decode form (one row over P panels) prefetches each panel ahead, a unit's share per unit.
+    if constexpr (P > 1)
 #pragma GCC unroll 4
-        for (int p = 0; p < P; ++p)
-          prefetch_decode_share<kUnitBytes, kSubs>(b + p * panel_stride + u * kUnitBytes, sub);
-      const uint8_t* au = a + (u * kSubs + sub) * L::kAUnit;
-      const float* da = reinterpret_cast<const float*>(au + L::kL.k_unit * kIntRows<F>);
-      const int32_t* sums = reinterpret_cast<const int32_t*>(au + (L::kL.k_unit + 4) * kIntRows<F>);
+      for (int p = 0; p < P; ++p) prefetch_decode_share<L::kBUnit, 1>(b + p * panel_stride + u * L::kBUnit, 0);
+    const uint8_t* au = a + u * L::kAUnit;
+    const float* da = reinterpret_cast<const float*>(au + L::kL.k_unit * kIntRows<F>);
+    const int32_t* sums = reinterpret_cast<const int32_t*>(au + (L::kL.k_unit + 4) * kIntRows<F>);
 #pragma GCC unroll 4
-      for (int p = 0; p < P; ++p) {
-        const uint8_t* ub = b + p * panel_stride + u * kUnitBytes;  // the (256-k) unit
-        const uint8_t* bu = kCompact ? ub + sub * kC.code_bytes : ub;
-        typename V::ivec s[M][2];
+    for (int p = 0; p < P; ++p) {
+      const uint8_t* bu = b + p * panel_stride + u * L::kBUnit;
+      typename V::ivec s[M][2];
 #pragma GCC unroll 8
-        for (int i = 0; i < M; ++i) {
-          if constexpr (kQ8Codes<F>) {
-            const int32_t correction = -L::kL.code_bias * sums[i];
-            s[i][0] = s[i][1] = V::q8_start(reinterpret_cast<const uint8_t*>(&correction));
-          } else if constexpr (L::kL.code_bias != 0) {
-            s[i][0] = s[i][1] = V::set1_i32(-L::kL.code_bias * sums[i]);
-          } else {
-            s[i][0] = s[i][1] = V::set1_i32(0);
-          }
-        }
-        int8_groups<F, M, 0>(au, bu, s);
-        [[maybe_unused]] const uint8_t* factors = bu + L::kCodeBytes;  // the units layout's f32 or f16 factors
-        typename V::vec d0, d1, o0, o1;  // the sub-block's scales, and offsets (the types with offsets)
-        if constexpr (L::kL.mxfp4) {
-          // 2^(e - 127) times da / 2 (exact: da is an f16 value) is llama.cpp's 2^(e - 128) * da, rounded once.
-          d0 = V::e8m0_scales(bu + L::kCodeBytes);
-          d1 = V::e8m0_scales(bu + L::kCodeBytes + V::kWidth);
-        } else if constexpr (kCompact) {
-          const float* d = reinterpret_cast<const float*>(ub + kC.d);
-          const uint8_t* sc = ub + kC.scales + sub * kNr;
-          d0 = V::mul(V::to_float(V::widen_i8(sc)), V::load(d));
-          d1 = V::mul(V::to_float(V::widen_i8(sc + V::kWidth)), V::load(d + V::kWidth));
-        } else if constexpr (L::kL.half_factors) {
-          const auto* half = reinterpret_cast<const uint16_t*>(factors);  // widened exactly
-          d0 = V::load_f16(half);
-          d1 = V::load_f16(half + V::kWidth);
-          if constexpr (L::kL.offsets) {
-            o0 = V::load_f16(half + kNr);
-            o1 = V::load_f16(half + kNr + V::kWidth);
-          }
+      for (int i = 0; i < M; ++i) {
+        if constexpr (kQ8Codes<F>) {
+          const int32_t correction = -L::kL.code_bias * sums[i];
+          s[i][0] = s[i][1] = V::q8_start(reinterpret_cast<const uint8_t*>(&correction));
         } else {
-          const float* scale = reinterpret_cast<const float*>(factors);
-          d0 = V::load(scale);
-          d1 = V::load(scale + V::kWidth);
-          if constexpr (L::kL.offsets) {
-            o0 = V::load(scale + kNr);
-            o1 = V::load(scale + kNr + V::kWidth);
-          }
+          s[i][0] = s[i][1] = V::set1_i32(-L::kL.code_bias * sums[i]);
         }
+      }
+      const typename V::ivec ones[2] = {V::set1_i32(0x00010001), V::set1_i32(0x00010001)};
+      int8_groups<F, M, 0>(au, bu, s, ones);
+      [[maybe_unused]] const uint8_t* factors = bu + L::kCodeBytes;  // the units layout's f32 or f16 factors
+      typename V::vec d0, d1, o0, o1;  // the unit's scales, and offsets (the types with offsets)
+      if constexpr (L::kL.mxfp4) {
+        // 2^(e - 127) times da / 2 (exact: da is an f16 value) is llama.cpp's 2^(e - 128) * da, rounded once.
+        d0 = V::e8m0_scales(bu + L::kCodeBytes);
+        d1 = V::e8m0_scales(bu + L::kCodeBytes + V::kWidth);
+      } else if constexpr (L::kL.half_factors) {
+        const auto* half = reinterpret_cast<const uint16_t*>(factors);  // widened exactly
+        d0 = V::load_f16(half);
+        d1 = V::load_f16(half + V::kWidth);
+        if constexpr (L::kL.offsets) {
+          o0 = V::load_f16(half + kNr);
+          o1 = V::load_f16(half + kNr + V::kWidth);
+        }
+      } else {
+        const float* scale = reinterpret_cast<const float*>(factors);
+        d0 = V::load(scale);
+        d1 = V::load(scale + V::kWidth);
+        if constexpr (L::kL.offsets) {
+          o0 = V::load(scale + kNr);
+          o1 = V::load(scale + kNr + V::kWidth);
+        }
+      }
 #pragma GCC unroll 8
-        for (int i = 0; i < M; ++i) {
-          typename V::vec dav = V::broadcast(da + i);
-          if constexpr (L::kL.mxfp4) dav = V::mul(dav, V::set1(0.5f));
-          acc[i][2 * p] = V::fma(V::to_float(s[i][0]), V::mul(d0, dav), acc[i][2 * p]);
-          acc[i][2 * p + 1] = V::fma(V::to_float(s[i][1]), V::mul(d1, dav), acc[i][2 * p + 1]);
-          if constexpr (L::kL.offsets && gguf_int8_activation(F) == GgmlActivation::kQ8_1) {
-            // q8_1 carries s = f16(d * sum) in the sums' slot (as f32): the offset's share is m * s, as ggml's.
-            const typename V::vec s_a = V::broadcast(reinterpret_cast<const float*>(sums) + i);
-            acc[i][2 * p] = V::fma(o0, s_a, acc[i][2 * p]);
-            acc[i][2 * p + 1] = V::fma(o1, s_a, acc[i][2 * p + 1]);
-          } else if constexpr (L::kL.offsets && !kBlockOffsets) {
-            const typename V::vec sum = V::set1(static_cast<float>(sums[i]));
-            acc[i][2 * p] = V::fma(V::mul(o0, dav), sum, acc[i][2 * p]);
-            acc[i][2 * p + 1] = V::fma(V::mul(o1, dav), sum, acc[i][2 * p + 1]);
-          }
+      for (int i = 0; i < M; ++i) {
+        typename V::vec dav = V::broadcast(da + i);
+        if constexpr (L::kL.mxfp4) dav = V::mul(dav, V::set1(0.5f));
+        acc[i][2 * p] = V::fma(V::to_float(s[i][0]), V::mul(d0, dav), acc[i][2 * p]);
+        acc[i][2 * p + 1] = V::fma(V::to_float(s[i][1]), V::mul(d1, dav), acc[i][2 * p + 1]);
+        if constexpr (L::kL.offsets && gguf_int8_activation(F) == GgmlActivation::kQ8_1) {
+          // q8_1 carries s = f16(d * sum) in the sums' slot (as f32): the offset's share is m * s, as ggml's.
+          const typename V::vec s_a = V::broadcast(reinterpret_cast<const float*>(sums) + i);
+          acc[i][2 * p] = V::fma(o0, s_a, acc[i][2 * p]);
+          acc[i][2 * p + 1] = V::fma(o1, s_a, acc[i][2 * p + 1]);
+        } else if constexpr (L::kL.offsets) {
+          const typename V::vec sum = V::set1(static_cast<float>(sums[i]));
+          acc[i][2 * p] = V::fma(V::mul(o0, dav), sum, acc[i][2 * p]);
+          acc[i][2 * p + 1] = V::fma(V::mul(o1, dav), sum, acc[i][2 * p + 1]);
         }
       }
     }
-    if constexpr (kBlockOffsets) {
-      const uint8_t* a256 = a + u * kSubs * L::kAUnit;
-      const float* da = reinterpret_cast<const float*>(a256 + L::kL.k_unit * kIntRows<F>);  // q8_K's d, per 256 k
+  }
+  store_tile_acc<M, P>(acc, c, ldc);
+}
+
+// The halves [H0, H0 + NH) of the columns of P compact panels (panel p at ub + p * panel_stride) over a 256-k unit
+// (compact_int8_tile): isum[i][2p + h] = the sum over the sub-units of sc * dot. The dot's chain starts at
+// -code_bias * the row's sum of the sub-unit (Q6_K's 32; IQ4_XS's codes go the Q8_0 way, against -128 * sum), then
+// vpmulld by sc. The vpmaddubsw idiom of a code bias 0 (Q4_K, Q5_K on AVX2) widens its pair sums by sc itself
+// instead of by 1: no multiply, as llama.cpp's AVX2 dot product does. The panels innermost: the chains of the P
+// panels are independent and interleave, and each panel's unit is read (and prefetched) a share at a time, all P
+// together.
+template <WeightFormat F, int M, int P, int H0, int NH>
+[[gnu::always_inline]] inline void compact_halves(const uint8_t* a256, const uint8_t* ub, int64_t panel_stride,
+                                                  typename V::ivec (&isum)[M][2 * P], HintPrefetch& hint) {
+  using L = Int8Layout<F>;
+  using ivec = typename V::ivec;
+  constexpr GgufCompactLayout kC = gguf_compact_layout(L::kL, kNr);
+  constexpr bool kScaledPairs = V::kPairSums && kPairChunk<F> > 1 && L::kL.code_bias == 0;
+  HYMOE_INT8_UNROLL(8)
+  for (int i = 0; i < M; ++i)
+    HYMOE_INT8_UNROLL(4)
+    for (int p = 0; p < P; ++p)
+      for (int h = H0; h < H0 + NH; ++h) isum[i][2 * p + h] = V::set1_i32(0);
+  HYMOE_INT8_UNROLL(2)
+  for (int sub = 0; sub < kC.subs; ++sub) {
+    hint.unit();
+    const uint8_t* au = a256 + sub * L::kAUnit;
+    [[maybe_unused]] const int32_t* sums = reinterpret_cast<const int32_t*>(au + (L::kL.k_unit + 4) * kIntRows<F>);
+    HYMOE_INT8_UNROLL(4)
+    for (int p = 0; p < P; ++p) {
+      const uint8_t* pu = ub + p * panel_stride;
+      if constexpr (P > 1) prefetch_decode_share<kC.unit_bytes, 2 * kC.subs / NH>(pu, H0 * kC.subs + sub);
+      const uint8_t* bu = pu + sub * kC.code_bytes;
+      ivec sc[2];
+      for (int h = H0; h < H0 + NH; ++h) sc[h] = V::widen_i8(pu + kC.scales + sub * kNr + h * V::kWidth);
+      ivec t[M][2];  // the halves' sums or chains, as int8_groups takes them
+      if constexpr (kScaledPairs) {
+        for (int h = H0; h < H0 + NH; ++h) sc[h] = V::or_bytes(sc[h], V::template shift_i32<16>(sc[h]));  // 0 <= sc < 64
+        HYMOE_INT8_UNROLL(8)
+        for (int i = 0; i < M; ++i)
+          for (int h = H0; h < H0 + NH; ++h) t[i][h] = isum[i][2 * p + h];
+        int8_groups<F, M, 0, H0, NH>(au, bu, t, sc);
+        HYMOE_INT8_UNROLL(8)
+        for (int i = 0; i < M; ++i)
+          for (int h = H0; h < H0 + NH; ++h) isum[i][2 * p + h] = t[i][h];
+      } else {
+        HYMOE_INT8_UNROLL(8)
+        for (int i = 0; i < M; ++i) {
+          ivec start;
+          if constexpr (kQ8Codes<F>) {
+            const int32_t correction = -L::kL.code_bias * sums[i];
+            start = V::q8_start(reinterpret_cast<const uint8_t*>(&correction));
+          } else {
+            start = V::set1_i32(-L::kL.code_bias * sums[i]);
+          }
+          for (int h = H0; h < H0 + NH; ++h) t[i][h] = start;
+        }
+        const ivec ones[2] = {V::set1_i32(0x00010001), V::set1_i32(0x00010001)};
+        int8_groups<F, M, 0, H0, NH>(au, bu, t, ones);
+        HYMOE_INT8_UNROLL(8)
+        for (int i = 0; i < M; ++i)
+          for (int h = H0; h < H0 + NH; ++h) isum[i][2 * p + h] = V::mul_add_i32(isum[i][2 * p + h], t[i][h], sc[h]);
+      }
+    }
+  }
+}
+
+// The scale step of the halves [H0, H0 + NH): C += float(isum) * (d * d_a), for each panel.
+template <int M, int P, int H0, int NH>
+[[gnu::always_inline]] inline void compact_scale_step(typename V::vec (&acc)[M][2 * P],
+                                                      const typename V::ivec (&isum)[M][2 * P], const uint8_t* d0,
+                                                      int64_t panel_stride, const float* da) {
+  HYMOE_INT8_UNROLL(4)
+  for (int p = 0; p < P; ++p)
+    for (int h = H0; h < H0 + NH; ++h) {
+      const typename V::vec d = V::load(reinterpret_cast<const float*>(d0 + p * panel_stride) + h * V::kWidth);
+      HYMOE_INT8_UNROLL(8)
+      for (int i = 0; i < M; ++i)
+        acc[i][2 * p + h] = V::fma(V::to_float(isum[i][2 * p + h]), V::mul(d, V::broadcast(da + i)), acc[i][2 * p + h]);
+    }
+}
+
+// The compact factors' form (GgufPanelLayout::compact: Q4_K, Q5_K, Q6_K, IQ4_XS), M rows over P panels as
+// int8_tile, with llama.cpp's arithmetic (ggml_vec_dot_q4_K_q8_K and its kin): per unit of 256 k, panel and C
+// element, isum = sum over the sub-blocks s of sc_s * (sum of (u - code bias) * q) and, with offsets, msum = sum
+// over s of m_s * (the activations' sum of s), both exact int32 (|isum| <= 16 * 128 * 16 * 32 * 127 < 2^31), then
+// c = fma(float(isum), d * d_a, c) and c = fma(float(msum), -dmin * d_a, c): two float steps per 256 k where one
+// per sub-block took eight (Q6_K: sixteen), the same bits for any blocking, rows and threads.
+template <WeightFormat F, int M, int P>
+void compact_int8_tile(int64_t units, const uint8_t* a, const uint8_t* b, int64_t panel_stride, float* c,
+                       int64_t ldc, bool accumulate, const char* prefetch, const char* prefetch_end) {
+  using L = Int8Layout<F>;
+  constexpr GgufCompactLayout kC = gguf_compact_layout(L::kL, kNr);
+  typename V::vec acc[M][2 * P];
+  load_tile_acc<M, P>(acc, c, ldc, accumulate);
+  // Tiles take one half of the columns at a time, and each half's scale step as soon as its sums are done, which
+  // frees their registers for the other half: at six rows the int32 sums and chains beside the C accumulators fit
+  // the registers. One row takes both halves together: its 2P chains interleave (one half's P measured 7% slower
+  // hot for Q4_K).
+  constexpr int kHalves = M == 1 ? 2 : 1;
+  HintPrefetch hint(prefetch, prefetch_end, units * kC.subs * (2 / kHalves));
+  for (int64_t u = 0; u < units; ++u) {
+    const uint8_t* a256 = a + u * kC.subs * L::kAUnit;
+    const float* da = reinterpret_cast<const float*>(a256 + L::kL.k_unit * kIntRows<F>);  // q8_K's d, per 256 k
+    const uint8_t* ub = b + u * kC.unit_bytes;
+    typename V::ivec isum[M][2 * P];
+    if constexpr (kHalves == 2) {
+      compact_halves<F, M, P, 0, 2>(a256, ub, panel_stride, isum, hint);
+      compact_scale_step<M, P, 0, 2>(acc, isum, ub + kC.d, panel_stride, da);
+    } else {
+      compact_halves<F, M, P, 0, 1>(a256, ub, panel_stride, isum, hint);
+      compact_scale_step<M, P, 0, 1>(acc, isum, ub + kC.d, panel_stride, da);
+      compact_halves<F, M, P, 1, 1>(a256, ub, panel_stride, isum, hint);
+      compact_scale_step<M, P, 1, 1>(acc, isum, ub + kC.d, panel_stride, da);
+    }
+    if constexpr (L::kL.offsets) {
       HYMOE_INT8_UNROLL(4)
       for (int p = 0; p < P; ++p) {
-        const uint8_t* ub = b + p * panel_stride + u * kUnitBytes;
+        const uint8_t* pu = ub + p * panel_stride;
         typename V::ivec msum[M][2];
         HYMOE_INT8_UNROLL(8)
         for (int i = 0; i < M; ++i) msum[i][0] = msum[i][1] = V::set1_i32(0);
-        add_offset_sums<M, kSubs, false>(msum, ub + kC.mins, a256 + (L::kL.k_unit + 4) * kIntRows<F>, L::kAUnit);
-        add_offset_step<M, P>(acc, p, msum, reinterpret_cast<const float*>(ub + kC.neg_dmin), da);
+        add_offset_sums<M, kC.subs, false>(msum, pu + kC.mins, a256 + (L::kL.k_unit + 4) * kIntRows<F>, L::kAUnit);
+        add_offset_step<M, P>(acc, p, msum, reinterpret_cast<const float*>(pu + kC.neg_dmin), da);
       }
     }
   }
@@ -498,6 +599,8 @@ void int8_rows(int m, int64_t units, const uint8_t* a, const uint8_t* b, float* 
     if (m == M) {
       if constexpr (gguf_int8_layout(F).super_block)
         return super_int8_tile<F, M, 1>(units, a, b, 0, c, ldc, accumulate, prefetch, prefetch_end);
+      else if constexpr (gguf_int8_layout(F).compact)
+        return compact_int8_tile<F, M, 1>(units, a, b, 0, c, ldc, accumulate, prefetch, prefetch_end);
       else
         return int8_tile<F, M, 1>(units, a, b, 0, c, ldc, accumulate, prefetch, prefetch_end);
     }
@@ -596,6 +699,10 @@ void gemm_format_gguf_int8_few(int m, int64_t kc, const void* a, const void* b, 
     super_int8_tile<F, 1, kFewRowsPanels[1]>((kc + kUnit - 1) / kUnit, static_cast<const uint8_t*>(a),
                                              static_cast<const uint8_t*>(b), panel_stride_bytes, c, ldc, acc, nullptr,
                                              nullptr);
+  } else if constexpr (gguf_int8_layout(F).compact) {
+    compact_int8_tile<F, 1, kFewRowsPanels[1]>((kc + kUnit - 1) / kUnit, static_cast<const uint8_t*>(a),
+                                               static_cast<const uint8_t*>(b), panel_stride_bytes, c, ldc, acc,
+                                               nullptr, nullptr);
   } else {
     int8_tile<F, 1, kFewRowsPanels[1]>((kc + kUnit - 1) / kUnit, static_cast<const uint8_t*>(a),
                                        static_cast<const uint8_t*>(b), panel_stride_bytes, c, ldc, acc, nullptr,
