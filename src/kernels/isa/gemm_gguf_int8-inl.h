@@ -472,6 +472,93 @@ inline typename V::ivec add_third_bit(typename V::ivec u, typename V::ivec high)
     return V::or_bytes(u, V::and_bytes(V::template shift_bytes<2 - B>(high), 4));
 }
 
+// Q3_K's 3-bit codes (u = q + 4), signed scales and no offsets.
+template <WeightFormat F>
+constexpr bool kSuperThreeBit = gguf_int8_layout(F).code_bits == 3;
+// The ternary types' sc = m = 1 (gguf_super_unit_factors): isum is the plain sum of the sub-blocks' dots, so the
+// dots chain into it directly, and msum is the 256-block's sum of q, one integer a row for every column. The
+// same integers as the general form, so the same bits.
+template <WeightFormat F>
+constexpr bool kSuperUnitFactors = gguf_super_unit_factors(F);
+
+// The halves [H0, H0 + NH) of the columns of P super-block panels (panel p at ub + p * panel_stride) over a 256-k
+// unit (super_int8_tile): isum[i][2p + h] = the sum over the sub-blocks of sc * dot. The panels innermost, as
+// compact_halves: one row's chains of the P panels interleave.
+template <WeightFormat F, int M, int P, int H0, int NH>
+[[gnu::always_inline]] inline void super_halves(const uint8_t* au, const uint8_t* ub, int64_t panel_stride,
+                                                typename V::ivec (&isum)[M][2 * P]) {
+  using ivec = typename V::ivec;
+  constexpr int kSubs = kQ8KBlock / 16;
+  constexpr GgufSuperLayout kL = gguf_super_layout(gguf_int8_layout(F), kNr);
+  constexpr int64_t kSubA = (16 + 8) * int64_t{kIntRows<F>};
+  constexpr bool kThreeBit = kSuperThreeBit<F>, kUnitFactors = kSuperUnitFactors<F>;
+  HYMOE_INT8_UNROLL(8)
+  for (int i = 0; i < M; ++i)
+    HYMOE_INT8_UNROLL(4)
+    for (int p = 0; p < P; ++p)
+      for (int h = H0; h < H0 + NH; ++h) isum[i][2 * p + h] = V::set1_i32(0);
+  HYMOE_INT8_UNROLL(2)
+  for (int s = 0; s < kSubs; ++s) {
+    const uint8_t* as = au + s * kSubA;
+    // 3-bit codes: each chain starts at -4 * the row's sum of the sub-block (the code bias; int16, in the low half,
+    // against pair sums).
+    [[maybe_unused]] ivec start[M];
+    if constexpr (kThreeBit)
+      HYMOE_INT8_UNROLL(8)
+      for (int i = 0; i < M; ++i) {
+        const int32_t bias = -4 * reinterpret_cast<const int32_t*>(as + 20 * kIntRows<F>)[i];
+        start[i] = V::set1_i32(V::kPairSums ? bias & 0xffff : bias);
+      }
+    HYMOE_INT8_UNROLL(4)
+    for (int p = 0; p < P; ++p) {
+      const uint8_t* bu = ub + p * panel_stride;
+      // The decode form prefetches each panel ahead itself, as int8_tile's does, a share of the unit per sub-block
+      // (and half) so the fetches spread over the unit's work.
+      if constexpr (P > 1) prefetch_decode_share<kL.unit_bytes, 2 * kSubs / NH>(bu, H0 * kSubs + s);
+      [[maybe_unused]] ivec high;
+      if constexpr (kThreeBit) high = V::load_bytes(bu + kL.high + s * kNr / 2 * 4);
+      for (int h = H0; h < H0 + NH; ++h) {  // a constant once unrolled: one form a half
+        const ivec raw = V::load_bytes(bu + (s * kNr + h * V::kWidth) * 4);
+        ivec w0 = V::and_bytes(raw, 3), w1 = V::and_bytes(V::template shift_bytes<-2>(raw), 3);
+        ivec w2 = V::and_bytes(V::template shift_bytes<-4>(raw), 3);
+        ivec w3 = V::and_bytes(V::template shift_bytes<-6>(raw), 3);
+        if constexpr (kThreeBit) {
+          w0 = h == 0 ? add_third_bit<0>(w0, high) : add_third_bit<4>(w0, high);
+          w1 = h == 0 ? add_third_bit<1>(w1, high) : add_third_bit<5>(w1, high);
+          w2 = h == 0 ? add_third_bit<2>(w2, high) : add_third_bit<6>(w2, high);
+          w3 = h == 0 ? add_third_bit<3>(w3, high) : add_third_bit<7>(w3, high);
+        }
+        ivec sc;
+        if constexpr (kUnitFactors) sc = V::set1_i32(V::kPairSums ? 0x00010001 : 1);
+        else if constexpr (kThreeBit) sc = V::and_i32(V::widen_i8(bu + kL.scales + s * kNr + h * V::kWidth), 0xffff);
+        else sc = V::and_i32(V::widen_u8(bu + kL.scales + s * kNr + h * V::kWidth), 15);
+        if constexpr (V::kPairSums && !kUnitFactors) sc = V::or_bytes(sc, V::template shift_i32<16>(sc));
+        HYMOE_INT8_UNROLL(8)
+        for (int i = 0; i < M; ++i) {
+          const ivec x0 = V::broadcast4(as + (0 * kIntRows<F> + i) * 4);
+          const ivec x1 = V::broadcast4(as + (1 * kIntRows<F> + i) * 4);
+          const ivec x2 = V::broadcast4(as + (2 * kIntRows<F> + i) * 4);
+          const ivec x3 = V::broadcast4(as + (3 * kIntRows<F> + i) * 4);
+          ivec& sum = isum[i][2 * p + h];
+          if constexpr (V::kPairSums) {
+            ivec dot = V::add_i16(V::add_i16(V::pair_sums(w0, x0), V::pair_sums(w1, x1)),
+                                  V::add_i16(V::pair_sums(w2, x2), V::pair_sums(w3, x3)));
+            if constexpr (kThreeBit) dot = V::add_i16(dot, start[i]);
+            sum = V::madd_i16(sum, dot, sc);
+          } else if constexpr (kUnitFactors) {
+            sum = V::u_dot4(V::u_dot4(V::u_dot4(V::u_dot4(sum, w0, x0), w1, x1), w2, x2), w3, x3);
+          } else {
+            const ivec dot = V::u_dot4(
+                V::u_dot4(V::u_dot4(V::u_dot4(kThreeBit ? start[i] : V::set1_i32(0), w0, x0), w1, x1), w2, x2), w3,
+                x3);
+            sum = V::madd_i16(sum, dot, sc);
+          }
+        }
+      }
+    }
+  }
+}
+
 // The super-block form (GgufPanelLayout::super_block), M rows over P panels as int8_tile. Per unit of 256 k,
 // panel and sub-block s: the four groups' 2-bit codes come out of one byte plane by a shift and a mask each (3-bit
 // codes: plus 4 where the group's bit of the third-bit plane is set, bit g for the first nr / 2 columns and 4 + g
@@ -486,105 +573,51 @@ inline typename V::ivec add_third_bit(typename V::ivec u, typename V::ivec high)
 template <WeightFormat F, int M, int P>
 void super_int8_tile(int64_t units, const uint8_t* a, const uint8_t* b, int64_t panel_stride, float* c, int64_t ldc,
                      bool accumulate, const char* prefetch, const char* prefetch_end) {
-  using ivec = typename V::ivec;
   constexpr int kSubs = kQ8KBlock / 16;
   constexpr GgufSuperLayout kL = gguf_super_layout(gguf_int8_layout(F), kNr);
   constexpr int64_t kBUnit = kL.unit_bytes, kSubA = (16 + 8) * int64_t{kIntRows<F>};
-  // Q3_K's 3-bit codes (u = q + 4), signed scales and no offsets.
-  constexpr bool kThreeBit = gguf_int8_layout(F).code_bits == 3;
+  constexpr bool kThreeBit = kSuperThreeBit<F>, kUnitFactors = kSuperUnitFactors<F>;
   static_assert(!kThreeBit || (gguf_int8_layout(F).code_bias == 4 && !gguf_int8_layout(F).offsets));
-  // The ternary types' sc = m = 1 (gguf_super_unit_factors): isum is the plain sum of the sub-blocks' dots, so the
-  // dots chain into it directly, and msum is the 256-block's sum of q, one integer a row for every column. The
-  // same integers as the general form, so the same bits.
-  constexpr bool kUnitFactors = gguf_super_unit_factors(F);
   typename V::vec acc[M][2 * P];
   load_tile_acc<M, P>(acc, c, ldc, accumulate);
   HintPrefetch hint(prefetch, prefetch_end, units);
   for (int64_t u = 0; u < units; ++u) {
     hint.unit();
-    // The decode form prefetches each panel ahead itself, as int8_tile's does, a thirty-second of a unit per
-    // sub-block and half (below) so the fetches spread over the unit's work.
     const uint8_t* au = a + u * kSubs * kSubA;
     const float* da = reinterpret_cast<const float*>(au + 16 * kIntRows<F>);  // the 256-block's d, in every sub-unit
-    [[maybe_unused]] int32_t block_sums[M] = {};
-    if constexpr (kUnitFactors)
-      for (int s = 0; s < kSubs; ++s)
-        HYMOE_INT8_UNROLL(8)
-        for (int i = 0; i < M; ++i) block_sums[i] += reinterpret_cast<const int32_t*>(au + s * kSubA + 20 * kIntRows<F>)[i];
-    HYMOE_INT8_UNROLL(4)
-    for (int p = 0; p < P; ++p) {
-      const uint8_t* bu = b + p * panel_stride + u * kBUnit;
-      const float* d_factors = reinterpret_cast<const float*>(bu + kL.d);
-      ivec isum[M][2], msum[M][2];
-      HYMOE_INT8_UNROLL(8)
-      for (int i = 0; i < M; ++i) isum[i][0] = isum[i][1] = msum[i][0] = msum[i][1] = V::set1_i32(0);
-      // The halves in the outer loop: a half's chains then hold M int32 accumulators, not 2M, and the broadcasts
-      // of the activations stay memory operands (both in the 4-row tiles' registers), where the halves inside each
-      // sub-block spilled both. The integers do not depend on the order.
-      HYMOE_INT8_UNROLL(2)
-      for (int h = 0; h < 2; ++h) {
-        HYMOE_INT8_UNROLL(2)
-        for (int s = 0; s < kSubs; ++s) {
-          const uint8_t* as = au + s * kSubA;
-          if constexpr (P > 1) prefetch_decode_share<kBUnit, 2 * kSubs>(bu, h * kSubs + s);
-          const ivec raw = V::load_bytes(bu + (s * kNr + h * V::kWidth) * 4);
-          ivec w0 = V::and_bytes(raw, 3), w1 = V::and_bytes(V::template shift_bytes<-2>(raw), 3);
-          ivec w2 = V::and_bytes(V::template shift_bytes<-4>(raw), 3);
-          ivec w3 = V::and_bytes(V::template shift_bytes<-6>(raw), 3);
-          if constexpr (kThreeBit) {  // h is a constant once the loop is unrolled: one form a half
-            const ivec high = V::load_bytes(bu + kL.high + s * kNr / 2 * 4);
-            w0 = h == 0 ? add_third_bit<0>(w0, high) : add_third_bit<4>(w0, high);
-            w1 = h == 0 ? add_third_bit<1>(w1, high) : add_third_bit<5>(w1, high);
-            w2 = h == 0 ? add_third_bit<2>(w2, high) : add_third_bit<6>(w2, high);
-            w3 = h == 0 ? add_third_bit<3>(w3, high) : add_third_bit<7>(w3, high);
-          }
-          ivec sc;
-          if constexpr (kUnitFactors) sc = V::set1_i32(V::kPairSums ? 0x00010001 : 1);
-          else if constexpr (kThreeBit) sc = V::and_i32(V::widen_i8(bu + kL.scales + s * kNr + h * V::kWidth), 0xffff);
-          else sc = V::and_i32(V::widen_u8(bu + kL.scales + s * kNr + h * V::kWidth), 15);
-          if constexpr (V::kPairSums && !kUnitFactors) sc = V::or_bytes(sc, V::template shift_i32<16>(sc));
+    const uint8_t* ub = b + u * kBUnit;
+    // As the compact form: tiles a half of the columns at a time, its scale step at once (the halves inside each
+    // sub-block spilled the 4-row tiles' accumulators); one row both halves, its 2P chains interleaved.
+    typename V::ivec isum[M][2 * P];
+    if constexpr (M == 1) {
+      super_halves<F, M, P, 0, 2>(au, ub, panel_stride, isum);
+      compact_scale_step<M, P, 0, 2>(acc, isum, ub + kL.d, panel_stride, da);
+    } else {
+      super_halves<F, M, P, 0, 1>(au, ub, panel_stride, isum);
+      compact_scale_step<M, P, 0, 1>(acc, isum, ub + kL.d, panel_stride, da);
+      super_halves<F, M, P, 1, 1>(au, ub, panel_stride, isum);
+      compact_scale_step<M, P, 1, 1>(acc, isum, ub + kL.d, panel_stride, da);
+    }
+    if constexpr (!kThreeBit) {  // 3-bit codes have no offsets
+      [[maybe_unused]] int32_t block_sums[M] = {};
+      if constexpr (kUnitFactors)
+        for (int s = 0; s < kSubs; ++s)
           HYMOE_INT8_UNROLL(8)
-          for (int i = 0; i < M; ++i) {
-            const ivec x0 = V::broadcast4(as + (0 * kIntRows<F> + i) * 4);
-            const ivec x1 = V::broadcast4(as + (1 * kIntRows<F> + i) * 4);
-            const ivec x2 = V::broadcast4(as + (2 * kIntRows<F> + i) * 4);
-            const ivec x3 = V::broadcast4(as + (3 * kIntRows<F> + i) * 4);
-            // 3-bit codes: the chain starts at -4 * the row's sum of the sub-block (the code bias; int16, in the low
-            // half, against pair sums).
-            [[maybe_unused]] ivec start;
-            if constexpr (kThreeBit) {
-              const int32_t bias = -4 * reinterpret_cast<const int32_t*>(as + 20 * kIntRows<F>)[i];
-              start = V::set1_i32(V::kPairSums ? bias & 0xffff : bias);
-            }
-            if constexpr (V::kPairSums) {
-              ivec dot = V::add_i16(V::add_i16(V::pair_sums(w0, x0), V::pair_sums(w1, x1)),
-                                    V::add_i16(V::pair_sums(w2, x2), V::pair_sums(w3, x3)));
-              if constexpr (kThreeBit) dot = V::add_i16(dot, start);
-              isum[i][h] = V::madd_i16(isum[i][h], dot, sc);
-            } else if constexpr (kUnitFactors) {
-              isum[i][h] = V::u_dot4(V::u_dot4(V::u_dot4(V::u_dot4(isum[i][h], w0, x0), w1, x1), w2, x2), w3, x3);
-            } else {
-              const ivec dot = V::u_dot4(
-                  V::u_dot4(V::u_dot4(V::u_dot4(kThreeBit ? start : V::set1_i32(0), w0, x0), w1, x1), w2, x2), w3, x3);
-              isum[i][h] = V::madd_i16(isum[i][h], dot, sc);
-            }
-          }
+          for (int i = 0; i < M; ++i) block_sums[i] += reinterpret_cast<const int32_t*>(au + s * kSubA + 20 * kIntRows<F>)[i];
+      HYMOE_INT8_UNROLL(4)
+      for (int p = 0; p < P; ++p) {
+        const uint8_t* bu = ub + p * panel_stride;
+        typename V::ivec msum[M][2];
+        if constexpr (kUnitFactors) {
+          HYMOE_INT8_UNROLL(8)
+          for (int i = 0; i < M; ++i) msum[i][0] = msum[i][1] = V::set1_i32(block_sums[i]);
+        } else {
+          HYMOE_INT8_UNROLL(8)
+          for (int i = 0; i < M; ++i) msum[i][0] = msum[i][1] = V::set1_i32(0);
+          add_offset_sums<M, kSubs, true>(msum, bu + kL.scales, au + 20 * kIntRows<F>, kSubA);  // m: the high nibble
         }
-        // The half's scale step at once, which frees its accumulators for the other half (each C element still
-        // takes it before its offsets' step).
-        const typename V::vec d = V::load(d_factors + h * V::kWidth);
-        HYMOE_INT8_UNROLL(8)
-        for (int i = 0; i < M; ++i)
-          acc[i][2 * p + h] = V::fma(V::to_float(isum[i][h]), V::mul(d, V::broadcast(da + i)), acc[i][2 * p + h]);
-      }
-      if constexpr (kUnitFactors) {
-        HYMOE_INT8_UNROLL(8)
-        for (int i = 0; i < M; ++i) msum[i][0] = msum[i][1] = V::set1_i32(block_sums[i]);
-      } else if constexpr (!kThreeBit) {  // 3-bit codes have no offsets: msum stays unused
-        add_offset_sums<M, kSubs, true>(msum, bu + kL.scales, au + 20 * kIntRows<F>, kSubA);  // m: the high nibble
-      }
-      if constexpr (!kThreeBit)
         add_offset_step<M, P>(acc, p, msum, reinterpret_cast<const float*>(bu + kL.neg_dmin), da);
+      }
     }
   }
   store_tile_acc<M, P>(acc, c, ldc);
