@@ -12,14 +12,15 @@
 # suites: the AVX-512F table runs mxfp4 and the GGUF formats with the AVX2 kernels the native run tests (the emulated
 # CPU has no VNNI, so the VNNI int8 kernels are checked by the software model of EmulatedIsaTest instead), its own fp8
 # kernel by the micro-kernel tests and QuantFormatTest.ExactFp8HasTheBitsOfTheAvx2Kernel, their AVX-512 driver path
-# by the exact GGUF sweep and QuantFormatTest.IdenticalBitsForOneAndTwoThreads, and those
-# sweeps alone outlast the emulator's time limit. HYMOE_EMU_TIMEOUT_S bounds the emulation (1200 s).
+# by the exact GGUF sweep's one case per panel form and QuantFormatTest.IdenticalBitsForOneAndTwoThreads, and those
+# sweeps (and the GGUF sweep's further types, GroupedFfnMatchesTheReferenceInEveryType, whose micro-kernels the
+# micro-kernel test runs) alone outlast the emulator's time limit. HYMOE_EMU_TIMEOUT_S bounds the emulation (1200 s).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 cpu_model=${HYMOE_EMU_CPU:-corei7_skylake_x}
 timeout_s=${HYMOE_EMU_TIMEOUT_S:-1200}
-gtest_filter=${HYMOE_EMU_GTEST_FILTER--*/avx2:Isas/QuantFormatTest.GroupedFfnMatchesTheReference/*:*GgufInt8*:*Mxfp4Int8*}
+gtest_filter=${HYMOE_EMU_GTEST_FILTER--*/avx2:Isas/QuantFormatTest.GroupedFfnMatchesTheReference/*:Isas/GgufKernelTest.GroupedFfnMatchesTheReferenceInEveryType/*:*GgufInt8*:*Mxfp4Int8*}
 work=$PWD/build/avx512-emu
 script_start=$(date +%s)
 

@@ -147,7 +147,10 @@ TEST_P(GroupedFfnFastTest, MatchesReferenceOnRaggedBatches) {
       {1, 2, 5, mr_, mr_ + 1, 2 * mr_},     // rows around MR
   };
   // The last pair spans three K blocks in the gate/up GEMM and two in the down GEMM: the accumulation across K
-  // blocks and the prefetch of the next K block's first panel.
+  // blocks and the prefetch of the next K block's first panel. It runs with one gated and one ungated activation
+  // (their panels differ): the activation is an epilogue over the hidden columns after the whole K, which the
+  // smaller pairs cover for every activation, and this pair is most of the test's time (under the emulated AVX-512
+  // run too).
   const std::vector<std::pair<int64_t, int64_t>> dims = {{1, 1}, {17, 9}, {16, 24}, {33, 31}, {2 * kKc + 37, kKc + 11}};
   uint64_t seed = 1;
   for (Activation act : {Activation::kSwiGLU, Activation::kGelu, Activation::kRelu, Activation::kGeGLU,
@@ -156,6 +159,7 @@ TEST_P(GroupedFfnFastTest, MatchesReferenceOnRaggedBatches) {
       for (auto [dim, hidden] : dims)
         for (const auto& rows : batches) {
           if (rows.size() == 4 && dim > 17) continue;  // the big batch once per dtype/activation is enough
+          if (dim > kKc && act != Activation::kSwiGLU && act != Activation::kGelu) continue;
           const Problem p(act, dt, dim, hidden, rows, seed++);
           const auto fast = make_grouped_ffn_packed(p.shape, p.views, GetParam());
           const auto ref = make_grouped_ffn_ref(p.shape, p.views);
