@@ -368,9 +368,13 @@ TEST_P(QuantFormatTest, Fp8DotFormatWhereTheIsaHasIt) {
 
 // The grouped FFN on the bf16-dot fp8 format (the default where the ISA has it) against the reference with
 // bf16-rounded activations and exact weights, on the awkward shapes of GroupedFfnMatchesTheReference; the same
-// bits for one and two threads.
+// bits for one and two threads. An ISA below AVX512_BF16 has no such format (as Fp8DotFormatWhereTheIsaHasIt
+// checks) and nothing to run; not a skip, which the emulated AVX-512 run counts as a test that did not run.
 TEST_P(QuantFormatTest, Fp8DotGroupedFfnMatchesTheRoundedReference) {
-  if (!ik_->format(WeightFormat::kFp8Block128Dot)) GTEST_SKIP() << "no fp8 dot format on " << isa_name(GetParam());
+  if (!ik_->format(WeightFormat::kFp8Block128Dot)) {
+    EXPECT_LT(GetParam(), Isa::kAvx512Bf16);
+    return;
+  }
   GroupedFfnOptions o;
   o.quant = QuantCompute::kAuto;
   uint64_t seed = 900;
