@@ -139,6 +139,21 @@ TEST(FormatPackTest, ActivationPanelsRoundRowsAndCarryTheQ8Correction) {
     }
 }
 
+// The driver reads a format's unit sizes from its GemmFormat entry, where they are fixed when the entry is defined:
+// every entry of every ISA's table must hold its format's own (an entry that set them by position would not).
+TEST(GemmFormatTableTest, EntriesHoldTheirFormatsUnitSizes) {
+  int checked = 0;
+  for (Isa isa : {Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Vnni, Isa::kAvx512Bf16})
+    for (const GemmFormat* f : isa_kernels(isa)->formats) {
+      EXPECT_EQ(f->unit_k, k_unit(f->format)) << f->name;
+      EXPECT_EQ(f->a_unit_bytes(), activation_unit_bytes(f->format, f->mr)) << f->name;
+      EXPECT_EQ(f->b_unit_bytes(), weight_unit_bytes(f->format, f->nr)) << f->name;
+      EXPECT_EQ(f->gguf_int8, is_gguf_int8_format(f->format)) << f->name;
+      ++checked;
+    }
+  EXPECT_GT(checked, 4 * 20);
+}
+
 class FormatKernelTest : public test::IsaKernelsTest {};
 
 // Every m in 1..MR, K around the units and the K block and primes, with and without accumulate: the micro-kernel

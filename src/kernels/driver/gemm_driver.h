@@ -151,7 +151,7 @@ void run_gemm_groups(const GemmFormat& f, const std::vector<GemmGroup>& groups, 
   const int64_t scratch_floats = max_rows * ldc;
   float* const scratch = ws.floats(scratch_floats * threads);
   // K blocks of kKc, or of one k unit where that is longer (the grid types' 256: gemm_kernels.h).
-  const int64_t kc_block = std::max<int64_t>(kKc, k_unit(f.format));
+  const int64_t kc_block = std::max<int64_t>(kKc, f.unit_k);
   // One expanded weight block per thread (formats with an expanded form): 8 KiB for fp8 at kKc = 128, in L1.
   const int64_t expanded_floats = f.gemm_expanding ? (f.units(kc_block) * f.expanded_unit_bytes + 63) / 64 * 16 : 0;
   float* const expanded = f.gemm_expanding ? ws.floats(expanded_floats * threads) : nullptr;
@@ -215,7 +215,7 @@ void run_gemm_groups(const GemmFormat& f, const std::vector<GemmGroup>& groups, 
     const GemmTile& tile = tiles[static_cast<size_t>(t)];
     const GemmGroup& g = groups[static_cast<size_t>(tile.group)];
     float* c = scratch + thread * scratch_floats;  // (rows, np * NR) result tile
-    const int64_t units = f.units(g.k), unit = k_unit(f.format);
+    const int64_t units = f.units(g.k), unit = f.unit_k;
     const int64_t a_micro_panel = units * f.a_unit_bytes();
     const char* const ap = a_packed + a_off[static_cast<size_t>(tile.group)] + tile.r0 / f.mr * a_micro_panel;
     const int64_t panel_bytes = units * f.b_unit_bytes();
@@ -229,12 +229,12 @@ void run_gemm_groups(const GemmFormat& f, const std::vector<GemmGroup>& groups, 
     // beside the weights (128 columns of 0.5-1 byte a k). The f32 and bf16 formats do so only within
     // kFewWholeKActivationBytes (an f32 row panel: kMr rows of K floats, 96 KiB at K = 2048 and 12 rows).
     int64_t p_done = 0;  // panels already finished over all of K
-    const bool whole_k = is_gguf_int8_format(f.format) || a_micro_panel <= kFewWholeKActivationBytes;
+    const bool whole_k = f.gguf_int8 || a_micro_panel <= kFewWholeKActivationBytes;
     if (tile.rows <= f.few_rows_max && whole_k)
       for (const int per = kFewRowsPanels[tile.rows]; p_done + per <= tile.np; p_done += per)
         f.gemm_few(static_cast<int>(tile.rows), g.k, ap, weights + (tile.p0 + p_done) * panel_bytes, panel_bytes,
                    c + p_done * f.nr, ldc, false);
-    for (int64_t k0 = 0; k0 < g.k; k0 += kc_block) {
+    for (int64_t k0 = 0; p_done < tile.np && k0 < g.k; k0 += kc_block) {
       const int64_t kc = std::min(kc_block, g.k - k0);
       const int64_t a_k0 = k0 / unit * f.a_unit_bytes(), b_k0 = k0 / unit * f.b_unit_bytes();
       const int64_t block_bytes = (kc + unit - 1) / unit * f.b_unit_bytes();
