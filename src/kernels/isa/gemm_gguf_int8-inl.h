@@ -336,6 +336,17 @@ void int8_tile(int64_t units, const uint8_t* a, const uint8_t* b, int64_t panel_
   store_tile_acc<M, P>(acc, c, ldc);
 }
 
+// Zeroes the integer sums of the halves [H0, H0 + NH) of P panels' columns, for M rows: where compact_halves and
+// super_halves start their unit.
+template <int M, int P, int H0, int NH>
+[[gnu::always_inline]] inline void clear_halves(typename V::ivec (&isum)[M][2 * P]) {
+  HYMOE_INT8_UNROLL(8)
+  for (int i = 0; i < M; ++i)
+    HYMOE_INT8_UNROLL(4)
+    for (int p = 0; p < P; ++p)
+      for (int h = H0; h < H0 + NH; ++h) isum[i][2 * p + h] = V::set1_i32(0);
+}
+
 // The halves [H0, H0 + NH) of the columns of P compact panels (panel p at ub + p * panel_stride) over a 256-k unit
 // (compact_int8_tile): isum[i][2p + h] = the sum over the sub-units of sc * dot. The dot's chain starts at
 // -code_bias * the row's sum of the sub-unit (Q6_K's 32; IQ4_XS's codes go the Q8_0 way, against -128 * sum), then
@@ -350,11 +361,7 @@ template <WeightFormat F, int M, int P, int H0, int NH>
   using ivec = typename V::ivec;
   constexpr GgufCompactLayout kC = gguf_compact_layout(L::kL, kNr);
   constexpr bool kScaledPairs = V::kPairSums && kPairChunk<F> > 1 && L::kL.code_bias == 0;
-  HYMOE_INT8_UNROLL(8)
-  for (int i = 0; i < M; ++i)
-    HYMOE_INT8_UNROLL(4)
-    for (int p = 0; p < P; ++p)
-      for (int h = H0; h < H0 + NH; ++h) isum[i][2 * p + h] = V::set1_i32(0);
+  clear_halves<M, P, H0, NH>(isum);
   HYMOE_INT8_UNROLL(2)
   for (int sub = 0; sub < kC.subs; ++sub) {
     hint.unit();
@@ -492,11 +499,7 @@ template <WeightFormat F, int M, int P, int H0, int NH>
   constexpr GgufSuperLayout kL = gguf_super_layout(gguf_int8_layout(F), kNr);
   constexpr int64_t kSubA = (16 + 8) * int64_t{kIntRows<F>};
   constexpr bool kThreeBit = kSuperThreeBit<F>, kUnitFactors = kSuperUnitFactors<F>;
-  HYMOE_INT8_UNROLL(8)
-  for (int i = 0; i < M; ++i)
-    HYMOE_INT8_UNROLL(4)
-    for (int p = 0; p < P; ++p)
-      for (int h = H0; h < H0 + NH; ++h) isum[i][2 * p + h] = V::set1_i32(0);
+  clear_halves<M, P, H0, NH>(isum);
   HYMOE_INT8_UNROLL(2)
   for (int s = 0; s < kSubs; ++s) {
     const uint8_t* as = au + s * kSubA;
