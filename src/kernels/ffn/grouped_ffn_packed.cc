@@ -1,17 +1,14 @@
 // The fast grouped FFN: weights packed once at construction into the ISA's panels, gate and up interleaved in one
 // weight format and down in one (the same, except for GGUF layers whose down projection has a type of its own), then
 // per run two phases of tiles over all groups together: gate/up with the fused activation epilogue writing the
-// hidden rows once, and down with the fused row-scale epilogue writing y. Weights need not outlive the object. The
-// panels of every group lie in one PanelMemory (huge pages), a region per group.
+// hidden rows once, and down with the fused row-scale epilogue writing y. Weights need not outlive the object.
 #include <algorithm>
-#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "hymoe/error.h"
 #include "kernels/driver/gemm_driver.h"
-#include "kernels/driver/panel_memory.h"
 #include "kernels/ffn/grouped_ffn_impl.h"
 
 namespace hymoe::kernels {
@@ -29,17 +26,7 @@ class GroupedFfnPacked final : public GroupedFfn {
     // The vector SwiGLU takes whole vectors of the ISA: a format with narrower panels (the GGUF formats' AVX2
     // kernels on an AVX-512 ISA) takes AVX2's, which every AVX-512 machine runs.
     swiglu_ = first_format_->nr % ik.nr == 0 ? ik.swiglu : isa_kernels_avx2().swiglu;
-    packed_.resize(weights.size());
-    for (size_t g = 0; g < weights.size(); ++g) {
-      Packing p = pack(weights[g]);
-      if (g == 0) {  // every group packs to the same bytes (one shape, one format each): one region per group
-        first_bytes_ = static_cast<int64_t>(p.first.bytes());
-        down_offset_ = (first_bytes_ + kRegionAlign - 1) / kRegionAlign * kRegionAlign;
-        down_bytes_ = static_cast<int64_t>(p.down.bytes());
-        memory_ = PanelMemory(static_cast<int64_t>(weights.size()), down_offset_ + down_bytes_);
-      }
-      store(static_cast<int64_t>(g), std::move(p));
-    }
+    for (const auto& w : weights) packed_.push_back(pack(w));
     released_.assign(packed_.size(), 0);
     // A layer whose down projection has a format of its own names both: grouped_ffn_q4_kw_f32+q6_kw_f32_4x16__avx2.
     name_ = std::string("grouped_ffn_") + weight_format_operands(first_format) +
@@ -65,9 +52,10 @@ class GroupedFfnPacked final : public GroupedFfn {
     // Phase 1: hidden = act(x . [gate|up]) per group.
     std::vector<GemmGroup> groups(static_cast<size_t>(G));
     for (int64_t g = 0; g < G; ++g) {
+      const PackedMatrix& p = packed_[static_cast<size_t>(g)].first;
       GemmGroup& gr = groups[static_cast<size_t>(g)];
       gr = {args.x + (args.x_rows ? 0 : args.offsets[g] * D), D, args.x_rows ? args.x_rows + args.offsets[g] : nullptr,
-            args.offsets[g + 1] - args.offsets[g], D, memory_.region(g), packed_[static_cast<size_t>(g)].first_panels};
+            args.offsets[g + 1] - args.offsets[g], D, p.data(), p.panels};
     }
     run_gemm_groups(*first_format_, groups, *ws, [&](const GemmTile& t, const float* c, int64_t ldc) {
       const int64_t row0 = args.offsets[t.group] + t.r0;
@@ -106,8 +94,9 @@ class GroupedFfnPacked final : public GroupedFfn {
 
     // Phase 2: y = scale * (hidden . down) per group.
     for (int64_t g = 0; g < G; ++g) {
+      const PackedMatrix& p = packed_[static_cast<size_t>(g)].down;
       groups[static_cast<size_t>(g)] = {hidden + args.offsets[g] * H, H, nullptr, args.offsets[g + 1] - args.offsets[g],
-                                        H, memory_.region(g) + down_offset_, packed_[static_cast<size_t>(g)].down_panels};
+                                        H, p.data(), p.panels};
     }
     const int down_nr = down_format_->nr;
     run_gemm_groups(*down_format_, groups, *ws, [&](const GemmTile& t, const float* c, int64_t ldc) {
@@ -132,40 +121,31 @@ class GroupedFfnPacked final : public GroupedFfn {
   void release_group(int64_t g) override {
     HYMOE_CHECK(g >= 0 && g < shape_.num_groups, "release_group: group ", g, " of ", shape_.num_groups);
     packed_[static_cast<size_t>(g)] = Packed{};
-    memory_.release(g);
     released_[static_cast<size_t>(g)] = 1;
   }
   void restore_group(int64_t g, const MlpWeightsView& w) override {
     HYMOE_CHECK(g >= 0 && g < shape_.num_groups, "restore_group: group ", g, " of ", shape_.num_groups);
     validate_grouped_ffn_weights(GroupedFfnShape{1, shape_.dim, shape_.hidden, shape_.activation}, {&w, 1});
-    store(g, pack(w));
+    packed_[static_cast<size_t>(g)] = pack(w);
     released_[static_cast<size_t>(g)] = 0;
   }
   bool group_released(int64_t g) const override { return released_[static_cast<size_t>(g)] != 0; }
   int64_t weight_bytes() const override {
     int64_t n = 0;
-    for (size_t g = 0; g < packed_.size(); ++g) {
-      const Packed& p = packed_[g];
-      if (!released_[g]) n += first_bytes_ + down_bytes_;
-      n += static_cast<int64_t>((p.gate_bias.size() + p.up_bias.size() + p.down_bias.size()) * sizeof(float));
-    }
+    for (const Packed& p : packed_)
+      n += static_cast<int64_t>(p.first.bytes() + p.down.bytes() +
+                                (p.gate_bias.size() + p.up_bias.size() + p.down_bias.size()) * sizeof(float));
     return n;
   }
 
  private:
-  // A group's panels as packed, before they move into its region of memory_.
-  struct Packing {
+  struct Packed {
     PackedMatrix first;  // gate/up interleaved (gated) or up: // (H / (NR/2) or H / NR, dim, NR)
     PackedMatrix down;   // (dim / NR, hidden, NR)
     std::vector<float> gate_bias, up_bias, down_bias;  // (hidden), (hidden), (dim); empty without biases
   };
-  // A group as run: its panels in region g of memory_, first's at its start and down's at down_offset_.
-  struct Packed {
-    int64_t first_panels = 0, down_panels = 0;
-    std::vector<float> gate_bias, up_bias, down_bias;
-  };
-  Packing pack(const MlpWeightsView& w) const {
-    Packing p;
+  Packed pack(const MlpWeightsView& w) const {
+    Packed p;
     p.first = is_gated(shape_.activation) ? pack_gate_up(w.gate, w.up, first_format_->nr, first_wf_)
                                           : pack_matrix(w.up, first_format_->nr, first_wf_);
     p.down = pack_matrix(w.down, down_format_->nr, down_wf_);
@@ -174,19 +154,6 @@ class GroupedFfnPacked final : public GroupedFfn {
     if (w.down_bias) p.down_bias.assign(w.down_bias, w.down_bias + shape_.dim);
     return p;
   }
-  void store(int64_t g, Packing p) {
-    HYMOE_CHECK(static_cast<int64_t>(p.first.bytes()) == first_bytes_ && static_cast<int64_t>(p.down.bytes()) == down_bytes_,
-                "group ", g, " packs to ", p.first.bytes(), " + ", p.down.bytes(), " bytes, the layer's groups to ",
-                first_bytes_, " + ", down_bytes_);
-    uint8_t* const region = memory_.region(g);
-    std::memcpy(region, p.first.data(), static_cast<size_t>(first_bytes_));
-    std::memcpy(region + down_offset_, p.down.data(), static_cast<size_t>(down_bytes_));
-    packed_[static_cast<size_t>(g)] = {p.first.panels, p.down.panels, std::move(p.gate_bias), std::move(p.up_bias),
-                                       std::move(p.down_bias)};
-  }
-
-  // Down's panels start on a page of the group's region, as its region does.
-  static constexpr int64_t kRegionAlign = 4096;
 
   GroupedFfnShape shape_;
   const IsaKernels& ik_;
@@ -196,8 +163,6 @@ class GroupedFfnPacked final : public GroupedFfn {
   std::vector<uint8_t> released_;  // (G) 1 where release_group freed the group's panels
   SwigluFn swiglu_;
   std::vector<Packed> packed_;
-  PanelMemory memory_;  // region g: group g's first panels, then (at down_offset_) its down panels
-  int64_t first_bytes_ = 0, down_offset_ = 0, down_bytes_ = 0;
   std::string name_;
 };
 
