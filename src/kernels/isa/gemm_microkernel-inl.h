@@ -193,19 +193,25 @@ void gemm_few_rows(int m, int64_t kc, const Act<W>* a, const W* b, int64_t panel
 //
 // Blocking: register blocks of 4 tokens x 3 rows (12 chains, 7 loads for 12 FMAs), over k blocks of kDotKc when
 // there are several blocks of tokens, so a block of tokens stays in L1 while the rows stream from L2; the chains
-// wait in `acc` between k blocks (a store and a load are exact, so the blocking never changes a bit).
+// wait in `acc` between k blocks (a store and a load are exact, so the blocking never changes a bit). The tokens'
+// k block is copied into rows kDotXLd floats apart first: in rows of a power-of-two length (the 2048 of both target
+// models) every token's line of the same k falls in one set of the 8-way L1. Qwen3-30B-A3B's router (2048 x 128)
+// on 2 threads of Zen 4, four alternating pairs: 0.77-0.83x the time at 512 tokens, 0.75-0.80x at 32
+// (docs/performance.md, "The router and the combine beside the experts").
 constexpr int kDotTt = 4, kDotNn = 3;  // the register block; the call's limits are kDotMaxTokens x kDotMaxRows
 constexpr int64_t kDotKc = 512;
+constexpr int64_t kDotXLd = kDotKc + 16;  // one line past the block: consecutive tokens' lines in different sets
 
+// len k (a whole number of vectors) from x and w on.
 template <int TT, int NN>
-void dot_block(int64_t k0, int64_t k1, const float* x, int64_t ldx, const float* w, int64_t ldw,
-               typename V::vec* acc, int acc_ld) {
+void dot_block(int64_t len, const float* x, int64_t ldx, const float* w, int64_t ldw, typename V::vec* acc,
+               int acc_ld) {
   typename V::vec a[TT][NN];
 #pragma GCC unroll 4
   for (int t = 0; t < TT; ++t)
 #pragma GCC unroll 4
     for (int j = 0; j < NN; ++j) a[t][j] = acc[t * acc_ld + j];
-  for (int64_t i = k0; i < k1; i += V::kWidth) {
+  for (int64_t i = 0; i < len; i += V::kWidth) {
     typename V::vec wv[NN];
 #pragma GCC unroll 4
     for (int j = 0; j < NN; ++j) wv[j] = V::load(w + j * ldw + i);
@@ -229,12 +235,12 @@ void dot_block(int64_t k0, int64_t k1, const float* x, int64_t ldx, const float*
 }
 
 template <int TT>
-void dot_block_rows(int nn, int64_t k0, int64_t k1, const float* x, int64_t ldx, const float* w, int64_t ldw,
+void dot_block_rows(int nn, int64_t len, const float* x, int64_t ldx, const float* w, int64_t ldw,
                     typename V::vec* acc, int acc_ld) {
   switch (nn) {
-    case 3: return dot_block<TT, 3>(k0, k1, x, ldx, w, ldw, acc, acc_ld);
-    case 2: return dot_block<TT, 2>(k0, k1, x, ldx, w, ldw, acc, acc_ld);
-    default: return dot_block<TT, 1>(k0, k1, x, ldx, w, ldw, acc, acc_ld);
+    case 3: return dot_block<TT, 3>(len, x, ldx, w, ldw, acc, acc_ld);
+    case 2: return dot_block<TT, 2>(len, x, ldx, w, ldw, acc, acc_ld);
+    default: return dot_block<TT, 1>(len, x, ldx, w, ldw, acc, acc_ld);
   }
 }
 
@@ -245,20 +251,29 @@ void dot_rows(int64_t k, const float* x, int64_t ldx, int tokens, const float* w
   for (int i = 0; i < tokens * kDotMaxRows; ++i) acc[i] = V::zero();
   const int64_t vector_end = k / V::kWidth * V::kWidth;
   // With one register block of tokens the rows are read once anyway: no k blocks, so each row streams whole.
-  const int64_t kc = tokens > kDotTt ? kDotKc : (vector_end > 0 ? vector_end : 1);
+  const bool blocked = tokens > kDotTt;
+  const int64_t kc = blocked ? kDotKc : (vector_end > 0 ? vector_end : 1);
+  alignas(64) float x_block[kDotMaxTokens * kDotXLd];  // 33 KiB of stack
   for (int64_t k0 = 0; k0 < vector_end; k0 += kc) {
-    const int64_t k1 = k0 + kc < vector_end ? k0 + kc : vector_end;
+    const int64_t len = k0 + kc < vector_end ? kc : vector_end - k0;
+    const float* xk = x + k0;  // the tokens' k block, and its row stride
+    int64_t xld = ldx;
+    if (blocked) {
+      for (int t = 0; t < tokens; ++t) std::memcpy(x_block + t * kDotXLd, x + t * ldx + k0, len * sizeof(float));
+      xk = x_block;
+      xld = kDotXLd;
+    }
     for (int t = 0; t < tokens; t += kDotTt)
       for (int j = 0; j < n; j += kDotNn) {
         const int tt = tokens - t < kDotTt ? tokens - t : kDotTt, nn = n - j < kDotNn ? n - j : kDotNn;
-        const float* xt = x + t * ldx;
-        const float* wj = w + j * ldw;
+        const float* xt = xk + t * xld;
+        const float* wj = w + j * ldw + k0;
         typename V::vec* a = acc + t * kDotMaxRows + j;
         switch (tt) {
-          case 4: dot_block_rows<4>(nn, k0, k1, xt, ldx, wj, ldw, a, kDotMaxRows); break;
-          case 3: dot_block_rows<3>(nn, k0, k1, xt, ldx, wj, ldw, a, kDotMaxRows); break;
-          case 2: dot_block_rows<2>(nn, k0, k1, xt, ldx, wj, ldw, a, kDotMaxRows); break;
-          default: dot_block_rows<1>(nn, k0, k1, xt, ldx, wj, ldw, a, kDotMaxRows); break;
+          case 4: dot_block_rows<4>(nn, len, xt, xld, wj, ldw, a, kDotMaxRows); break;
+          case 3: dot_block_rows<3>(nn, len, xt, xld, wj, ldw, a, kDotMaxRows); break;
+          case 2: dot_block_rows<2>(nn, len, xt, xld, wj, ldw, a, kDotMaxRows); break;
+          default: dot_block_rows<1>(nn, len, xt, xld, wj, ldw, a, kDotMaxRows); break;
         }
       }
   }
