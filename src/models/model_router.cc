@@ -83,8 +83,6 @@ Routing route_model_tokens(const RouterOptions& o, const ModelRouterWeights& w, 
   r.scores.resize(r.logits.size());
   r.indices.resize(static_cast<size_t>(T * K));
   r.router_weights.resize(static_cast<size_t>(T * K));
-  std::vector<double> weight_score(static_cast<size_t>(E)), select(static_cast<size_t>(E));
-  std::vector<int32_t> chosen;
   if (o.scoring == RouterScoring::kSparseMixer) {
     HYMOE_CHECK(K == 2, "the sparsemixer selects 2 experts");
     for (int64_t t = 0; t < T; ++t) {
@@ -103,62 +101,70 @@ Routing route_model_tokens(const RouterOptions& o, const ModelRouterWeights& w, 
     r.expert_counts = router_detail::count_assignments(r);
     return r;
   }
-  for (int64_t t = 0; t < T; ++t) {
-    const float* l = r.logits.data() + t * E;
-    switch (o.scoring) {
-      case RouterScoring::kSoftmax: {
-        const double m = *std::max_element(l, l + E);
-        double sum = 0.0;
-        for (int64_t e = 0; e < E; ++e) sum += std::exp(static_cast<double>(l[e]) - m);
-        for (int64_t e = 0; e < E; ++e) weight_score[e] = select[e] = std::exp(static_cast<double>(l[e]) - m) / sum;
-        break;
+  // Every token on its own (its scores, selection and weights), in blocks on the pool: the same bits for any
+  // thread count.
+  router_detail::for_token_blocks(T, [&](int64_t t0, int64_t t1) {
+    std::vector<double> weight_score(static_cast<size_t>(E)), select(static_cast<size_t>(E));
+    std::vector<int32_t> chosen;
+    for (int64_t t = t0; t < t1; ++t) {
+      const float* l = r.logits.data() + t * E;
+      switch (o.scoring) {
+        case RouterScoring::kSoftmax: {
+          const double m = *std::max_element(l, l + E);
+          double sum = 0.0;  // each exponential taken once, kept for the division
+          for (int64_t e = 0; e < E; ++e) sum += weight_score[e] = std::exp(static_cast<double>(l[e]) - m);
+          for (int64_t e = 0; e < E; ++e) weight_score[e] = select[e] = weight_score[e] / sum;
+          break;
+        }
+        case RouterScoring::kSigmoid:
+          for (int64_t e = 0; e < E; ++e)
+            weight_score[e] = select[e] = 1.0 / (1.0 + std::exp(-static_cast<double>(l[e])));
+          break;
+        case RouterScoring::kSqrtSoftplus:  // softplus(x) = max(x, 0) + log1p(exp(-|x|)), without overflow
+          for (int64_t e = 0; e < E; ++e) {
+            const double x = l[e];
+            weight_score[e] = select[e] = std::sqrt(std::max(x, 0.0) + std::log1p(std::exp(-std::abs(x))));
+          }
+          break;
+        case RouterScoring::kLogitsThenSigmoid:
+          for (int64_t e = 0; e < E; ++e) {
+            select[e] = l[e];
+            weight_score[e] = 1.0 / (1.0 + std::exp(-static_cast<double>(l[e])));
+          }
+          break;
+        case RouterScoring::kSoftmaxOverTopKLogits:
+        case RouterScoring::kSparseMixer:  // handled above
+          for (int64_t e = 0; e < E; ++e) weight_score[e] = select[e] = l[e];
+          break;
       }
-      case RouterScoring::kSigmoid:
-        for (int64_t e = 0; e < E; ++e) weight_score[e] = select[e] = 1.0 / (1.0 + std::exp(-static_cast<double>(l[e])));
-        break;
-      case RouterScoring::kSqrtSoftplus:  // softplus(x) = max(x, 0) + log1p(exp(-|x|)), without overflow
-        for (int64_t e = 0; e < E; ++e) {
-          const double x = l[e];
-          weight_score[e] = select[e] = std::sqrt(std::max(x, 0.0) + std::log1p(std::exp(-std::abs(x))));
-        }
-        break;
-      case RouterScoring::kLogitsThenSigmoid:
-        for (int64_t e = 0; e < E; ++e) {
-          select[e] = l[e];
-          weight_score[e] = 1.0 / (1.0 + std::exp(-static_cast<double>(l[e])));
-        }
-        break;
-      case RouterScoring::kSoftmaxOverTopKLogits:
-      case RouterScoring::kSparseMixer:  // handled above
-        for (int64_t e = 0; e < E; ++e) weight_score[e] = select[e] = l[e];
-        break;
+      // The bias is added in float32, as transformers and ggml add two float32 tensors, to what the selection ranks
+      // (the scores, or Kolibri-1's logits).
+      if (o.selection_bias)
+        for (int64_t e = 0; e < E; ++e)
+          select[e] = static_cast<double>(static_cast<float>(select[e]) + w.selection_bias[static_cast<size_t>(e)]);
+      for (int64_t e = 0; e < E; ++e) r.scores[static_cast<size_t>(t * E + e)] = static_cast<float>(select[e]);
+      if (o.group_limited) limit_to_best_groups(o, E, select.data());
+      top_indices(select.data(), E, K, chosen);
+      double* wk = weight_score.data();  // reused below for the K chosen weights
+      std::vector<double> v(static_cast<size_t>(K));
+      for (int64_t k = 0; k < K; ++k) v[k] = wk[chosen[k]];
+      if (o.scoring == RouterScoring::kSoftmaxOverTopKLogits) {
+        const double largest = v[0];
+        double sum = 0.0;
+        for (int64_t k = 0; k < K; ++k) sum += std::exp(v[k] - largest);
+        for (int64_t k = 0; k < K; ++k) v[k] = std::exp(v[k] - largest) / sum;
+      }
+      if (o.normalize) {
+        const double sum =
+            std::max(std::accumulate(v.begin(), v.end(), 0.0) + o.normalize_epsilon, o.normalize_min_sum);
+        for (double& x : v) x /= sum;
+      }
+      for (int64_t k = 0; k < K; ++k) {
+        r.indices[static_cast<size_t>(t * K + k)] = chosen[static_cast<size_t>(k)];
+        r.router_weights[static_cast<size_t>(t * K + k)] = static_cast<float>(v[k] * o.scaling_factor);
+      }
     }
-    // The bias is added in float32, as transformers and ggml add two float32 tensors, to what the selection ranks
-    // (the scores, or Kolibri-1's logits).
-    if (o.selection_bias)
-      for (int64_t e = 0; e < E; ++e)
-        select[e] = static_cast<double>(static_cast<float>(select[e]) + w.selection_bias[static_cast<size_t>(e)]);
-    for (int64_t e = 0; e < E; ++e) r.scores[static_cast<size_t>(t * E + e)] = static_cast<float>(select[e]);
-    if (o.group_limited) limit_to_best_groups(o, E, select.data());
-    top_indices(select.data(), E, K, chosen);
-    double* wk = weight_score.data();  // reused below for the K chosen weights
-    std::vector<double> v(static_cast<size_t>(K));
-    for (int64_t k = 0; k < K; ++k) v[k] = wk[chosen[k]];
-    if (o.scoring == RouterScoring::kSoftmaxOverTopKLogits) {
-      const double largest = v[0];
-      double sum = 0.0;
-      for (int64_t k = 0; k < K; ++k) sum += std::exp(v[k] - largest);
-      for (int64_t k = 0; k < K; ++k) v[k] = std::exp(v[k] - largest) / sum;
-    }
-    if (o.normalize) {
-      const double sum = std::max(std::accumulate(v.begin(), v.end(), 0.0) + o.normalize_epsilon, o.normalize_min_sum);
-      for (double& x : v) x /= sum;
-    }
-    for (int64_t k = 0; k < K; ++k) {
-      r.indices[static_cast<size_t>(t * K + k)] = chosen[static_cast<size_t>(k)];
-      r.router_weights[static_cast<size_t>(t * K + k)] = static_cast<float>(v[k] * o.scaling_factor);
-    }
-  }
+  });
   r.weights = r.router_weights;
   r.dropped.assign(r.weights.size(), 0);
   r.expert_counts = router_detail::count_assignments(r);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "hymoe/moe.h"
@@ -12,6 +13,10 @@ namespace hymoe::router_detail {
 
 // logits (T, E) = x (T, D) . gate^T, gate (E, D); a float32 GEMM on the grouped kernels (as PyTorch computes it).
 std::vector<float> gate_logits(const Tensor& x, const Tensor& gate);
+
+// Runs fn(t0, t1) over consecutive blocks of the tokens [0, T) on the thread pool. fn must write only its tokens'
+// outputs (and its own scratch), so every token's result is the same bits for any thread count.
+void for_token_blocks(int64_t T, const std::function<void(int64_t t0, int64_t t1)>& fn);
 
 // For each token, the top_k columns of scores (T, E) in descending order; ties go to the lower expert index.
 // Fills routing.indices and routing.router_weights (selected scores divided by their sum).

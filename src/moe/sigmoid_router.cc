@@ -35,12 +35,14 @@ class SigmoidTopKRouter final : public Router {
     r.num_experts = E;
     r.logits = gate_logits(x, gate_);
     r.scores.resize(r.logits.size());
-    for (int64_t t = 0; t < T; ++t)
-      for (int64_t e = 0; e < E; ++e) {
-        const size_t i = static_cast<size_t>(t * E + e);
-        const float biased = r.logits[i] + expert_bias_[e];  // float32 add, as PyTorch does
-        r.scores[i] = static_cast<float>(1.0 / (1.0 + std::exp(-static_cast<double>(biased))));
-      }
+    for_token_blocks(T, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t)
+        for (int64_t e = 0; e < E; ++e) {
+          const size_t i = static_cast<size_t>(t * E + e);
+          const float biased = r.logits[i] + expert_bias_[e];  // float32 add, as PyTorch does
+          r.scores[i] = static_cast<float>(1.0 / (1.0 + std::exp(-static_cast<double>(biased))));
+        }
+    });
     select_top_k(r.scores, T, E, K, r);
     r.expert_counts = count_assignments(r);
     if (mode == Mode::kTrain) update_balance_state(r.expert_counts, T, K);

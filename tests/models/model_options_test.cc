@@ -5,10 +5,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "hymoe/error.h"
 #include "hymoe/model.h"
+#include "hymoe/threads.h"
 #include "kernels/ffn/grouped_ffn.h"
 #include "models/model_router.h"
 
@@ -501,6 +503,49 @@ TEST(ModelFamilies, BlocksOfOtherFamiliesUnderTheirOwnDefaults) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("missing object 'text_config'"), std::string::npos) << e.what();
   }
+}
+
+// The router runs its tokens in blocks on the pool (router_detail::for_token_blocks): every scoring gives the same
+// bits for any thread count, and each token the bits it gets routed alone. 37 tokens: blocks of 8 and a remainder.
+TEST(ModelRouterOptions, EveryScoringGivesTheSameBitsForAnyThreadCountAndAlone) {
+  const int64_t T = 37, E = 16, K = 4;
+  std::vector<float> logits(static_cast<size_t>(T * E));
+  for (size_t i = 0; i < logits.size(); ++i) logits[i] = static_cast<float>((i * 2654435761u) % 2001) * 0.004f - 4.0f;
+  ModelRouterWeights w;
+  w.weight = Tensor(Shape{E, E});
+  for (int64_t e = 0; e < E; ++e) w.weight[e * E + e] = 1.0f;
+  const Tensor x(Shape{T, E}, logits);
+  const int before = num_threads();
+  for (const RouterScoring scoring : {RouterScoring::kSoftmax, RouterScoring::kSigmoid, RouterScoring::kSqrtSoftplus,
+                                      RouterScoring::kLogitsThenSigmoid, RouterScoring::kSoftmaxOverTopKLogits}) {
+    for (const bool grouped : {false, true}) {
+      RouterOptions o;
+      o.scoring = scoring;
+      o.normalize = true;
+      if (grouped) {
+        o.group_limited = true;
+        o.n_group = 4;
+        o.top_group = 2;
+      }
+      SCOPED_TRACE(testing::Message() << "scoring " << static_cast<int>(scoring) << (grouped ? " grouped" : ""));
+      set_num_threads(1);
+      const Routing one = route_model_tokens(o, w, x, K);
+      for (const int threads : {2, 3}) {
+        set_num_threads(threads);
+        const Routing r = route_model_tokens(o, w, x, K);
+        EXPECT_EQ(r.indices, one.indices) << threads << " threads";
+        EXPECT_EQ(0, std::memcmp(r.router_weights.data(), one.router_weights.data(), one.router_weights.size() * 4));
+        EXPECT_EQ(0, std::memcmp(r.scores.data(), one.scores.data(), one.scores.size() * 4));
+      }
+      for (const int64_t t : {int64_t{0}, int64_t{9}, T - 1}) {
+        const auto row = logits.begin() + t * E;
+        const Routing alone = route_model_tokens(o, w, Tensor(Shape{1, E}, std::vector<float>(row, row + E)), K);
+        EXPECT_EQ(0, std::memcmp(alone.router_weights.data(), one.router_weights.data() + t * K, K * 4)) << t;
+        for (int64_t k = 0; k < K; ++k) EXPECT_EQ(alone.indices[k], one.indices[t * K + k]) << t;
+      }
+    }
+  }
+  set_num_threads(before);
 }
 
 }  // namespace

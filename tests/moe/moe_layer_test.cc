@@ -3,10 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <map>
 
 #include "hymoe/error.h"
 #include "hymoe/moe.h"
+#include "hymoe/threads.h"
 #include "moe/reference_layer.h"
 #include "test_util.h"
 
@@ -358,6 +360,41 @@ TEST(GroupedExpertForward, PublicFunctionsFollowTheirContract) {
   const Tensor s = scale_by_expert_load(y, counts, 3);
   EXPECT_NEAR(s[0], y[0] * (5.0 / 3.0) / 2.0, 1e-6);
   EXPECT_NEAR(s[4 * 4], y[4 * 4] * (5.0 / 3.0) / 3.0, 1e-6);
+}
+
+// The routers run their per-token scores, selections and logsumexps in blocks on the pool: the same routing and
+// losses, bit for bit, for any thread count (41 tokens: blocks of 8 and a remainder).
+TEST(Routers, SameRoutingAndLossesForAnyThreadCount) {
+  for (const std::string router_type : {"softmax_topk", "sigmoid_topk"}) {
+    SCOPED_TRACE(router_type);
+    MoEConfig cfg;
+    cfg.dim = 24;
+    cfg.hidden_dim = 8;
+    cfg.num_experts = 12;
+    cfg.top_k = 3;
+    cfg.router_type = router_type;
+    cfg.sequence_aux_loss_weight = router_type == "sigmoid_topk" ? 0.01 : 0.0;
+    const auto router = make_router(cfg);
+    for (auto& [name, t] : router->named_tensors())
+      for (int64_t i = 0; i < t->numel(); ++i)
+        t->data()[i] = static_cast<float>((static_cast<uint64_t>(i) * 40503u) % 997) * 0.002f - 1.0f;
+    const int64_t T = 41;
+    Tensor x(Shape{T, cfg.dim});
+    for (int64_t i = 0; i < x.numel(); ++i) x.data()[i] = static_cast<float>((i * 2654435761u) % 1009) * 0.002f - 1.0f;
+    const int before = num_threads();
+    set_num_threads(1);
+    const Routing one = router->route(x, Mode::kEval);
+    for (const int threads : {2, 3}) {
+      set_num_threads(threads);
+      const Routing r = router->route(x, Mode::kEval);
+      EXPECT_EQ(r.indices, one.indices) << threads << " threads";
+      EXPECT_EQ(0, std::memcmp(r.router_weights.data(), one.router_weights.data(), one.router_weights.size() * 4));
+      EXPECT_EQ(0, std::memcmp(r.scores.data(), one.scores.data(), one.scores.size() * 4));
+      EXPECT_EQ(0, std::memcmp(&r.z_loss, &one.z_loss, 4));
+      EXPECT_EQ(0, std::memcmp(&r.aux_loss, &one.aux_loss, 4));
+    }
+    set_num_threads(before);
+  }
 }
 
 }  // namespace
