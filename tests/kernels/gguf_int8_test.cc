@@ -424,6 +424,28 @@ TEST_P(GgufInt8KernelTest, GroupedFfnMatchesTheReference) {
   for (const Int8FfnCase& c : kInt8FfnCases) expect_int8_ffn_matches_ref(GetParam(), c);
 }
 
+// Groups of one row that gather the same token (a decode step's top-k experts) share that token's packed
+// micro-panel: the same bits as each group running on its own copy of the row. Eight one-row groups over two
+// tokens, one larger group among them; a units format, a compact one, the super-block form and a grid type.
+TEST_P(GgufInt8KernelTest, OneRowGroupsOfOneTokenShareItsMicroPanel) {
+  for (const auto& [first, down] : {std::pair{WeightFormat::kGgmlQ4_0, WeightFormat::kGgmlQ8_0},
+                                    std::pair{WeightFormat::kGgmlQ4_K, WeightFormat::kGgmlQ6_K},
+                                    std::pair{WeightFormat::kGgmlQ2_K, WeightFormat::kGgmlQ3_K},
+                                    std::pair{WeightFormat::kGgmlIQ2_XXS, WeightFormat::kGgmlQ4_0}}) {
+    SCOPED_TRACE(std::string(weight_format_operands(first)) + "+" + weight_format_operands(down));
+    Rng rng(21);
+    const std::vector<int64_t> sizes{1, 1, 0, 1, 4, 1, 1, 1, 1};
+    const int64_t G = static_cast<int64_t>(sizes.size());
+    const GgufExperts experts(rng, G, 256, 256, first, down);
+    std::vector<int64_t> offsets{0};
+    for (int64_t n : sizes) offsets.push_back(offsets.back() + n);
+    const auto ffn = make_grouped_ffn({G, 256, 256, Activation::kSwiGLU}, experts.views, GetParam(),
+                                      with_quant(QuantCompute::kInt8));
+    const std::vector<float> scale = hymoe::test::random_values(rng, offsets.back());
+    hymoe::test::expect_x_rows_give_the_copied_bits(*ffn, offsets, scale, 2, rng);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Isas, GgufInt8KernelTest,
                          ::testing::Values(Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Vnni, Isa::kAvx512Bf16),
                          hymoe::test::isa_param_name);

@@ -191,6 +191,17 @@ TEST_P(GroupedFfnFastTest, IndexedRowsGiveTheSameBitsAsGatheredRows) {
   }
 }
 
+// Groups of one row that gather the same token share its packed micro-panel (gemm_driver.h): the same bits as on
+// copied rows. Seven one-row groups over two tokens, a larger group among them.
+TEST_P(GroupedFfnFastTest, OneRowGroupsOfOneTokenShareItsMicroPanel) {
+  for (DType dt : {DType::kF32, DType::kBF16}) {
+    const Problem p(Activation::kSwiGLU, dt, 19, 23, {1, 1, 0, 1, mr_ + 2, 1, 1, 1}, 79);
+    Rng rng(80);
+    test::expect_x_rows_give_the_copied_bits(*make_grouped_ffn_packed(p.shape, p.views, GetParam()), p.offsets,
+                                             p.scale, 2, rng);
+  }
+}
+
 TEST_P(GroupedFfnFastTest, RowsGemmMatchesReference) {
   Rng rng(11);
   for (DType dt : {DType::kF32, DType::kBF16})

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -159,15 +160,35 @@ void run_gemm_groups(const GemmFormat& f, const std::vector<GemmGroup>& groups, 
   // rows, then zeros), so no tile repacks them and the micro-kernel streams them contiguously:
   // // (micro-tiles, units(K), unit) per group, in bytes; micro-tile i of the row block at r0 is micro-panel
   // r0 / MR + i. Packed a row block per task, so a single large group (the shared expert) packs on every thread.
-  std::vector<int64_t> a_off(groups.size() + 1, 0);  // bytes
+  // A group of one gathered row takes the micro-panel of the first such group that gathers the same row from the
+  // same matrix (its bytes depend on that row alone): at one token every expert's gate/up reads the token's row,
+  // packed once instead of once per expert into a workspace that a decode step finds cold.
+  std::vector<int64_t> a_off(groups.size(), 0);  // bytes
+  int64_t a_bytes = 0;
   std::vector<std::pair<int64_t, int64_t>> pack_tasks;  // (group, first row of a row block)
+  std::unordered_map<int64_t, int64_t> one_row_panel;    // source row -> its micro-panel's offset
+  const GemmGroup* one_row_source = nullptr;
   for (size_t g = 0; g < groups.size(); ++g) {
-    a_off[g + 1] = a_off[g] + (groups[g].m + f.mr - 1) / f.mr * f.units(groups[g].k) * f.a_unit_bytes();
-    if (groups[g].m == 0) continue;
-    const int64_t per = row_block_rows(groups[g].m, f.mr);
-    for (int64_t r0 = 0; r0 < groups[g].m; r0 += per) pack_tasks.emplace_back(static_cast<int64_t>(g), r0);
+    const GemmGroup& gr = groups[g];
+    if (gr.m == 0) continue;
+    if (gr.m == 1 && gr.a_rows) {
+      if (!one_row_source) one_row_source = &gr;
+      if (gr.a == one_row_source->a && gr.lda == one_row_source->lda && gr.k == one_row_source->k) {
+        const auto [at, first] = one_row_panel.try_emplace(gr.a_rows[0], a_bytes);
+        a_off[g] = at->second;
+        if (first) {
+          a_bytes += f.units(gr.k) * f.a_unit_bytes();
+          pack_tasks.emplace_back(static_cast<int64_t>(g), 0);
+        }
+        continue;
+      }
+    }
+    a_off[g] = a_bytes;
+    a_bytes += (gr.m + f.mr - 1) / f.mr * f.units(gr.k) * f.a_unit_bytes();
+    const int64_t per = row_block_rows(gr.m, f.mr);
+    for (int64_t r0 = 0; r0 < gr.m; r0 += per) pack_tasks.emplace_back(static_cast<int64_t>(g), r0);
   }
-  char* const a_packed = reinterpret_cast<char*>(ws.floats((a_off.back() + 3) / 4));
+  char* const a_packed = reinterpret_cast<char*>(ws.floats((a_bytes + 3) / 4));
   // Groups that all gather their rows from one matrix, some rows more than once (each token's rows of its top-k
   // experts): a format that quantizes its activations into units quantizes each source row once, and the
   // micro-panels copy their rows' units (gather_activation_units: the same bytes). A 512-token prefill over the
