@@ -191,7 +191,9 @@ void gemm_few_rows(int m, int64_t kc, const Act<W>* a, const W* b, int64_t panel
 // of k, its lanes then summed in order, then the k % kWidth tail in order: its bits depend only on x_t and w_j,
 // never on the block it was computed in, the batch or the thread count.
 //
-// Blocking: register blocks of 4 tokens x 3 rows (12 chains, 7 loads for 12 FMAs), over k blocks of kDotKc when
+// Blocking: register blocks of 4 tokens x 3 rows (12 chains, 7 loads for 12 FMAs where V can pin the loaded
+// vectors in registers: GCC otherwise folds each token's load into its three FMAs, 15 loads for 12 FMAs; pinned,
+// Qwen3-30B-A3B's router ran 0.70-0.75x the time on Zen 4, docs/performance.md), over k blocks of kDotKc when
 // there are several blocks of tokens, so a block of tokens stays in L1 while the rows stream from L2; the chains
 // wait in `acc` between k blocks (a store and a load are exact, so the blocking never changes a bit). The tokens'
 // k block is copied into rows kDotXLd floats apart first: in rows of a power-of-two length (the 2048 of both target
@@ -201,6 +203,12 @@ void gemm_few_rows(int m, int64_t kc, const Act<W>* a, const W* b, int64_t panel
 constexpr int kDotTt = 4, kDotNn = 3;  // the register block; the call's limits are kDotMaxTokens x kDotMaxRows
 constexpr int64_t kDotKc = 512;
 constexpr int64_t kDotXLd = kDotKc + 16;  // one line past the block: consecutive tokens' lines in different sets
+
+// V::pin(v) where V has it (the AVX-512 traits), else nothing. Vt: V, dependent, for the requires-expression.
+template <typename Vt = V>
+[[gnu::always_inline]] inline void pin_where_v_can(typename Vt::vec& v) {
+  if constexpr (requires { Vt::pin(v); }) Vt::pin(v);
+}
 
 // len k (a whole number of vectors) from x and w on.
 template <int TT, int NN>
@@ -214,7 +222,10 @@ void dot_block(int64_t len, const float* x, int64_t ldx, const float* w, int64_t
   for (int64_t i = 0; i < len; i += V::kWidth) {
     typename V::vec wv[NN];
 #pragma GCC unroll 4
-    for (int j = 0; j < NN; ++j) wv[j] = V::load(w + j * ldw + i);
+    for (int j = 0; j < NN; ++j) {
+      wv[j] = V::load(w + j * ldw + i);
+      pin_where_v_can(wv[j]);
+    }
     // One token (the router at decode) streams its rows: each is prefetched ahead toward L2, as the decode forms
     // do (kDecodePrefetchBytes; past a row's end it reaches the next rows). Qwen3-30B-A3B's router at T = 1 on Zen
     // 4, interleaved call by call: 38 against 42 us, DeepSeek-V2-Lite's 27 against 33.
@@ -223,7 +234,8 @@ void dot_block(int64_t len, const float* x, int64_t ldx, const float* w, int64_t
       for (int j = 0; j < NN; ++j) __builtin_prefetch(w + j * ldw + i + kDecodePrefetchBytes / 4, 0, 2);
 #pragma GCC unroll 4
     for (int t = 0; t < TT; ++t) {
-      const typename V::vec xv = V::load(x + t * ldx + i);
+      typename V::vec xv = V::load(x + t * ldx + i);
+      pin_where_v_can(xv);
 #pragma GCC unroll 4
       for (int j = 0; j < NN; ++j) a[t][j] = V::fma(xv, wv[j], a[t][j]);
     }
