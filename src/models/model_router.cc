@@ -109,13 +109,10 @@ Routing route_model_tokens(const RouterOptions& o, const ModelRouterWeights& w, 
     for (int64_t t = t0; t < t1; ++t) {
       const float* l = r.logits.data() + t * E;
       switch (o.scoring) {
-        case RouterScoring::kSoftmax: {
-          const double m = *std::max_element(l, l + E);
-          double sum = 0.0;  // each exponential taken once, kept for the division
-          for (int64_t e = 0; e < E; ++e) sum += weight_score[e] = std::exp(static_cast<double>(l[e]) - m);
-          for (int64_t e = 0; e < E; ++e) weight_score[e] = select[e] = weight_score[e] / sum;
+        case RouterScoring::kSoftmax:
+          router_detail::softmax_row(l, E, weight_score.data());
+          select = weight_score;
           break;
-        }
         case RouterScoring::kSigmoid:
           for (int64_t e = 0; e < E; ++e)
             weight_score[e] = select[e] = 1.0 / (1.0 + std::exp(-static_cast<double>(l[e])));

@@ -38,6 +38,13 @@ void for_token_blocks(int64_t T, const std::function<void(int64_t t0, int64_t t1
   });
 }
 
+void softmax_row(const float* l, int64_t E, double* p) {
+  const double m = *std::max_element(l, l + E);
+  double s = 0.0;
+  for (int64_t e = 0; e < E; ++e) s += p[e] = std::exp(static_cast<double>(l[e]) - m);
+  for (int64_t e = 0; e < E; ++e) p[e] /= s;
+}
+
 void select_top_k(const std::vector<float>& scores, int64_t T, int64_t E, int64_t K, Routing& routing) {
   routing.indices.assign(static_cast<size_t>(T * K), 0);
   routing.router_weights.assign(static_cast<size_t>(T * K), 0.0f);

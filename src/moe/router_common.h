@@ -18,6 +18,10 @@ std::vector<float> gate_logits(const Tensor& x, const Tensor& gate);
 // outputs (and its own scratch), so every token's result is the same bits for any thread count.
 void for_token_blocks(int64_t T, const std::function<void(int64_t t0, int64_t t1)>& fn);
 
+// p (E) = softmax(l) in double: the largest logit, each exp(l - max) once, their sum in order, then each quotient.
+// The softmax router's scores and the model families' softmax scoring.
+void softmax_row(const float* l, int64_t E, double* p);
+
 // For each token, the top_k columns of scores (T, E) in descending order; ties go to the lower expert index.
 // Fills routing.indices and routing.router_weights (selected scores divided by their sum).
 void select_top_k(const std::vector<float>& scores, int64_t T, int64_t E, int64_t K, Routing& routing);

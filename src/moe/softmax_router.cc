@@ -1,6 +1,4 @@
 // softmax_topk: Mixtral-style routing with the Switch Transformer load-balancing loss.
-#include <algorithm>
-#include <cmath>
 #include <vector>
 
 #include "hymoe/moe.h"
@@ -26,15 +24,11 @@ class SoftmaxTopKRouter final : public Router {
     r.logits = gate_logits(x, gate_);
     r.scores.resize(r.logits.size());
     for_token_blocks(T, [&](int64_t t0, int64_t t1) {
-      std::vector<double> ex(static_cast<size_t>(E));  // each exponential taken once, kept for the division
+      std::vector<double> p(static_cast<size_t>(E));
       for (int64_t t = t0; t < t1; ++t) {
-        const float* l = r.logits.data() + t * E;
-        float* p = r.scores.data() + t * E;
-        double m = l[0];
-        for (int64_t e = 1; e < E; ++e) m = std::max<double>(m, l[e]);
-        double s = 0.0;
-        for (int64_t e = 0; e < E; ++e) s += ex[static_cast<size_t>(e)] = std::exp(static_cast<double>(l[e]) - m);
-        for (int64_t e = 0; e < E; ++e) p[e] = static_cast<float>(ex[static_cast<size_t>(e)] / s);
+        softmax_row(r.logits.data() + t * E, E, p.data());
+        float* scores = r.scores.data() + t * E;
+        for (int64_t e = 0; e < E; ++e) scores[e] = static_cast<float>(p[static_cast<size_t>(e)]);
       }
     });
     select_top_k(r.scores, T, E, K, r);
