@@ -218,6 +218,7 @@ struct V {
     std::memcpy(r.pair, p, sizeof r.pair);
     return r;
   }
+  static void store_pairs(void* p, const bvec& v) { std::memcpy(p, v.pair, sizeof v.pair); }
   static bvec broadcast_pair(const uint32_t* p) {
     bvec r;
     for (int l = 0; l < kWidth; ++l) r.pair[l] = *p;

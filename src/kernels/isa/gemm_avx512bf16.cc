@@ -17,6 +17,7 @@ namespace {
 struct V : V512Vnni {
   using bvec = __m512bh;
   static bvec load_pairs(const void* p) { return reinterpret_cast<bvec>(_mm512_loadu_si512(p)); }
+  static void store_pairs(void* p, bvec v) { _mm512_storeu_si512(p, reinterpret_cast<__m512i>(v)); }
   static bvec broadcast_pair(const uint32_t* p) { return reinterpret_cast<bvec>(_mm512_set1_epi32(static_cast<int>(*p))); }
   static vec dot_bf16(vec acc, bvec a, bvec b) { return _mm512_dpbf16_ps(acc, a, b); }
   // The fp8 dot format's decode (gemm_fp8_dot-inl.h): a k-pair row of 64 codes, word i of the row holding codes
