@@ -151,9 +151,9 @@ void run_gemm_groups(const GemmFormat& f, const std::vector<GemmGroup>& groups, 
   const int64_t ldc = max_panels * f.nr;
   const int64_t scratch_floats = max_rows * ldc;
   float* const scratch = ws.floats(scratch_floats * threads);
-  // K blocks of kKc, or of one k unit where that is longer (the grid types' 256: gemm_kernels.h).
-  const int64_t kc_block = std::max<int64_t>(kKc, f.unit_k);
-  // One expanded weight block per thread (formats with an expanded form): 8 KiB for fp8 at kKc = 128, in L1.
+  // K blocks of kKc, or of one k unit where that is longer (the grid types' 256: gemm_kernels.h), or the format's own.
+  const int64_t kc_block = f.kc_units > 0 ? f.kc_units * f.unit_k : std::max<int64_t>(kKc, f.unit_k);
+  // One expanded weight block per thread (formats with an expanded form): 16 KiB for fp8's dot form (two units).
   const int64_t expanded_floats = f.gemm_expanding ? (f.units(kc_block) * f.expanded_unit_bytes + 63) / 64 * 16 : 0;
   float* const expanded = f.gemm_expanding ? ws.floats(expanded_floats * threads) : nullptr;
   // Activations packed once per run in the format's layout, one micro-panel of units(K) k units per micro-tile (its

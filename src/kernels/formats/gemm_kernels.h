@@ -481,6 +481,10 @@ struct GemmFormat {
   GemmExpandingFn gemm_expanding = nullptr;  // nullptr: no expanded form
   GemmFn gemm_expanded = nullptr;
   int64_t expanded_unit_bytes = 0;
+  // The driver's K block in k units; 0: its own (run_gemm_groups). fp8's dot form takes two units: per call it
+  // sets up more than bf16's kernel does (its C round trip and multipliers are per unit anyway), and at 128 k
+  // that cost it 5% hot against 3% at 1024 (docs/performance.md, "fp8's expanding micro-tile at 512 tokens").
+  int64_t kc_units = 0;
   // The format's unit sizes, fixed where the entry is defined: k_unit and the unit bytes look the format up in the
   // registry (a scan of its table, tens of ns), which the driver's tiles would otherwise repeat for every tile of
   // every decode step (2-3% of a Qwen3-30B-A3B Q4_K layer at one token).

@@ -77,7 +77,7 @@ const GemmFormat kBf16Dot{WeightFormat::kBf16Dot, "gemm_bf16w_bf16_12x32__avx512
 const GemmFormat kFp8Dot{WeightFormat::kFp8Block128Dot, "gemm_fp8w_bf16_10x32__avx512bf16", kFp8Mr, kNr,
                         pack_activations_bf16_pairs128, gemm_format_fp8_dot<>, gemm_format_fp8_dot_few, 3,
                         gemm_format_fp8_dot_expanding, gemm_format_fp8_dot<Fp8Operand::kExpanded>,
-                        kFp8DotExpandedUnit};
+                        kFp8DotExpandedUnit, 2};
 
 // The exact GGUF formats run the AVX2 kernels (see gemm_avx512.cc); their int8 twins the AVX512_VNNI ones.
 constexpr const GemmFormat* kFormats[] = {

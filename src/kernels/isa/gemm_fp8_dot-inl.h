@@ -46,7 +46,8 @@ void fp8_dot_tile(int64_t units, const uint32_t* a, const uint8_t* b, int64_t pa
     const uint32_t* au = a + u * kFp8DotPairs * kFp8Mr;
     const uint8_t* bu = b + u * (kExpanded ? kFp8DotExpandedUnit : kFp8DotBUnit);
     typename V::vec s[M][2 * P];
-#pragma GCC unroll 4
+    // Unrolled whole, as every loop over the chains: a partly unrolled one (4 of M) kept s on the stack there.
+#pragma GCC unroll 16
     for (int i = 0; i < M; ++i)
 #pragma GCC unroll 8
       for (int j = 0; j < 2 * P; ++j) s[i][j] = V::zero();
