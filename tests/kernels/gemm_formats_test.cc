@@ -4,14 +4,17 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <vector>
 
 #include "fast_kernel_test_util.h"
 #include "hymoe/threads.h"
 #include "kernels/driver/gemm_driver.h"
 #include "kernels/formats/gemm_kernels.h"
+#include "kernels/formats/gemm_quantized.h"
 #include "kernels/ffn/grouped_ffn_impl.h"
 
 namespace hymoe::kernels {
@@ -137,6 +140,45 @@ TEST(FormatPackTest, ActivationPanelsRoundRowsAndCarryTheQ8Correction) {
           ASSERT_EQ(correction, -128 * sum);
         }
     }
+}
+
+// AVX2's bf16-pair packings (what the bf16 and fp8 dot formats pack with) write the scalar packings' bits: rows
+// holding every rounding case (ties to even both ways, the largest values that round to infinity, infinities,
+// NaNs of both kinds and signs, subnormals, which vcvtneps2bf16 would read as zero), k of 1 and odd, inside the
+// 16-value step and across 64-pair chunks, 1..mr rows, gathered rows, and the fp8 format's zeros to a whole unit.
+TEST(FormatPackTest, Avx2Bf16PairPackingsGiveTheScalarBits) {
+  bool has_avx2 = false;
+  for (Isa isa : supported_isas()) has_avx2 |= isa == Isa::kAvx2;
+  if (!has_avx2) GTEST_SKIP() << "CPU lacks AVX2";
+  Rng rng(31);
+  const int64_t lda = 2 * 128 + 75;
+  std::vector<float> x = random_values(rng, 5 * lda);
+  const uint32_t special[] = {0x3f808000u, 0x3f818000u, 0xbf808000u, 0x3f807fffu, 0x7f7fffffu, 0xff7f8000u,
+                              0x7f800000u, 0xff800000u, 0x7fc00001u, 0x7f800001u, 0xffbfffffu, 0x00000001u,
+                              0x807fffffu, 0x00008000u, 0x00018000u, 0x80000000u, 0x00000000u};
+  for (int64_t i = 0; i < lda; ++i) {
+    x[static_cast<size_t>(lda + i)] = std::bit_cast<float>(special[i % std::size(special)]);
+    x[static_cast<size_t>(2 * lda + i)] *= 1e-39f;  // subnormal
+  }
+  const int64_t index[] = {2, 1, 4, 1, 0};
+  using Pack = void (*)(const float*, int64_t, const int64_t*, int, int64_t, int, void*);
+  const std::pair<Pack, Pack> packings[] = {{pack_activations_bf16_pairs, pack_activations_bf16_pairs__avx2},
+                                            {pack_activations_bf16_pairs128, pack_activations_bf16_pairs128__avx2}};
+  for (const auto& [ref, fast] : packings)
+    for (int mr : {1, 6, 12})
+      for (int64_t k : {int64_t{1}, int64_t{2}, int64_t{15}, int64_t{17}, int64_t{128}, int64_t{129}, int64_t{143},
+                        int64_t{255}, lda})
+        for (int rows = 1; rows <= std::min(mr, 5); ++rows)
+          for (const int64_t* rows_index : {static_cast<const int64_t*>(nullptr), index}) {
+            const size_t words = static_cast<size_t>((k + 127) / 128 * 64 * mr);  // room for the fp8 unit's zeros
+            std::vector<uint32_t> want(words, 0xABABABABu), got(words, 0xCDCDCDCDu);
+            ref(x.data(), lda, rows_index, rows, k, mr, want.data());
+            fast(x.data(), lda, rows_index, rows, k, mr, got.data());
+            const size_t written = ref == pack_activations_bf16_pairs ? static_cast<size_t>((k + 1) / 2 * mr) : words;
+            ASSERT_TRUE(std::equal(want.begin(), want.begin() + static_cast<std::ptrdiff_t>(written), got.begin()))
+                << "mr " << mr << " k " << k << " rows " << rows << (rows_index ? " gathered" : "");
+            if (written < words) ASSERT_EQ(got[written], 0xCDCDCDCDu) << "wrote past its pairs: k " << k;
+          }
 }
 
 // The driver reads a format's unit sizes from its GemmFormat entry, where they are fixed when the entry is defined:

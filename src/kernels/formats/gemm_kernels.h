@@ -522,6 +522,9 @@ void pack_activations_ggml_q8_k16__avx2(const float* a, int64_t lda, const int64
 // from AVX2 up pack with.
 void pack_activations_q8__avx2(const float* a, int64_t lda, const int64_t* row_index, int rows, int64_t k, int mr,
                                void* out);
+// pack_activations_bf16_pairs with AVX2's rounding, to the same bits: what the bf16 dot kernels pack with.
+void pack_activations_bf16_pairs__avx2(const float* a, int64_t lda, const int64_t* row_index, int rows, int64_t k,
+                                       int mr, void* out);
 // The ISA-free activation packings (pack_rows_panel for f32; rounding to bf16 pairs; q8 block quantization).
 void pack_activations_f32(const float* a, int64_t lda, const int64_t* row_index, int rows, int64_t k, int mr, void* out);
 void pack_activations_bf16_pairs(const float* a, int64_t lda, const int64_t* row_index, int rows, int64_t k, int mr,

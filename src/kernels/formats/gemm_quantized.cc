@@ -250,6 +250,10 @@ void gemm_fp8w_bf16__ref(int m, int mr, int nr, int64_t kc, const void* a, const
 void pack_activations_bf16_pairs128(const float* a, int64_t lda, const int64_t* row_index, int rows, int64_t k, int mr,
                                     void* out) {
   pack_activations_bf16_pairs(a, lda, row_index, rows, k, mr, out);
+  zero_pairs_to_fp8_unit(k, mr, out);
+}
+
+void zero_pairs_to_fp8_unit(int64_t k, int mr, void* out) {
   const int64_t pairs = (k + 1) / 2, unit_pairs = kFp8PanelBlock / 2;
   uint32_t* words = static_cast<uint32_t*>(out);
   std::fill(words + pairs * mr, words + (pairs + unit_pairs - 1) / unit_pairs * unit_pairs * mr, uint32_t{0});

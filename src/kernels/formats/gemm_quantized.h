@@ -50,6 +50,11 @@ void gemm_fp8w_bf16__ref(int m, int mr, int nr, int64_t kc, const void* a, const
 // The fp8 dot format's activation packing: pack_activations_bf16_pairs, zero up to a whole unit of 128 k.
 void pack_activations_bf16_pairs128(const float* a, int64_t lda, const int64_t* row_index, int rows, int64_t k, int mr,
                                     void* out);
+// The same with AVX2's rounding, to the same bits (activation_quantize_avx2.cc): what the fp8 dot format packs with.
+void pack_activations_bf16_pairs128__avx2(const float* a, int64_t lda, const int64_t* row_index, int rows, int64_t k,
+                                          int mr, void* out);
+// Zeros a micro-panel of mr rows' bf16 pairs from k's last pair up to a whole unit of 128 k.
+void zero_pairs_to_fp8_unit(int64_t k, int mr, void* out);
 
 // The AVX2 (+F16C) kernels of the two formats (gemm_quantized_avx2.cc). The AVX-512 IsaKernels point at the mxfp4
 // one too: exact mxfp4 is bound by the decode and the f32 FMA chain, and Zen 4 runs a 512-bit f32 FMA as two

@@ -73,9 +73,9 @@ const GemmFormat kQ8{WeightFormat::kQ8Block32, "gemm_q8w_q8_6x32__avx512bf16", k
                     gemm_format_q8, gemm_format_q8_few, 1};
 
 const GemmFormat kBf16Dot{WeightFormat::kBf16Dot, "gemm_bf16w_bf16_12x32__avx512bf16", kMr, kNr,
-                         pack_activations_bf16_pairs, gemm_format_bf16_dot<>, gemm_format_bf16_dot_few<>, 3};
+                         pack_activations_bf16_pairs__avx2, gemm_format_bf16_dot<>, gemm_format_bf16_dot_few<>, 3};
 const GemmFormat kFp8Dot{WeightFormat::kFp8Block128Dot, "gemm_fp8w_bf16_10x32__avx512bf16", kFp8Mr, kNr,
-                        pack_activations_bf16_pairs128, gemm_format_fp8_dot<>, gemm_format_fp8_dot_few, 3,
+                        pack_activations_bf16_pairs128__avx2, gemm_format_fp8_dot<>, gemm_format_fp8_dot_few, 3,
                         gemm_format_fp8_dot_expanding, gemm_format_fp8_dot<Fp8Operand::kExpanded>,
                         kFp8DotExpandedUnit, 2};
 
