@@ -132,15 +132,19 @@ inline std::vector<GemmTile> plan_tiles(const GemmFormat& f, const std::vector<G
 
 // Weight prefetch. When a tile has several row micro-tiles, the first reads each (k block, panel) of weights
 // from memory and the others reuse it from L1: the demand is bursty, and the first micro-tile would stall on
-// DRAM at ~10 bytes a cycle. So the other micro-tiles of a block prefetch the next block (the next panel, or the
-// first panel of the next k block) toward L2, each its share, spread evenly over its k loop: the first
-// micro-tile of the next block then finds it there. A tile of a single micro-tile (2-6 rows) prefetches the next
-// block itself, which keeps a second stream in flight beside the one it reads. Measured (docs/performance.md):
-// at 512 tokens on Qwen3-30B-A3B f32, 12-18% faster than the hardware prefetchers alone, and another 4-8% for
-// spreading each share evenly rather than in a burst; at 32 tokens 6-37% faster with the lone micro-tile's
-// prefetch. A prefetch of the whole next block at once (256 lines in a burst) was 5-10% slower. The decode path
-// (one row over several panels per call) gets no hint: its forms prefetch for themselves, each panel a fixed
-// distance ahead (kDecodePrefetchBytes; fp8's their own, gemm_fp8_dot-inl.h and gemm_quantized_avx2.cc).
+// DRAM at ~10 bytes a cycle. So the other micro-tiles of a block prefetch the next block toward L2, each its
+// share, spread evenly over its k loop: the first micro-tile of the next block then finds it there. A tile of a
+// single micro-tile (2-6 rows) prefetches the next block itself, which keeps a second stream in flight beside the
+// one it reads. Measured (docs/performance.md): at 512 tokens on Qwen3-30B-A3B f32, 12-18% faster than the
+// hardware prefetchers alone, and another 4-8% for spreading each share evenly rather than in a burst; at 32
+// tokens 6-37% faster with the lone micro-tile's prefetch. A prefetch of the whole next block at once (256 lines
+// in a burst) was 5-10% slower. A tile of more rows than the format's few-rows form runs each panel over all of
+// K, so the next block is the next one in memory (a panel's K blocks are contiguous) and the hardware's stream
+// prefetchers follow the stream the software prefetch leads; with the panels inner (each k block read across the
+// tile's panels, 8-128 KiB apart) a bf16 block took 1.15x the TSC ticks, its first micro-tile 1.2x (Zen 4,
+// Qwen3-30B-A3B at 512 tokens; docs/performance.md). The decode path (one row over several panels per call) gets
+// no hint: its forms prefetch for themselves, each panel a fixed distance ahead (kDecodePrefetchBytes; fp8's their
+// own, gemm_fp8_dot-inl.h and gemm_quantized_avx2.cc).
 template <typename Epilogue>
 void run_gemm_groups(const GemmFormat& f, const std::vector<GemmGroup>& groups, Workspace& ws, Epilogue&& epilogue) {
   const int threads = num_threads();
@@ -255,51 +259,74 @@ void run_gemm_groups(const GemmFormat& f, const std::vector<GemmGroup>& groups, 
       for (const int per = kFewRowsPanels[tile.rows]; p_done + per <= tile.np; p_done += per)
         f.gemm_few(static_cast<int>(tile.rows), g.k, ap, weights + (tile.p0 + p_done) * panel_bytes, panel_bytes,
                    c + p_done * f.nr, ldc, false);
-    for (int64_t k0 = 0; p_done < tile.np && k0 < g.k; k0 += kc_block) {
+    // One K block of panel p over every micro-tile of the tile; `next` is the weight block the tile reads after it.
+    const bool expand = f.gemm_expanding && micro_tiles > 1;
+    float* const own = expand ? expanded + thread * expanded_floats : nullptr;
+    // Micro-tiles 1.. share the prefetch; a lone micro-tile (2-6 rows: T of 8-32) prefetches it all itself.
+    const int64_t first_pf = micro_tiles > 1 ? 1 : 0, sharing = micro_tiles - first_pf;
+    auto block_bytes = [&](int64_t k0) { return (std::min(kc_block, g.k - k0) + unit - 1) / unit * f.b_unit_bytes(); };
+    auto run_block = [&](int64_t p, int64_t k0, const char* next, int64_t next_bytes) {
       const int64_t kc = std::min(kc_block, g.k - k0);
-      const int64_t a_k0 = k0 / unit * f.a_unit_bytes(), b_k0 = k0 / unit * f.b_unit_bytes();
-      const int64_t block_bytes = (kc + unit - 1) / unit * f.b_unit_bytes();
-      int64_t p = p_done;
-      // 1-3 rows (decode, and 8-32 tokens over many experts): several panels per call for enough independent
-      // FMA chains, the panels read side by side, where the format has that variant (f32 up to 3 rows; bf16
-      // widening up to 2: with 3 rows the few-rows variant measured 5-8% slower than a lone 3-row micro-tile with
-      // its prefetch, docs/performance.md).
-      if (tile.rows <= f.few_rows_max)
-        for (const int per = kFewRowsPanels[tile.rows]; p + per <= tile.np; p += per)
-          f.gemm_few(static_cast<int>(tile.rows), kc, ap + a_k0, weights + (tile.p0 + p) * panel_bytes + b_k0,
-                     panel_bytes, c + p * f.nr, ldc, k0 > 0);
-      for (; p < tile.np; ++p) {
-        const int64_t off = (tile.p0 + p) * panel_bytes + b_k0;
-        const char* next = nullptr;  // the next weight block of this tile, and its bytes
-        int64_t next_bytes = 0;
-        if (p + 1 < tile.np) {
-          next = weights + off + panel_bytes;
-          next_bytes = block_bytes;
-        } else if (k0 + kc < g.k) {
-          next = weights + tile.p0 * panel_bytes + (k0 + kc) / unit * f.b_unit_bytes();
-          next_bytes = (std::min(kc_block, g.k - k0 - kc) + unit - 1) / unit * f.b_unit_bytes();
+      const int64_t a_k0 = k0 / unit * f.a_unit_bytes();
+      const char* const b = weights + (tile.p0 + p) * panel_bytes + k0 / unit * f.b_unit_bytes();
+      const int64_t share = (next_bytes + 64 * sharing - 1) / (64 * sharing) * 64;
+      for (int64_t i = 0; i < micro_tiles; ++i) {
+        const MicroTile mt = micro_tile(tile.rows, f.mr, i);
+        const char* pf = nullptr;  // this micro-tile's share of the next block
+        int64_t pf_bytes = 0;
+        if (next && i >= first_pf) {
+          const int64_t begin = std::min(next_bytes, (i - first_pf) * share);
+          pf = next + begin;
+          pf_bytes = std::min(share, next_bytes - begin);
         }
+        const void* a = ap + i * a_micro_panel + a_k0;
+        float* ci = c + mt.start * ldc + p * f.nr;
         // Several micro-tiles over a format decoded in registers: the first decodes the block into this thread's
         // buffer as it computes, the others run on the decoded block.
-        const bool expand = f.gemm_expanding && micro_tiles > 1;
-        float* const own = expand ? expanded + thread * expanded_floats : nullptr;
-        // Micro-tiles 1.. share the prefetch; a lone micro-tile (2-6 rows: T of 8-32) prefetches it all itself.
-        const int64_t first_pf = micro_tiles > 1 ? 1 : 0, sharing = micro_tiles - first_pf;
-        const int64_t share = (next_bytes + 64 * sharing - 1) / (64 * sharing) * 64;
-        for (int64_t i = 0; i < micro_tiles; ++i) {
-          const MicroTile mt = micro_tile(tile.rows, f.mr, i);
-          const char* pf = nullptr;  // this micro-tile's share of the next block
-          int64_t pf_bytes = 0;
-          if (next && i >= first_pf) {
-            const int64_t begin = std::min(next_bytes, (i - first_pf) * share);
-            pf = next + begin;
-            pf_bytes = std::min(share, next_bytes - begin);
+        if (!expand) f.gemm(mt.rows, kc, a, b, ci, ldc, k0 > 0, pf, pf_bytes);
+        else if (i == 0) f.gemm_expanding(mt.rows, kc, a, b, ci, ldc, k0 > 0, pf, pf_bytes, own);
+        else f.gemm_expanded(mt.rows, kc, a, own, ci, ldc, k0 > 0, pf, pf_bytes);
+      }
+    };
+    if (tile.rows > f.few_rows_max) {
+      // Prefill: each panel over all of K, so the tile reads a panel's K blocks in address order (see above).
+      for (int64_t p = p_done; p < tile.np; ++p)
+        for (int64_t k0 = 0; k0 < g.k; k0 += kc_block) {
+          const char* next = nullptr;
+          int64_t next_bytes = 0;
+          if (k0 + kc_block < g.k) {
+            next = weights + (tile.p0 + p) * panel_bytes + (k0 + kc_block) / unit * f.b_unit_bytes();
+            next_bytes = block_bytes(k0 + kc_block);
+          } else if (p + 1 < tile.np) {
+            next = weights + (tile.p0 + p + 1) * panel_bytes;
+            next_bytes = block_bytes(0);
           }
-          const void* a = ap + i * a_micro_panel + a_k0;
-          float* ci = c + mt.start * ldc + p * f.nr;
-          if (!expand) f.gemm(mt.rows, kc, a, weights + off, ci, ldc, k0 > 0, pf, pf_bytes);
-          else if (i == 0) f.gemm_expanding(mt.rows, kc, a, weights + off, ci, ldc, k0 > 0, pf, pf_bytes, own);
-          else f.gemm_expanded(mt.rows, kc, a, own, ci, ldc, k0 > 0, pf, pf_bytes);
+          run_block(p, k0, next, next_bytes);
+        }
+    } else {
+      for (int64_t k0 = 0; p_done < tile.np && k0 < g.k; k0 += kc_block) {
+        const int64_t kc = std::min(kc_block, g.k - k0);
+        const int64_t a_k0 = k0 / unit * f.a_unit_bytes(), b_k0 = k0 / unit * f.b_unit_bytes();
+        int64_t p = p_done;
+        // 1-3 rows (decode, and 8-32 tokens over many experts): several panels per call for enough independent
+        // FMA chains, the panels read side by side, where the format has that variant (f32 up to 3 rows; bf16
+        // widening up to 2: with 3 rows the few-rows variant measured 5-8% slower than a lone 3-row micro-tile
+        // with its prefetch, docs/performance.md).
+        if (tile.rows <= f.few_rows_max)
+          for (const int per = kFewRowsPanels[tile.rows]; p + per <= tile.np; p += per)
+            f.gemm_few(static_cast<int>(tile.rows), kc, ap + a_k0, weights + (tile.p0 + p) * panel_bytes + b_k0,
+                       panel_bytes, c + p * f.nr, ldc, k0 > 0);
+        for (; p < tile.np; ++p) {
+          const char* next = nullptr;  // the next weight block of this tile, and its bytes
+          int64_t next_bytes = 0;
+          if (p + 1 < tile.np) {
+            next = weights + (tile.p0 + p + 1) * panel_bytes + b_k0;
+            next_bytes = block_bytes(k0);
+          } else if (k0 + kc < g.k) {
+            next = weights + tile.p0 * panel_bytes + (k0 + kc) / unit * f.b_unit_bytes();
+            next_bytes = block_bytes(k0 + kc);
+          }
+          run_block(p, k0, next, next_bytes);
         }
       }
     }
