@@ -132,19 +132,20 @@ inline std::vector<GemmTile> plan_tiles(const GemmFormat& f, const std::vector<G
 
 // Weight prefetch. When a tile has several row micro-tiles, the first reads each (k block, panel) of weights
 // from memory and the others reuse it from L1: the demand is bursty, and the first micro-tile would stall on
-// DRAM at ~10 bytes a cycle. So the other micro-tiles of a block prefetch the next block toward L2, each its
-// share, spread evenly over its k loop: the first micro-tile of the next block then finds it there. A tile of a
-// single micro-tile (2-6 rows) prefetches the next block itself, which keeps a second stream in flight beside the
-// one it reads. Measured (docs/performance.md): at 512 tokens on Qwen3-30B-A3B f32, 12-18% faster than the
-// hardware prefetchers alone, and another 4-8% for spreading each share evenly rather than in a burst; at 32
-// tokens 6-37% faster with the lone micro-tile's prefetch. A prefetch of the whole next block at once (256 lines
-// in a burst) was 5-10% slower. A tile of more rows than the format's few-rows form runs each panel over all of
-// K, so the next block is the next one in memory (a panel's K blocks are contiguous) and the hardware's stream
-// prefetchers follow the stream the software prefetch leads; with the panels inner (each k block read across the
-// tile's panels, 8-128 KiB apart) a bf16 block took 1.15x the TSC ticks, its first micro-tile 1.2x (Zen 4,
-// Qwen3-30B-A3B at 512 tokens; docs/performance.md). The decode path (one row over several panels per call) gets
-// no hint: its forms prefetch for themselves, each panel a fixed distance ahead (kDecodePrefetchBytes; fp8's their
-// own, gemm_fp8_dot-inl.h and gemm_quantized_avx2.cc).
+// DRAM at ~10 bytes a cycle. So the micro-tiles of a block prefetch the next block toward L2, each its share,
+// spread evenly over its k loop: the first micro-tile of the next block then finds it there. A tile of a single
+// micro-tile (2-6 rows) prefetches the next block itself, which keeps a second stream in flight beside the one it
+// reads. A tile of more rows than the format's few-rows form runs each panel over all of K, so the next block is
+// the next one in memory (a panel's K blocks are contiguous) and the hardware's stream prefetchers follow the
+// stream the software prefetch leads. Measured (docs/performance.md): at 512 tokens on Qwen3-30B-A3B f32, 12-18%
+// faster than the hardware prefetchers alone, and another 4-8% for spreading each share evenly rather than in a
+// burst; at 32 tokens 6-37% faster with the lone micro-tile's prefetch; a prefetch of the whole next block at once
+// (256 lines in a burst) 5-10% slower. On Zen 4 at 512 tokens, native bf16: with the panels inner (each k block
+// read across the tile's panels, 8-128 KiB apart) a block took 1.15x the TSC ticks, its first micro-tile 1.2x;
+// the first micro-tile taking a share too (it used to leave the prefetch to the others) 0.92-0.965x the layer's
+// time. The decode path (one row over several panels per call) gets no hint: its forms prefetch for themselves,
+// each panel a fixed distance ahead (kDecodePrefetchBytes; fp8's their own, gemm_fp8_dot-inl.h and
+// gemm_quantized_avx2.cc).
 template <typename Epilogue>
 void run_gemm_groups(const GemmFormat& f, const std::vector<GemmGroup>& groups, Workspace& ws, Epilogue&& epilogue) {
   const int threads = num_threads();
@@ -262,20 +263,19 @@ void run_gemm_groups(const GemmFormat& f, const std::vector<GemmGroup>& groups, 
     // One K block of panel p over every micro-tile of the tile; `next` is the weight block the tile reads after it.
     const bool expand = f.gemm_expanding && micro_tiles > 1;
     float* const own = expand ? expanded + thread * expanded_floats : nullptr;
-    // Micro-tiles 1.. share the prefetch; a lone micro-tile (2-6 rows: T of 8-32) prefetches it all itself.
-    const int64_t first_pf = micro_tiles > 1 ? 1 : 0, sharing = micro_tiles - first_pf;
+    // Every micro-tile prefetches its share of the next block; a lone one (2-6 rows: T of 8-32) all of it.
     auto block_bytes = [&](int64_t k0) { return (std::min(kc_block, g.k - k0) + unit - 1) / unit * f.b_unit_bytes(); };
     auto run_block = [&](int64_t p, int64_t k0, const char* next, int64_t next_bytes) {
       const int64_t kc = std::min(kc_block, g.k - k0);
       const int64_t a_k0 = k0 / unit * f.a_unit_bytes();
       const char* const b = weights + (tile.p0 + p) * panel_bytes + k0 / unit * f.b_unit_bytes();
-      const int64_t share = (next_bytes + 64 * sharing - 1) / (64 * sharing) * 64;
+      const int64_t share = (next_bytes + 64 * micro_tiles - 1) / (64 * micro_tiles) * 64;
       for (int64_t i = 0; i < micro_tiles; ++i) {
         const MicroTile mt = micro_tile(tile.rows, f.mr, i);
         const char* pf = nullptr;  // this micro-tile's share of the next block
         int64_t pf_bytes = 0;
-        if (next && i >= first_pf) {
-          const int64_t begin = std::min(next_bytes, (i - first_pf) * share);
+        if (next) {
+          const int64_t begin = std::min(next_bytes, i * share);
           pf = next + begin;
           pf_bytes = std::min(share, next_bytes - begin);
         }
