@@ -142,8 +142,7 @@ inline std::vector<GemmTile> plan_tiles(const GemmFormat& f, const std::vector<G
 // burst; at 32 tokens 6-37% faster with the lone micro-tile's prefetch; a prefetch of the whole next block at once
 // (256 lines in a burst) 5-10% slower. On Zen 4 at 512 tokens, native bf16: with the panels inner (each k block
 // read across the tile's panels, 8-128 KiB apart) a block took 1.15x the TSC ticks, its first micro-tile 1.2x;
-// the first micro-tile taking a share too (it used to leave the prefetch to the others) 0.92-0.965x the layer's
-// time. The decode path (one row over several panels per call) gets no hint: its forms prefetch for themselves,
+// with the first micro-tile leaving the prefetch to the others, the layer took 1.04-1.08x the time. The decode path (one row over several panels per call) gets no hint: its forms prefetch for themselves,
 // each panel a fixed distance ahead (kDecodePrefetchBytes; fp8's their own, gemm_fp8_dot-inl.h and
 // gemm_quantized_avx2.cc).
 template <typename Epilogue>
@@ -312,10 +311,9 @@ void run_gemm_groups(const GemmFormat& f, const std::vector<GemmGroup>& groups, 
         // FMA chains, the panels read side by side, where the format has that variant (f32 up to 3 rows; bf16
         // widening up to 2: with 3 rows the few-rows variant measured 5-8% slower than a lone 3-row micro-tile
         // with its prefetch, docs/performance.md).
-        if (tile.rows <= f.few_rows_max)
-          for (const int per = kFewRowsPanels[tile.rows]; p + per <= tile.np; p += per)
-            f.gemm_few(static_cast<int>(tile.rows), kc, ap + a_k0, weights + (tile.p0 + p) * panel_bytes + b_k0,
-                       panel_bytes, c + p * f.nr, ldc, k0 > 0);
+        for (const int per = kFewRowsPanels[tile.rows]; p + per <= tile.np; p += per)
+          f.gemm_few(static_cast<int>(tile.rows), kc, ap + a_k0, weights + (tile.p0 + p) * panel_bytes + b_k0,
+                     panel_bytes, c + p * f.nr, ldc, k0 > 0);
         for (; p < tile.np; ++p) {
           const char* next = nullptr;  // the next weight block of this tile, and its bytes
           int64_t next_bytes = 0;
