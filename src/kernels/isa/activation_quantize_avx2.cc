@@ -3,8 +3,9 @@
 // (gemm_formats.cc). At one token the packing is on the layer's critical path between two phases of streaming
 // weights (6 rows of 2048 values at T = 1 on DeepSeek-V2-Lite, quantized before the routed experts, again before
 // their down projection and twice for the shared expert): scalar, it took 5-8% of a Q4_0 layer
-// (docs/performance.md). Compiled with -mavx2 -mfma; every ISA level from AVX2 up packs with it (the AVX-512 units
-// too: the packing is not where their time goes).
+// (docs/performance.md). Also the bf16 and fp8 dot formats' rounding to bf16 pairs (pack_activations_bf16_pairs'
+// bits). Compiled with -mavx2 -mfma; every ISA level from AVX2 up packs with it (the AVX-512 units too: the
+// packing is not where their time goes).
 #include <immintrin.h>
 
 #include <algorithm>
