@@ -142,9 +142,9 @@ inline std::vector<GemmTile> plan_tiles(const GemmFormat& f, const std::vector<G
 // burst; at 32 tokens 6-37% faster with the lone micro-tile's prefetch; a prefetch of the whole next block at once
 // (256 lines in a burst) 5-10% slower. On Zen 4 at 512 tokens, native bf16: with the panels inner (each k block
 // read across the tile's panels, 8-128 KiB apart) a block took 1.15x the TSC ticks, its first micro-tile 1.2x;
-// with the first micro-tile leaving the prefetch to the others, the layer took 1.04-1.08x the time. The decode path (one row over several panels per call) gets no hint: its forms prefetch for themselves,
-// each panel a fixed distance ahead (kDecodePrefetchBytes; fp8's their own, gemm_fp8_dot-inl.h and
-// gemm_quantized_avx2.cc).
+// with the first micro-tile leaving the prefetch to the others, the layer took 1.04-1.08x the time. The decode
+// path (one row over several panels per call) gets no hint: its forms prefetch for themselves, each panel a fixed
+// distance ahead (kDecodePrefetchBytes; fp8's their own, gemm_fp8_dot-inl.h and gemm_quantized_avx2.cc).
 template <typename Epilogue>
 void run_gemm_groups(const GemmFormat& f, const std::vector<GemmGroup>& groups, Workspace& ws, Epilogue&& epilogue) {
   const int threads = num_threads();
