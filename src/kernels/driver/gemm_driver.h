@@ -263,11 +263,15 @@ void run_gemm_groups(const GemmFormat& f, const std::vector<GemmGroup>& groups, 
     const bool expand = f.gemm_expanding && micro_tiles > 1;
     float* const own = expand ? expanded + thread * expanded_floats : nullptr;
     // Every micro-tile prefetches its share of the next block; a lone one (2-6 rows: T of 8-32) all of it.
+    // A weight block: panel p of the tile from k0, and its bytes.
+    auto block_at = [&](int64_t p, int64_t k0) {
+      return weights + (tile.p0 + p) * panel_bytes + k0 / unit * f.b_unit_bytes();
+    };
     auto block_bytes = [&](int64_t k0) { return (std::min(kc_block, g.k - k0) + unit - 1) / unit * f.b_unit_bytes(); };
     auto run_block = [&](int64_t p, int64_t k0, const char* next, int64_t next_bytes) {
       const int64_t kc = std::min(kc_block, g.k - k0);
       const int64_t a_k0 = k0 / unit * f.a_unit_bytes();
-      const char* const b = weights + (tile.p0 + p) * panel_bytes + k0 / unit * f.b_unit_bytes();
+      const char* const b = block_at(p, k0);
       const int64_t share = (next_bytes + 64 * micro_tiles - 1) / (64 * micro_tiles) * 64;
       for (int64_t i = 0; i < micro_tiles; ++i) {
         const MicroTile mt = micro_tile(tile.rows, f.mr, i);
@@ -294,10 +298,10 @@ void run_gemm_groups(const GemmFormat& f, const std::vector<GemmGroup>& groups, 
           const char* next = nullptr;
           int64_t next_bytes = 0;
           if (k0 + kc_block < g.k) {
-            next = weights + (tile.p0 + p) * panel_bytes + (k0 + kc_block) / unit * f.b_unit_bytes();
+            next = block_at(p, k0 + kc_block);
             next_bytes = block_bytes(k0 + kc_block);
           } else if (p + 1 < tile.np) {
-            next = weights + (tile.p0 + p + 1) * panel_bytes;
+            next = block_at(p + 1, 0);
             next_bytes = block_bytes(0);
           }
           run_block(p, k0, next, next_bytes);
@@ -305,23 +309,23 @@ void run_gemm_groups(const GemmFormat& f, const std::vector<GemmGroup>& groups, 
     } else {
       for (int64_t k0 = 0; p_done < tile.np && k0 < g.k; k0 += kc_block) {
         const int64_t kc = std::min(kc_block, g.k - k0);
-        const int64_t a_k0 = k0 / unit * f.a_unit_bytes(), b_k0 = k0 / unit * f.b_unit_bytes();
+        const int64_t a_k0 = k0 / unit * f.a_unit_bytes();
         int64_t p = p_done;
         // 1-3 rows (decode, and 8-32 tokens over many experts): several panels per call for enough independent
         // FMA chains, the panels read side by side, where the format has that variant (f32 up to 3 rows; bf16
         // widening up to 2: with 3 rows the few-rows variant measured 5-8% slower than a lone 3-row micro-tile
         // with its prefetch, docs/performance.md).
         for (const int per = kFewRowsPanels[tile.rows]; p + per <= tile.np; p += per)
-          f.gemm_few(static_cast<int>(tile.rows), kc, ap + a_k0, weights + (tile.p0 + p) * panel_bytes + b_k0,
-                     panel_bytes, c + p * f.nr, ldc, k0 > 0);
+          f.gemm_few(static_cast<int>(tile.rows), kc, ap + a_k0, block_at(p, k0), panel_bytes, c + p * f.nr, ldc,
+                     k0 > 0);
         for (; p < tile.np; ++p) {
           const char* next = nullptr;  // the next weight block of this tile, and its bytes
           int64_t next_bytes = 0;
           if (p + 1 < tile.np) {
-            next = weights + (tile.p0 + p + 1) * panel_bytes + b_k0;
+            next = block_at(p + 1, k0);
             next_bytes = block_bytes(k0);
           } else if (k0 + kc < g.k) {
-            next = weights + tile.p0 * panel_bytes + (k0 + kc) / unit * f.b_unit_bytes();
+            next = block_at(0, k0 + kc);
             next_bytes = block_bytes(k0 + kc);
           }
           run_block(p, k0, next, next_bytes);
