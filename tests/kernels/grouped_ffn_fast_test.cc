@@ -376,6 +376,39 @@ TEST(GemmDriverTest, MicroTilesSplitARowBlockIntoNearEqualSizes) {
   EXPECT_EQ(micro_tile(7, 6, 1).rows, 3);
 }
 
+// A group of few rows keeps tiles of at least one decode-form call's panels (kFewRowsPanels[m]) however many
+// threads share the work, where a prefill group's tiles still narrow to one panel to give every thread some.
+TEST(GemmDriverTest, FewRowTilesKeepTheDecodeFormsPanelsOnManyThreads) {
+  for (const Isa isa : {Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Vnni})
+    for (const WeightFormat wf : {WeightFormat::kF32, WeightFormat::kGgmlQ4_0I8, WeightFormat::kGgmlIQ2_XXSI8}) {
+      const GemmFormat* f = isa_kernels(isa)->format(wf);
+      if (!f) continue;
+      ASSERT_GE(f->few_rows_max, 1) << f->name;
+      for (const int64_t rows : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{32}})
+        for (const int threads : {1, 2, 13, 32, 64}) {
+          // Qwen3-30B-A3B's gate/up at one token: 8 groups of 1536 columns; and a group of 7 panels.
+          std::vector<GemmGroup> groups(8);
+          for (GemmGroup& g : groups) g = {nullptr, 0, nullptr, rows, 2048, nullptr, 1536 / f->nr};
+          groups.push_back({nullptr, 0, nullptr, rows, 2048, nullptr, 7});
+          int64_t max_rows = 0, max_panels = 0;
+          const std::vector<GemmTile> tiles = plan_tiles(*f, groups, threads, max_rows, max_panels);
+          const bool few = rows <= f->few_rows_max;
+          const int64_t start = std::max<int64_t>(1, kNcColumns / f->nr);
+          const int64_t floor = few ? std::min<int64_t>(kFewRowsPanels[rows], start) : 1;
+          ASSERT_GE(max_panels, floor) << f->name << " rows " << rows << " threads " << threads;
+          if (!few)  // as narrow as the threads need
+            EXPECT_TRUE(max_panels == 1 || static_cast<int64_t>(tiles.size()) >= 8 * threads) << f->name << " threads " << threads;
+          int64_t panels = 0;
+          for (const GemmTile& t : tiles) {
+            panels += t.np;
+            if (t.p0 + t.np < groups[static_cast<size_t>(t.group)].panels)  // all but a group's last tile
+              ASSERT_EQ(t.np, max_panels) << f->name << " rows " << rows << " threads " << threads;
+          }
+          ASSERT_EQ(panels, 8 * (1536 / f->nr) + 7);
+        }
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Isas, GroupedFfnFastTest, ::testing::Values(Isa::kAvx2, Isa::kAvx512), test::isa_param_name);
 
 TEST(ThreadsTest, SetNumThreadsRejectsNonPositiveCounts) {
