@@ -376,8 +376,8 @@ TEST(GemmDriverTest, MicroTilesSplitARowBlockIntoNearEqualSizes) {
   EXPECT_EQ(micro_tile(7, 6, 1).rows, 3);
 }
 
-// A group of few rows keeps tiles of at least one decode-form call's panels (kFewRowsPanels[m]) however many
-// threads share the work, where a prefill group's tiles still narrow to one panel to give every thread some.
+// A group of few rows keeps tiles of at least one decode-form call's panels (kFewRowsPanels[m]) while every thread
+// has a tile, where a prefill group's tiles still narrow to one panel to give each thread 8.
 TEST(GemmDriverTest, FewRowTilesKeepTheDecodeFormsPanelsOnManyThreads) {
   for (const Isa isa : {Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Vnni})
     for (const WeightFormat wf : {WeightFormat::kF32, WeightFormat::kGgmlQ4_0I8, WeightFormat::kGgmlIQ2_XXSI8}) {
@@ -405,6 +405,16 @@ TEST(GemmDriverTest, FewRowTilesKeepTheDecodeFormsPanelsOnManyThreads) {
               ASSERT_EQ(t.np, max_panels) << f->name << " rows " << rows << " threads " << threads;
           }
           ASSERT_EQ(panels, 8 * (1536 / f->nr) + 7);
+        }
+      // One row of a lone group of 64 panels (a shared expert's down at one token): 16 tiles of 4 panels, narrower
+      // only where some thread would otherwise have none.
+      if (f->few_rows_max >= 1 && kNcColumns / f->nr >= 4)
+        for (const auto& [threads, want] : {std::pair{2, 4}, {16, 4}, {17, 2}, {32, 2}, {33, 1}, {64, 1}}) {
+          const std::vector<GemmGroup> lone{{nullptr, 0, nullptr, 1, 2048, nullptr, 64}};
+          int64_t max_rows = 0, max_panels = 0;
+          const std::vector<GemmTile> tiles = plan_tiles(*f, lone, threads, max_rows, max_panels);
+          EXPECT_EQ(max_panels, want) << f->name << " threads " << threads;
+          EXPECT_EQ(static_cast<int64_t>(tiles.size()), 64 / want) << f->name << " threads " << threads;
         }
     }
 }

@@ -99,11 +99,13 @@ inline void gather_activation_units(const uint8_t* quantized, int64_t row_bytes,
   }
 }
 
-// Splits every group into tiles; shrinks the column block when there would be too few tiles for the threads, but
-// not below the panels of one decode-form call (kFewRowsPanels[m]) where a group has few enough rows to take it:
-// a narrower tile runs the lone micro-tile over K blocks instead. At one token that floor is what many threads meet
-// (Qwen3-30B-A3B's gate/up has 384 panels, 96 tiles of 4, fewer than 8 a thread from 13 threads on), and tiles of
-// 1 or 2 panels took 1.05-1.6x the time of tiles of 4 (docs/performance.md, "Decode tiles on many threads").
+// Splits every group into tiles; shrinks the column block while there are fewer than 8 tiles a thread, but not
+// below the panels of one decode-form call (kFewRowsPanels[m]) where a group has few enough rows to take it,
+// unless some thread would then have no tile at all: a narrower tile runs the lone micro-tile over K blocks, and
+// tiles of 1 or 2 panels took 1.05-1.6x the time a byte of tiles of 4 (docs/performance.md, "Decode tiles on many
+// threads"). At one token that floor is what many threads meet: Qwen3-30B-A3B's gate/up has 384 panels, 96 tiles
+// of 4, fewer than 8 a thread from 13 threads on; a lone shared expert's down (64 panels, 16 tiles of 4) narrows
+// from 17 threads on, where leaving threads idle would cost more than the narrow tiles' rate.
 inline std::vector<GemmTile> plan_tiles(const GemmFormat& f, const std::vector<GemmGroup>& groups, int threads,
                                         int64_t& max_rows, int64_t& max_panels) {
   int64_t nc = std::max<int64_t>(1, kNcColumns / f.nr), min_nc = 1;
@@ -118,7 +120,7 @@ inline std::vector<GemmTile> plan_tiles(const GemmFormat& f, const std::vector<G
       }
     return n;
   };
-  while (nc / 2 >= min_nc && count(nc) < 8 * threads) nc /= 2;
+  while (nc > 1 && count(nc) < 8 * threads && (nc / 2 >= min_nc || count(nc) < threads)) nc /= 2;
   std::vector<GemmTile> tiles;
   max_rows = 0;
   max_panels = nc;
