@@ -247,13 +247,17 @@ TEST_P(GroupedFfnFastTest, DotRowsGemmMatchesReferenceAndIsBatchInvariant) {
         ASSERT_EQ(0, std::memcmp(alone.data(), got.data() + t * N, alone.size() * sizeof(float)))
             << "K=" << K << " N=" << N << ": token " << t << " alone differs from the batch";
       }
+      // Thread counts also change the rows a task takes when the tokens are few (one token, 3 threads: 8 rows).
       const int before = num_threads();
       for (int threads : {1, 2, 3}) {
         set_num_threads(threads);
-        std::vector<float> again(got.size());
+        std::vector<float> again(got.size()), again_alone(alone.size());
         dot_rows_gemm(T, K, N, a.data(), w.data(), again.data(), GetParam());
+        dot_rows_gemm(1, K, N, a.data() + (T - 1) * K, w.data(), again_alone.data(), GetParam());
         set_num_threads(before);
         ASSERT_EQ(again, got) << threads << " threads";
+        ASSERT_EQ(0, std::memcmp(again_alone.data(), got.data() + (T - 1) * N, alone.size() * sizeof(float)))
+            << threads << " threads, the last token alone";
       }
     }
 }

@@ -120,8 +120,14 @@ void dot_rows_gemm(int64_t T, int64_t K, int64_t N, const float* a, const float*
   const IsaKernels* ik = isa_kernels(isa);
   if (!ik) return dot_rows_gemm_ref(T, K, N, a, w, c);
   // Tasks of the kernel's most tokens x rows (16 x 32): 32 rows of a 2048-wide gate are 256 KiB, reused from L2
-  // by the tokens.
-  constexpr int64_t kTokens = kDotMaxTokens, kRows = kDotMaxRows;
+  // by the tokens. With few tokens, fewer rows a task (down to 8: 64 KiB of that gate), until each thread has two:
+  // at one token Qwen3-30B-A3B's 128 gate rows were 4 tasks, so 4 threads of 32 read the 1 MiB gate. A logit's bits
+  // do not depend on its task.
+  constexpr int64_t kTokens = kDotMaxTokens;
+  const int64_t token_blocks = (T + kTokens - 1) / kTokens;
+  int64_t rows = kDotMaxRows;
+  while (rows > 8 && token_blocks * ((N + rows - 1) / rows) < 2 * int64_t{num_threads()}) rows /= 2;
+  const int64_t kRows = rows;
   const int64_t row_blocks = (N + kRows - 1) / kRows;
   parallel_for((T + kTokens - 1) / kTokens * row_blocks, [&](int64_t task, int) {
     const int64_t t0 = task / row_blocks * kTokens, n0 = task % row_blocks * kRows;
