@@ -401,7 +401,8 @@ TEST(GemmDriverTest, FewRowTilesKeepTheDecodeFormsPanelsOnManyThreads) {
           const int64_t floor = few ? std::min<int64_t>(kFewRowsPanels[rows], start) : 1;
           ASSERT_GE(max_panels, floor) << f->name << " rows " << rows << " threads " << threads;
           if (!few)  // as narrow as the threads need
-            EXPECT_TRUE(max_panels == 1 || static_cast<int64_t>(tiles.size()) >= 8 * threads) << f->name << " threads " << threads;
+            EXPECT_TRUE(max_panels == 1 || static_cast<int64_t>(tiles.size()) >= 8 * threads)
+                << f->name << " threads " << threads;
           int64_t panels = 0;
           for (const GemmTile& t : tiles) {
             panels += t.np;

@@ -68,8 +68,8 @@ inline int64_t row_block_rows(int64_t m, int mr) {
 // at most one (32 rows: 6, 6, 5, 5, 5, 5), not MR, ..., MR and a short remainder (6, 6, 6, 6, 6, 2). A tile of
 // 1-3 rows has too few independent FMA chains to cover the FMA latency and costs nearly as much as a full one;
 // tiles of 4-6 rows all run at the full rate. Measured with the same kernels in one process: 3-10% faster for
-// groups of 7-26 rows, about 3% (median, within noise) for 32-48 (docs/performance.md). The bits do not change: every C element is still
-// one FMA chain in k order.
+// groups of 7-26 rows, about 3% (median, within noise) for 32-48 (docs/performance.md). The bits do not change:
+// every C element is still one FMA chain in k order.
 struct MicroTile {
   int64_t start;
   int rows;
@@ -270,12 +270,12 @@ void run_gemm_groups(const GemmFormat& f, const std::vector<GemmGroup>& groups, 
     // One K block of panel p over every micro-tile of the tile; `next` is the weight block the tile reads after it.
     const bool expand = f.gemm_expanding && micro_tiles > 1;
     float* const own = expand ? expanded + thread * expanded_floats : nullptr;
-    // Every micro-tile prefetches its share of the next block; a lone one (2-6 rows: T of 8-32) all of it.
     // A weight block: panel p of the tile from k0, and its bytes.
     auto block_at = [&](int64_t p, int64_t k0) {
       return weights + (tile.p0 + p) * panel_bytes + k0 / unit * f.b_unit_bytes();
     };
     auto block_bytes = [&](int64_t k0) { return (std::min(kc_block, g.k - k0) + unit - 1) / unit * f.b_unit_bytes(); };
+    // Every micro-tile prefetches its share of the next block; a lone one (2-6 rows: T of 8-32) all of it.
     auto run_block = [&](int64_t p, int64_t k0, const char* next, int64_t next_bytes) {
       const int64_t kc = std::min(kc_block, g.k - k0);
       const int64_t a_k0 = k0 / unit * f.a_unit_bytes();
