@@ -120,7 +120,7 @@ inline std::vector<GemmTile> plan_tiles(const GemmFormat& f, const std::vector<G
       }
     return n;
   };
-  while (nc > 1 && count(nc) < 8 * threads && (nc / 2 >= min_nc || count(nc) < threads)) nc /= 2;
+  for (int64_t n; nc > 1 && (n = count(nc)) < 8 * threads && (nc / 2 >= min_nc || n < threads);) nc /= 2;
   std::vector<GemmTile> tiles;
   max_rows = 0;
   max_panels = nc;

@@ -125,13 +125,12 @@ void dot_rows_gemm(int64_t T, int64_t K, int64_t N, const float* a, const float*
   // do not depend on its task.
   constexpr int64_t kTokens = kDotMaxTokens;
   const int64_t token_blocks = (T + kTokens - 1) / kTokens;
-  int64_t rows = kDotMaxRows;
+  int64_t rows = kDotMaxRows;  // a task's gate rows
   while (rows > 8 && token_blocks * ((N + rows - 1) / rows) < 2 * int64_t{num_threads()}) rows /= 2;
-  const int64_t kRows = rows;
-  const int64_t row_blocks = (N + kRows - 1) / kRows;
-  parallel_for((T + kTokens - 1) / kTokens * row_blocks, [&](int64_t task, int) {
-    const int64_t t0 = task / row_blocks * kTokens, n0 = task % row_blocks * kRows;
-    const int tokens = static_cast<int>(std::min(kTokens, T - t0)), n = static_cast<int>(std::min(kRows, N - n0));
+  const int64_t row_blocks = (N + rows - 1) / rows;
+  parallel_for(token_blocks * row_blocks, [&](int64_t task, int) {
+    const int64_t t0 = task / row_blocks * kTokens, n0 = task % row_blocks * rows;
+    const int tokens = static_cast<int>(std::min(kTokens, T - t0)), n = static_cast<int>(std::min(rows, N - n0));
     ik->dot_rows(K, a + t0 * K, K, tokens, w + n0 * K, K, n, c + t0 * N + n0, N);
   });
 }
